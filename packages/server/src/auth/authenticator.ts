@@ -1,0 +1,130 @@
+import { createHash, timingSafeEqual } from "node:crypto";
+import { readFileSync } from "node:fs";
+import {
+  createLocalJWKSet,
+  createRemoteJWKSet,
+  decodeProtectedHeader,
+  errors as joseErrors,
+  jwtVerify,
+  SignJWT,
+  type JSONWebKeySet,
+  type JWTPayload,
+  type JWTVerifyGetKey,
+} from "jose";
+import type { AuthConfig } from "../config/config.ts";
+import { ApiError } from "../domain/errors.ts";
+import { isRole, type Role } from "../domain/roles.ts";
+
+/** Who is calling: the tenant every query is scoped to, and the roles that decide what it may do. */
+export interface Principal {
+  readonly tenantId: string;
+  readonly roles: readonly Role[];
+  readonly subject: string;
+}
+
+export type Authenticate = (credentials: { bearer?: string | undefined; apiKey?: string | undefined }) => Promise<Principal>;
+
+const ASYMMETRIC_ALGORITHMS = ["RS256", "ES256"];
+
+/**
+ * Builds the verifier for bearer JWTs (HS256 with the shared secret; RS256/ES256 from a JWKS file
+ * or URL) and configured API keys. Every failure is a 401 `unauthorized`; the detail says why.
+ */
+export function createAuthenticator(config: AuthConfig): Authenticate {
+  const secret = config.jwtSecret ? new TextEncoder().encode(config.jwtSecret) : undefined;
+  const jwks = loadJwks(config);
+  const apiKeys = config.apiKeys.map((spec) => ({ ...spec, digest: Buffer.from(spec.sha256, "hex") }));
+
+  async function verifyJwt(token: string): Promise<JWTPayload> {
+    let algorithm: string | undefined;
+    try {
+      algorithm = decodeProtectedHeader(token).alg;
+    } catch {
+      throw unauthorized("the bearer token is not a valid JWT");
+    }
+    const options = { issuer: config.issuer, audience: config.audience };
+    try {
+      if (algorithm === "HS256" && secret) {
+        return (await jwtVerify(token, secret, { ...options, algorithms: ["HS256"] })).payload;
+      }
+      if (algorithm && ASYMMETRIC_ALGORITHMS.includes(algorithm) && jwks) {
+        return (await jwtVerify(token, jwks, { ...options, algorithms: ASYMMETRIC_ALGORITHMS })).payload;
+      }
+    } catch (error) {
+      throw unauthorized(describeJoseError(error));
+    }
+    throw unauthorized(`tokens signed with ${algorithm ?? "no algorithm"} are not accepted by this server`);
+  }
+
+  function principalFromClaims(payload: JWTPayload): Principal {
+    const tenantId = payload[config.tenantClaim];
+    if (typeof tenantId !== "string" || tenantId === "") {
+      throw unauthorized(`the token has no "${config.tenantClaim}" claim`);
+    }
+    const rawRoles = payload[config.rolesClaim];
+    const roles = Array.isArray(rawRoles) ? rawRoles.filter((r): r is Role => typeof r === "string" && isRole(r)) : [];
+    return { tenantId, roles, subject: payload.sub ?? "jwt" };
+  }
+
+  function principalFromApiKey(key: string): Principal | undefined {
+    const digest = createHash("sha256").update(key).digest();
+    const match = apiKeys.find((spec) => timingSafeEqual(spec.digest, digest));
+    return match && { tenantId: match.tenantId, roles: match.roles, subject: `api-key:${match.sha256.slice(0, 12)}` };
+  }
+
+  return async ({ bearer, apiKey }) => {
+    if (apiKey !== undefined) {
+      const principal = principalFromApiKey(apiKey);
+      if (!principal) throw unauthorized("unknown API key");
+      return principal;
+    }
+    if (bearer === undefined) throw unauthorized("missing Authorization: Bearer <token> header");
+    const principal = bearer.split(".").length === 3 ? undefined : principalFromApiKey(bearer);
+    return principal ?? principalFromClaims(await verifyJwt(bearer));
+  };
+}
+
+function loadJwks(config: AuthConfig): JWTVerifyGetKey | undefined {
+  if (config.jwksFile) return createLocalJWKSet(JSON.parse(readFileSync(config.jwksFile, "utf8")) as JSONWebKeySet);
+  if (config.jwksUrl) return createRemoteJWKSet(new URL(config.jwksUrl));
+  return undefined;
+}
+
+function describeJoseError(error: unknown): string {
+  if (error instanceof joseErrors.JWTExpired) return "the token has expired";
+  if (error instanceof joseErrors.JWTClaimValidationFailed) return `the token's "${error.claim}" claim is not accepted`;
+  if (error instanceof joseErrors.JWSSignatureVerificationFailed) return "the token's signature does not verify";
+  if (error instanceof joseErrors.JOSEError) return `the token is not valid (${error.code})`;
+  return "the token is not valid";
+}
+
+function unauthorized(detail: string): ApiError {
+  return new ApiError("unauthorized", detail);
+}
+
+export interface TokenRequest {
+  readonly tenantId: string;
+  readonly roles: readonly Role[];
+  readonly subject?: string;
+  /** Lifetime, e.g. "12h" or "30d" (jose's time span syntax). */
+  readonly expiresIn?: string;
+  readonly issuer?: string | undefined;
+  readonly audience?: string | undefined;
+  readonly tenantClaim?: string;
+  readonly rolesClaim?: string;
+}
+
+/** Mints an HS256 token the server started with the same secret accepts. */
+export async function mintToken(secret: string, request: TokenRequest): Promise<string> {
+  let jwt = new SignJWT({
+    [request.tenantClaim ?? "tenant_id"]: request.tenantId,
+    [request.rolesClaim ?? "roles"]: [...request.roles],
+  })
+    .setProtectedHeader({ alg: "HS256", typ: "JWT" })
+    .setSubject(request.subject ?? `rudder-token:${request.tenantId}`)
+    .setIssuedAt()
+    .setExpirationTime(request.expiresIn ?? "12h");
+  if (request.issuer) jwt = jwt.setIssuer(request.issuer);
+  if (request.audience) jwt = jwt.setAudience(request.audience);
+  return jwt.sign(new TextEncoder().encode(secret));
+}

@@ -1,0 +1,87 @@
+import { parseArgs } from "node:util";
+import { ConfigError } from "../config/config.ts";
+import { GraphLoadError } from "../graphs/registry.ts";
+import { SchemaOutdatedError } from "../server.ts";
+import { MigrationError } from "../storage/migrate.ts";
+import { VERSION } from "../version.ts";
+import { runDev, runServe } from "./serve.ts";
+import { runMigrate } from "./migrate.ts";
+import { runToken } from "./token.ts";
+
+const USAGE = `rudder ${VERSION}: durable execution server for LangGraph.js agents
+
+Usage:
+  rudder dev     [--config FILE] [--port N] [--host H] [--data-dir DIR]
+                 API on the embedded database (or DATABASE_URL), schema migrated on start,
+                 prints a dev token for tenant "default" with role admin.
+  rudder serve   [--config FILE] [--port N] [--host H]
+                 API for production; refuses to start on an outdated schema.
+  rudder migrate [--to N] [--status]
+                 Apply the forward-only schema migrations (there is no downgrade).
+  rudder token   --tenant T --roles r1,r2 [--expires 12h] [--subject S]
+                 Mint an HS256 token with RUDDER_JWT_SECRET (or the dev secret in the data dir).
+
+Environment: DATABASE_URL, RUDDER_JWT_SECRET, RUDDER_JWKS_URL, RUDDER_JWKS_FILE, PORT, HOST,
+RUDDER_DATA_DIR, RUDDER_LOG_LEVEL.`;
+
+const OPTIONS = {
+  config: { type: "string" },
+  port: { type: "string" },
+  host: { type: "string" },
+  "data-dir": { type: "string" },
+  to: { type: "string" },
+  status: { type: "boolean" },
+  tenant: { type: "string" },
+  roles: { type: "string" },
+  expires: { type: "string" },
+  subject: { type: "string" },
+  help: { type: "boolean", short: "h" },
+  version: { type: "boolean" },
+} as const;
+
+export type CliValues = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>>["values"];
+
+/** Runs one command and returns the process exit code; expected failures print one clear line. */
+export async function main(argv: string[]): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true });
+  } catch (error) {
+    process.stderr.write(`rudder: ${(error as Error).message}\n\n${USAGE}\n`);
+    return 2;
+  }
+  const { values, positionals } = parsed;
+  if (values.version) return print(VERSION);
+  const command = positionals[0];
+  if (values.help || !command) return print(USAGE);
+  try {
+    switch (command) {
+      case "dev":
+        return await runDev(values);
+      case "serve":
+        return await runServe(values);
+      case "migrate":
+        return await runMigrate(values);
+      case "token":
+        return await runToken(values);
+      default:
+        process.stderr.write(`rudder: unknown command "${command}"\n\n${USAGE}\n`);
+        return 2;
+    }
+  } catch (error) {
+    if (isExpected(error)) {
+      process.stderr.write(`rudder ${command}: ${error.message}\n`);
+      return 1;
+    }
+    throw error;
+  }
+}
+
+function isExpected(error: unknown): error is Error {
+  return [ConfigError, GraphLoadError, MigrationError, SchemaOutdatedError].some((type) => error instanceof type);
+}
+
+function print(text: string): number {
+  process.stdout.write(`${text}\n`);
+  return 0;
+}

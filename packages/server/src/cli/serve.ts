@@ -1,0 +1,92 @@
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import { join } from "node:path";
+import { mintToken } from "../auth/authenticator.ts";
+import { ConfigError, resolveConfig, type RudderConfig } from "../config/config.ts";
+import { openDatabase, startServer, type RunningServer } from "../server.ts";
+import type { Db } from "../storage/db.ts";
+import type { CliValues } from "./main.ts";
+
+export async function runDev(values: CliValues): Promise<number> {
+  const resolved = resolveConfig(flagsOf(values));
+  const secret = resolved.auth.jwtSecret ?? devSecret(resolved.dataDir);
+  const config: RudderConfig = { ...resolved, auth: { ...resolved.auth, jwtSecret: secret } };
+  applyGraphEnv(config);
+  const db = await openDatabase(config);
+  const server = await startOrClose(db, () => startServer({ config, db, schema: "migrate" }));
+  const token = await mintToken(secret, { tenantId: "default", roles: ["admin"], subject: "rudder-dev", expiresIn: "30d" });
+  process.stdout.write(
+    [
+      "",
+      `  Rudder dev server ready at ${server.url}`,
+      `  database: ${config.databaseUrl ? "PostgreSQL (DATABASE_URL)" : `embedded PGlite in ${config.dataDir}`}`,
+      `  graphs:   ${config.graphs.map((graph) => graph.graphId).join(", ") || "(none: add a rudder.json)"}`,
+      `  API docs: ${server.url}/docs`,
+      "",
+      "  Dev token (tenant default, role admin, 30 days):",
+      `  ${token}`,
+      "",
+      `  Try: curl -s -X POST ${server.url}/v1/threads -H "Authorization: Bearer $TOKEN" -H 'content-type: application/json' -d '{}'`,
+      "",
+    ].join("\n") + "\n",
+  );
+  return waitForShutdown(server, db);
+}
+
+export async function runServe(values: CliValues): Promise<number> {
+  const config = resolveConfig(flagsOf(values));
+  const { jwtSecret, jwksFile, jwksUrl, apiKeys } = config.auth;
+  if (!jwtSecret && !jwksFile && !jwksUrl && apiKeys.length === 0) {
+    throw new ConfigError("no way to authenticate clients: set RUDDER_JWT_SECRET, RUDDER_JWKS_FILE or RUDDER_JWKS_URL, or configure auth.api_keys");
+  }
+  applyGraphEnv(config);
+  const db = await openDatabase(config);
+  const server = await startOrClose(db, () => startServer({ config, db, schema: "require-current" }));
+  process.stdout.write(`rudder serve: listening at ${server.url}\n`);
+  return waitForShutdown(server, db);
+}
+
+function flagsOf(values: CliValues) {
+  const port = values.port === undefined ? undefined : Number(values.port);
+  if (port !== undefined && !Number.isInteger(port)) throw new ConfigError(`--port must be a whole number, not "${values.port}"`);
+  return { config: values.config, port, host: values.host, dataDir: values["data-dir"] };
+}
+
+/** The secret the dev server signs its tokens with, kept in the data dir across restarts. */
+export function devSecret(dataDir: string): string {
+  const path = join(dataDir, "dev-secret");
+  if (existsSync(path)) return readFileSync(path, "utf8").trim();
+  mkdirSync(dataDir, { recursive: true });
+  const secret = randomBytes(32).toString("base64url");
+  writeFileSync(path, `${secret}\n`, { mode: 0o600 });
+  return secret;
+}
+
+/** Graph code reads its settings from process.env; variables already set in the environment win. */
+function applyGraphEnv(config: RudderConfig): void {
+  for (const [key, value] of Object.entries(config.graphEnv)) process.env[key] ??= value;
+}
+
+async function startOrClose(db: Db, start: () => Promise<RunningServer>): Promise<RunningServer> {
+  try {
+    return await start();
+  } catch (error) {
+    await db.close();
+    throw error;
+  }
+}
+
+/** Resolves on SIGINT or SIGTERM once the server has stopped and the database is closed. */
+function waitForShutdown(server: RunningServer, db: Db): Promise<number> {
+  return new Promise((resolve) => {
+    const stop = async () => {
+      process.off("SIGINT", stop);
+      process.off("SIGTERM", stop);
+      await server.close();
+      await db.close();
+      resolve(0);
+    };
+    process.on("SIGINT", stop);
+    process.on("SIGTERM", stop);
+  });
+}

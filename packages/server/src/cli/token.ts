@@ -1,0 +1,32 @@
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { mintToken } from "../auth/authenticator.ts";
+import { ConfigError, resolveConfig } from "../config/config.ts";
+import { isRole, type Role } from "../domain/roles.ts";
+import type { CliValues } from "./main.ts";
+import { devSecret } from "./serve.ts";
+
+export async function runToken(values: CliValues): Promise<number> {
+  const config = resolveConfig({ dataDir: values["data-dir"], config: values.config });
+  if (!values.tenant) throw new ConfigError("--tenant is required");
+  const roles = (values.roles ?? "").split(",").map((role) => role.trim()).filter(Boolean);
+  const unknown = roles.filter((role) => !isRole(role));
+  if (roles.length === 0 || unknown.length > 0) {
+    throw new ConfigError(`--roles must list some of viewer, operator, developer, admin${unknown.length ? ` (unknown: ${unknown.join(", ")})` : ""}`);
+  }
+  const hasDevSecret = existsSync(join(config.dataDir, "dev-secret"));
+  const secret = config.auth.jwtSecret ?? (hasDevSecret ? devSecret(config.dataDir) : undefined);
+  if (!secret) throw new ConfigError("set RUDDER_JWT_SECRET (or run `rudder dev` once to create a dev secret)");
+  const token = await mintToken(secret, {
+    tenantId: values.tenant,
+    roles: roles as Role[],
+    expiresIn: values.expires ?? "12h",
+    ...(values.subject ? { subject: values.subject } : {}),
+    issuer: config.auth.issuer,
+    audience: config.auth.audience,
+    tenantClaim: config.auth.tenantClaim,
+    rolesClaim: config.auth.rolesClaim,
+  });
+  process.stdout.write(`${token}\n`);
+  return 0;
+}

@@ -1,0 +1,221 @@
+import { existsSync, readFileSync } from "node:fs";
+import { dirname, resolve } from "node:path";
+import { isRole, type Role } from "../domain/roles.ts";
+
+const KIB = 1024;
+const MIB = 1024 * KIB;
+
+/** One graph named in the config file: `"id": "./path/to/file.ts:exportName"`. */
+export interface GraphSpec {
+  readonly graphId: string;
+  /** Absolute path of the module. */
+  readonly file: string;
+  readonly exportName: string;
+}
+
+/** An assistant declared in the config file (beside the default assistant of every graph). */
+export interface DeclaredAssistant {
+  readonly assistant_id: string;
+  readonly graph_id: string;
+  readonly name?: string;
+  readonly description?: string;
+  readonly config?: Record<string, unknown>;
+  readonly context?: Record<string, unknown>;
+  readonly metadata?: Record<string, unknown>;
+}
+
+/** An API key accepted as a bearer token (or `X-Api-Key`), bound to one tenant and its roles. */
+export interface ApiKeySpec {
+  /** SHA-256 of the key, hex. Config files should hold the hash, not the key. */
+  readonly sha256: string;
+  readonly tenantId: string;
+  readonly roles: readonly Role[];
+}
+
+export interface AuthConfig {
+  readonly jwtSecret: string | undefined;
+  readonly jwksUrl: string | undefined;
+  readonly jwksFile: string | undefined;
+  readonly tenantClaim: string;
+  readonly rolesClaim: string;
+  readonly issuer: string | undefined;
+  readonly audience: string | undefined;
+  readonly apiKeys: readonly ApiKeySpec[];
+}
+
+/** Everything a Rudder process needs, resolved once at the edge (defaults < file < env < flags). */
+export interface RudderConfig {
+  readonly configFile: string | undefined;
+  readonly graphs: readonly GraphSpec[];
+  readonly assistants: readonly DeclaredAssistant[];
+  /** Variables for graph code, from the config file's `env` (an object or a .env path). */
+  readonly graphEnv: Readonly<Record<string, string>>;
+  readonly databaseUrl: string | undefined;
+  readonly dataDir: string;
+  readonly host: string;
+  readonly port: number;
+  readonly auth: AuthConfig;
+  readonly bodyLimitBytes: number;
+  readonly logLevel: string;
+}
+
+export interface ConfigFlags {
+  config?: string | undefined;
+  port?: number | undefined;
+  host?: string | undefined;
+  dataDir?: string | undefined;
+}
+
+/** Thrown when the configuration cannot be used; the CLI prints the message and exits 1. */
+export class ConfigError extends Error {
+  override readonly name = "ConfigError";
+}
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+export function resolveConfig(flags: ConfigFlags, env: Env = process.env, cwd = process.cwd()): RudderConfig {
+  const configFile = findConfigFile(flags.config, cwd);
+  const file = configFile ? readConfigFile(configFile) : {};
+  const configDir = configFile ? dirname(configFile) : cwd;
+  const port = flags.port ?? (env.PORT ? Number(env.PORT) : 2024);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new ConfigError(`invalid port ${String(port)}`);
+  return {
+    configFile,
+    graphs: parseGraphs(file.graphs, configDir, configFile),
+    assistants: parseAssistants(file.assistants, configFile),
+    graphEnv: parseGraphEnv(file.env, configDir),
+    databaseUrl: nonEmpty(env.DATABASE_URL),
+    dataDir: resolve(cwd, flags.dataDir ?? nonEmpty(env.RUDDER_DATA_DIR) ?? ".rudder"),
+    host: flags.host ?? nonEmpty(env.HOST) ?? "127.0.0.1",
+    port,
+    auth: parseAuth(file.auth, env),
+    bodyLimitBytes: 1 * MIB,
+    logLevel: nonEmpty(env.RUDDER_LOG_LEVEL) ?? "info",
+  };
+}
+
+interface ConfigFile {
+  graphs?: unknown;
+  env?: unknown;
+  assistants?: unknown;
+  auth?: unknown;
+}
+
+function findConfigFile(explicit: string | undefined, cwd: string): string | undefined {
+  if (explicit) {
+    const path = resolve(cwd, explicit);
+    if (!existsSync(path)) throw new ConfigError(`config file ${path} does not exist`);
+    return path;
+  }
+  return ["rudder.json", "langgraph.json"].map((name) => resolve(cwd, name)).find((path) => existsSync(path));
+}
+
+function readConfigFile(path: string): ConfigFile {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(readFileSync(path, "utf8"));
+  } catch (error) {
+    throw new ConfigError(`config file ${path} is not valid JSON: ${(error as Error).message}`);
+  }
+  if (!isObject(parsed)) throw new ConfigError(`config file ${path} must hold a JSON object`);
+  return parsed;
+}
+
+function parseGraphs(raw: unknown, configDir: string, configFile: string | undefined): GraphSpec[] {
+  if (raw === undefined) return [];
+  if (!isObject(raw)) throw new ConfigError(`"graphs" in ${configFile} must be an object of id -> "path:export"`);
+  return Object.entries(raw).map(([graphId, target]) => {
+    if (typeof target !== "string" || target.length === 0) {
+      throw new ConfigError(`graph "${graphId}" in ${configFile} must be a string "path:export"`);
+    }
+    const colon = target.lastIndexOf(":");
+    // A colon that belongs to a Windows drive letter or is absent means "the default export".
+    const hasExport = colon > 1;
+    const path = hasExport ? target.slice(0, colon) : target;
+    return { graphId, file: resolve(configDir, path), exportName: hasExport ? target.slice(colon + 1) : "default" };
+  });
+}
+
+function parseAssistants(raw: unknown, configFile: string | undefined): DeclaredAssistant[] {
+  if (raw === undefined) return [];
+  if (!Array.isArray(raw)) throw new ConfigError(`"assistants" in ${configFile} must be an array`);
+  return raw.map((entry: unknown, index) => {
+    if (!isObject(entry) || typeof entry.assistant_id !== "string" || typeof entry.graph_id !== "string") {
+      throw new ConfigError(`assistants[${index}] in ${configFile} needs string "assistant_id" and "graph_id"`);
+    }
+    return entry as unknown as DeclaredAssistant;
+  });
+}
+
+function parseGraphEnv(raw: unknown, configDir: string): Record<string, string> {
+  if (raw === undefined) return {};
+  if (typeof raw === "string") {
+    const path = resolve(configDir, raw);
+    return existsSync(path) ? parseDotEnv(readFileSync(path, "utf8")) : {};
+  }
+  if (!isObject(raw)) throw new ConfigError(`"env" must be an object or the path of a .env file`);
+  return Object.fromEntries(Object.entries(raw).map(([key, value]) => [key, String(value)]));
+}
+
+/** A small .env reader: KEY=value lines, optional quotes, # comments. */
+export function parseDotEnv(text: string): Record<string, string> {
+  const vars: Record<string, string> = {};
+  for (const line of text.split(/\r?\n/)) {
+    const match = /^\s*(?:export\s+)?([A-Za-z_][\w.]*)\s*=\s*(.*?)\s*$/.exec(line);
+    if (!match?.[1]) continue;
+    const value = match[2] ?? "";
+    vars[match[1]] = /^(["']).*\1$/.test(value) ? value.slice(1, -1) : value.replace(/\s+#.*$/, "");
+  }
+  return vars;
+}
+
+function parseAuth(raw: unknown, env: Env): AuthConfig {
+  const file = isObject(raw) ? raw : {};
+  return {
+    jwtSecret: nonEmpty(env.RUDDER_JWT_SECRET),
+    jwksUrl: nonEmpty(env.RUDDER_JWKS_URL),
+    jwksFile: nonEmpty(env.RUDDER_JWKS_FILE),
+    tenantClaim: stringOr(file.tenant_claim, "tenant_id"),
+    rolesClaim: stringOr(file.roles_claim, "roles"),
+    issuer: nonEmpty(env.RUDDER_JWT_ISSUER) ?? optionalString(file.issuer),
+    audience: nonEmpty(env.RUDDER_JWT_AUDIENCE) ?? optionalString(file.audience),
+    apiKeys: parseApiKeys(file.api_keys),
+  };
+}
+
+function parseApiKeys(raw: unknown): ApiKeySpec[] {
+  if (raw === undefined) return [];
+  if (!Array.isArray(raw)) throw new ConfigError(`"auth.api_keys" must be an array`);
+  return raw.map((entry: unknown, index) => {
+    const where = `auth.api_keys[${index}]`;
+    if (!isObject(entry)) throw new ConfigError(`${where} must be an object`);
+    const sha256 = optionalString(entry.key_sha256)?.toLowerCase();
+    if (!sha256 || !/^[0-9a-f]{64}$/.test(sha256)) {
+      throw new ConfigError(`${where}.key_sha256 must be the hex SHA-256 of the key`);
+    }
+    const tenantId = optionalString(entry.tenant_id);
+    if (!tenantId) throw new ConfigError(`${where}.tenant_id is required`);
+    const roles = Array.isArray(entry.roles) ? entry.roles : [];
+    const invalid = roles.filter((role) => typeof role !== "string" || !isRole(role));
+    if (roles.length === 0 || invalid.length > 0) {
+      throw new ConfigError(`${where}.roles must be a non-empty array of viewer, operator, developer, admin`);
+    }
+    return { sha256, tenantId, roles: roles as Role[] };
+  });
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+function nonEmpty(value: string | undefined): string | undefined {
+  return value === undefined || value === "" ? undefined : value;
+}
+
+function optionalString(value: unknown): string | undefined {
+  return typeof value === "string" && value !== "" ? value : undefined;
+}
+
+function stringOr(value: unknown, fallback: string): string {
+  return optionalString(value) ?? fallback;
+}

@@ -1,0 +1,166 @@
+import type { BaseCheckpointSaver, CheckpointTuple, StateSnapshot } from "@langchain/langgraph";
+import { ApiError, notFound } from "../domain/errors.ts";
+import type { GraphRegistry, RunnableGraph } from "./registry.ts";
+
+/** Where a checkpoint sits: the address a client passes back to read or fork from it. */
+export interface CheckpointRef {
+  thread_id: string;
+  checkpoint_ns: string;
+  checkpoint_id: string;
+}
+
+/** A thread's state at one checkpoint, in the shape LangGraph Platform clients read. */
+export interface ThreadState {
+  values: unknown;
+  next: string[];
+  tasks: { id: string; name: string; error: string | null; interrupts: unknown[] }[];
+  checkpoint: CheckpointRef | null;
+  parent_checkpoint: CheckpointRef | null;
+  metadata: Record<string, unknown>;
+  created_at: string | null;
+}
+
+export interface ForkRequest {
+  checkpoint_id?: string | undefined;
+  values?: Record<string, unknown> | undefined;
+  as_node?: string | undefined;
+}
+
+/** The runtime config of a lineage: pass it as a run's config to continue from that checkpoint. */
+export interface RuntimeConfig {
+  configurable: CheckpointRef;
+}
+
+/**
+ * Reads and forks thread state through LangGraph. The graph is the one that wrote the thread's
+ * newest checkpoint (its `graph_id` metadata, which Rudder's runs set); a thread whose graph is
+ * unknown is read straight from the checkpointer, without graph-derived `next` and `tasks`.
+ * Callers check the thread's tenant first.
+ */
+export class ThreadStateReader {
+  constructor(
+    private readonly graphs: GraphRegistry,
+    private readonly checkpointer: BaseCheckpointSaver,
+  ) {}
+
+  async state(threadId: string, checkpointId?: string): Promise<ThreadState> {
+    const config = configFor(threadId, checkpointId);
+    const tuple = await this.checkpointer.getTuple(config);
+    if (!tuple) {
+      if (checkpointId !== undefined) throw notFound("checkpoint", checkpointId);
+      return emptyState();
+    }
+    const graph = await this.graphOf(tuple);
+    return graph ? fromSnapshot(await graph.getState(tuple.config)) : fromTuple(tuple);
+  }
+
+  /** Newest first, at most `limit`, starting below `before` (a checkpoint id) when given. */
+  async history(threadId: string, options: { limit: number; before?: string | undefined }): Promise<ThreadState[]> {
+    const config = configFor(threadId);
+    const listOptions = {
+      limit: options.limit,
+      before: options.before === undefined ? undefined : configFor(threadId, options.before),
+    };
+    const newest = await this.checkpointer.getTuple(config);
+    const graph = newest && (await this.graphOf(newest));
+    const states: ThreadState[] = [];
+    if (graph) {
+      for await (const snapshot of graph.getStateHistory(config, listOptions)) states.push(fromSnapshot(snapshot));
+    } else {
+      for await (const tuple of this.checkpointer.list(config, listOptions)) states.push(fromTuple(tuple));
+    }
+    return states;
+  }
+
+  /**
+   * Starts a new lineage at a checkpoint (default: the newest). With `values` or `as_node` the
+   * update is written as a new checkpoint through the graph, as `graph.updateState` does;
+   * without, the lineage starts at the checkpoint itself and nothing is written.
+   */
+  async fork(threadId: string, request: ForkRequest): Promise<RuntimeConfig> {
+    const tuple = await this.checkpointer.getTuple(configFor(threadId, request.checkpoint_id));
+    if (!tuple) {
+      throw request.checkpoint_id === undefined
+        ? new ApiError("conflict", `thread ${threadId} has no checkpoint to fork from`)
+        : notFound("checkpoint", request.checkpoint_id);
+    }
+    if (request.values === undefined && request.as_node === undefined) return { configurable: refOf(tuple.config)! };
+    const graphId = graphIdOf(tuple);
+    const graph = graphId === undefined ? undefined : await this.graphs.get(graphId);
+    if (!graph) throw new ApiError("conflict", `the graph that wrote thread ${threadId} is not loaded; it cannot be updated`);
+    try {
+      // The graph id rides along in the metadata, so the new checkpoint records who wrote it too.
+      const next = await graph.updateState({ ...tuple.config, metadata: { graph_id: graphId } }, request.values ?? null, request.as_node);
+      return { configurable: refOf(next)! };
+    } catch (error) {
+      if (isNamed(error, "InvalidUpdateError")) throw new ApiError("validation_error", (error as Error).message);
+      throw error;
+    }
+  }
+
+  private async graphOf(tuple: CheckpointTuple): Promise<RunnableGraph | undefined> {
+    const graphId = graphIdOf(tuple);
+    return graphId === undefined ? undefined : this.graphs.get(graphId);
+  }
+}
+
+/** The graph that wrote a checkpoint, as Rudder records it in the checkpoint's metadata. */
+function graphIdOf(tuple: CheckpointTuple): string | undefined {
+  const graphId = (tuple.metadata as Record<string, unknown> | undefined)?.graph_id;
+  return typeof graphId === "string" ? graphId : undefined;
+}
+
+function configFor(threadId: string, checkpointId?: string) {
+  return { configurable: { thread_id: threadId, checkpoint_ns: "", ...(checkpointId ? { checkpoint_id: checkpointId } : {}) } };
+}
+
+function refOf(config: { configurable?: Record<string, unknown> } | undefined): CheckpointRef | null {
+  const configurable = config?.configurable;
+  if (!configurable || typeof configurable.checkpoint_id !== "string") return null;
+  return {
+    thread_id: String(configurable.thread_id),
+    checkpoint_ns: typeof configurable.checkpoint_ns === "string" ? configurable.checkpoint_ns : "",
+    checkpoint_id: configurable.checkpoint_id,
+  };
+}
+
+function fromSnapshot(snapshot: StateSnapshot): ThreadState {
+  return {
+    values: snapshot.values,
+    next: [...snapshot.next],
+    tasks: snapshot.tasks.map((task) => ({
+      id: task.id,
+      name: task.name,
+      error: task.error === undefined || task.error === null ? null : String((task.error as Error).message ?? task.error),
+      interrupts: [...(task.interrupts ?? [])],
+    })),
+    checkpoint: refOf(snapshot.config),
+    parent_checkpoint: refOf(snapshot.parentConfig),
+    metadata: { ...(snapshot.metadata ?? {}) },
+    created_at: snapshot.createdAt ?? null,
+  };
+}
+
+function fromTuple(tuple: CheckpointTuple): ThreadState {
+  const values = Object.fromEntries(
+    Object.entries(tuple.checkpoint.channel_values).filter(([channel]) => !channel.startsWith("__")),
+  );
+  return {
+    values,
+    next: [],
+    tasks: [],
+    checkpoint: refOf(tuple.config),
+    parent_checkpoint: refOf(tuple.parentConfig),
+    metadata: { ...(tuple.metadata ?? {}) },
+    created_at: tuple.checkpoint.ts,
+  };
+}
+
+function emptyState(): ThreadState {
+  return { values: {}, next: [], tasks: [], checkpoint: null, parent_checkpoint: null, metadata: {}, created_at: null };
+}
+
+// By name, not instanceof: the graph may have been built with another copy of @langchain/langgraph.
+function isNamed(error: unknown, name: string): boolean {
+  return error instanceof Error && error.name === name;
+}

@@ -1,0 +1,68 @@
+import type { FastifyError, FastifyReply, FastifyRequest } from "fastify";
+import { ApiError, ERROR_CODES, type ErrorCode } from "../domain/errors.ts";
+
+/** The body of every non-2xx answer (RFC 9457 plus the spec's `code`, `request_id`, `retryable`). */
+export interface Problem {
+  type: "about:blank";
+  title: string;
+  status: number;
+  detail: string;
+  code: ErrorCode;
+  request_id: string;
+  retryable: boolean;
+  [extension: string]: unknown;
+}
+
+export function problemFor(error: ApiError, requestId: string): Problem {
+  return {
+    type: "about:blank",
+    title: ERROR_CODES[error.code].title,
+    status: error.status,
+    detail: error.message,
+    code: error.code,
+    request_id: requestId,
+    retryable: error.retryable,
+    ...error.extra.fields,
+  };
+}
+
+export function sendProblem(reply: FastifyReply, request: FastifyRequest, error: ApiError): FastifyReply {
+  if (error.extra.retryAfterSeconds !== undefined) reply.header("retry-after", String(error.extra.retryAfterSeconds));
+  return reply.status(error.status).type("application/problem+json").send(problemFor(error, request.id));
+}
+
+/** Fastify's own errors that are the client's fault, by Fastify code. */
+const FASTIFY_CLIENT_ERRORS: Readonly<Record<string, ErrorCode>> = {
+  FST_ERR_CTP_INVALID_JSON_BODY: "invalid_request",
+  FST_ERR_CTP_EMPTY_JSON_BODY: "invalid_request",
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: "invalid_request",
+  FST_ERR_CTP_BODY_TOO_LARGE: "payload_too_large",
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: "unsupported_media_type",
+};
+
+/**
+ * Maps whatever a handler threw to a deliberate `ApiError`: our own errors pass through, schema
+ * violations become 422, Fastify's parser errors their codes; anything else is an internal error
+ * whose detail is hidden from the client (and logged by the caller).
+ */
+export function toApiError(error: FastifyError | Error): { apiError: ApiError; unexpected: boolean } {
+  if (error instanceof ApiError) return { apiError: error, unexpected: false };
+  const fastifyError = error as FastifyError;
+  if (fastifyError.validation) {
+    const errors = fastifyError.validation.map((issue) => ({
+      location: fastifyError.validationContext ?? "request",
+      path: issue.instancePath || "/",
+      message: describeIssue(issue.message, issue.keyword, issue.params),
+    }));
+    const detail = errors.map((issue) => `${issue.location}${issue.path === "/" ? "" : issue.path} ${issue.message}`).join("; ");
+    return { apiError: new ApiError("validation_error", detail, { fields: { errors } }), unexpected: false };
+  }
+  const mapped = fastifyError.code ? FASTIFY_CLIENT_ERRORS[fastifyError.code] : undefined;
+  if (mapped) return { apiError: new ApiError(mapped, fastifyError.message), unexpected: false };
+  return { apiError: new ApiError("internal", "the server failed to handle this request"), unexpected: true };
+}
+
+function describeIssue(message: string | undefined, keyword: string, params: Record<string, unknown>): string {
+  if (keyword === "additionalProperties") return `has unknown property "${String(params.additionalProperty)}"`;
+  return message ?? keyword;
+}

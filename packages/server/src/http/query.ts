@@ -1,0 +1,16 @@
+import { ApiError } from "../domain/errors.ts";
+
+/** A query parameter that carries a JSON object (e.g. `metadata={"user":"a"}`). */
+export function parseJsonObjectParam(name: string, raw: string | undefined): Record<string, unknown> | undefined {
+  if (raw === undefined) return undefined;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw);
+  } catch {
+    throw new ApiError("validation_error", `query parameter "${name}" must be a JSON object`);
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+    throw new ApiError("validation_error", `query parameter "${name}" must be a JSON object`);
+  }
+  return parsed as Record<string, unknown>;
+}

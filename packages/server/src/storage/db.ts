@@ -1,0 +1,98 @@
+import pg from "pg";
+import { PGlite } from "@electric-sql/pglite";
+
+/** Anything that can run one parameterised statement: the pool, or a transaction's client. */
+export interface Queryable {
+  query<Row = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<Row[]>;
+  /** Runs a script of several statements without parameters (migrations). */
+  exec(script: string): Promise<void>;
+}
+
+/**
+ * The one seam between Rudder and its database. PostgreSQL (`pg`) and PGlite share it, so every
+ * repository is written once, in one SQL dialect, and tested on both drivers.
+ */
+export interface Db extends Queryable {
+  readonly driver: "postgres" | "pglite";
+  /** Runs `work` in one transaction: committed when it resolves, rolled back when it throws. */
+  transaction<T>(work: (tx: Queryable) => Promise<T>): Promise<T>;
+  close(): Promise<void>;
+}
+
+/** PostgreSQL through a `pg` pool. */
+export function createPostgresDb(connectionString: string, options: { max?: number } = {}): Db {
+  const pool = new pg.Pool({ connectionString, max: options.max ?? 10 });
+  // An idle client that loses its connection must not crash the process; the next query reconnects.
+  pool.on("error", () => {});
+  return {
+    driver: "postgres",
+    async query<Row>(sql: string, params: readonly unknown[] = []) {
+      const result = await pool.query(sql, params as unknown[]);
+      return result.rows as Row[];
+    },
+    async exec(script: string) {
+      await pool.query(script);
+    },
+    async transaction<T>(work: (tx: Queryable) => Promise<T>): Promise<T> {
+      const client = await pool.connect();
+      let broken: unknown;
+      try {
+        await client.query("begin");
+        const tx: Queryable = {
+          async query<Row>(sql: string, params: readonly unknown[] = []) {
+            const result = await client.query(sql, params as unknown[]);
+            return result.rows as Row[];
+          },
+          async exec(script: string) {
+            // Without parameters pg uses the simple protocol, which accepts several statements.
+            await client.query(script);
+          },
+        };
+        const value = await work(tx);
+        await client.query("commit");
+        return value;
+      } catch (error) {
+        await client.query("rollback").catch((rollbackError: unknown) => {
+          broken = rollbackError;
+        });
+        throw error;
+      } finally {
+        // A client whose rollback failed is in an unknown state: destroy it instead of pooling it.
+        client.release(broken instanceof Error ? broken : undefined);
+      }
+    },
+    async close() {
+      await pool.end();
+    },
+  };
+}
+
+/**
+ * The embedded database: PGlite (WASM PostgreSQL), persisted in `dataDir`, or in memory when
+ * `dataDir` is undefined. PGlite has a single connection and serialises transactions itself.
+ */
+export async function createPgliteDb(dataDir?: string): Promise<Db> {
+  const lite = await PGlite.create(dataDir);
+  const run = async <Row>(target: Pick<PGlite, "query">, sql: string, params: readonly unknown[]) => {
+    const result = await target.query<Row>(sql, params as unknown[]);
+    return result.rows;
+  };
+  const exec = async (target: Pick<PGlite, "exec">, script: string) => {
+    await target.exec(script);
+  };
+  return {
+    driver: "pglite",
+    query: <Row>(sql: string, params: readonly unknown[] = []) => run<Row>(lite, sql, params),
+    exec: (script: string) => exec(lite, script),
+    transaction: <T>(work: (tx: Queryable) => Promise<T>) =>
+      lite.transaction((liteTx) =>
+        work({
+          query: <Row>(sql: string, params: readonly unknown[] = []) => run<Row>(liteTx, sql, params),
+          exec: (script: string) => exec(liteTx, script),
+        }),
+      ),
+    async close() {
+      await lite.close();
+    },
+  };
+}

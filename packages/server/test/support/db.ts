@@ -1,0 +1,44 @@
+import { randomUUID } from "node:crypto";
+import { createPgliteDb, createPostgresDb, type Db } from "../../src/storage/db.ts";
+import { migrate } from "../../src/storage/migrate.ts";
+
+/** The PostgreSQL server the suite runs against, when it runs on PostgreSQL rather than PGlite. */
+export const TEST_DATABASE_URL = process.env.RUDDER_TEST_DATABASE_URL;
+export const TEST_DRIVER: Db["driver"] = TEST_DATABASE_URL ? "postgres" : "pglite";
+
+export interface TestDatabase {
+  /** Connection string of a private PostgreSQL database, or undefined on PGlite (in memory). */
+  readonly url: string | undefined;
+  readonly db: Db;
+  drop(): Promise<void>;
+}
+
+/**
+ * A private, empty database for one test: an in-memory PGlite, or a fresh database on the test
+ * PostgreSQL server (dropped afterwards). Migrated unless `migrated: false`.
+ */
+export async function createTestDatabase(options: { migrated?: boolean } = {}): Promise<TestDatabase> {
+  let url: string | undefined;
+  let db: Db;
+  if (TEST_DATABASE_URL) {
+    const name = `rudder_test_${randomUUID().replaceAll("-", "")}`;
+    const admin = createPostgresDb(TEST_DATABASE_URL, { max: 1 });
+    await admin.query(`create database ${name}`);
+    await admin.close();
+    const parsed = new URL(TEST_DATABASE_URL);
+    parsed.pathname = `/${name}`;
+    url = parsed.toString();
+    db = createPostgresDb(url);
+    const drop = async () => {
+      await db.close();
+      const cleanup = createPostgresDb(TEST_DATABASE_URL!, { max: 1 });
+      await cleanup.query(`drop database if exists ${name} with (force)`);
+      await cleanup.close();
+    };
+    if (options.migrated !== false) await migrate(db);
+    return { url, db, drop };
+  }
+  db = await createPgliteDb();
+  if (options.migrated !== false) await migrate(db);
+  return { url, db, drop: () => db.close() };
+}
