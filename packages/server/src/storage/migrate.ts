@@ -40,8 +40,22 @@ const CREATE_LEDGER = `create table if not exists rudder_migrations (
   applied_at timestamptz not null default now()
 )`;
 
+/** Any fixed key: it serialises only Rudder's ledger creation, nothing else takes it. */
+const LEDGER_LOCK_KEY = 7_357_001;
+
+/**
+ * Concurrent `create table if not exists` can still collide in PostgreSQL's catalog, so ledger
+ * creation is serialised by a transaction-scoped advisory lock.
+ */
+async function ensureLedger(db: Db): Promise<void> {
+  await db.transaction(async (tx) => {
+    await tx.query("select pg_advisory_xact_lock($1)", [LEDGER_LOCK_KEY]);
+    await tx.query(CREATE_LEDGER);
+  });
+}
+
 export async function migrationStatus(db: Db, chain = loadMigrations()): Promise<MigrationStatus> {
-  await db.query(CREATE_LEDGER);
+  await ensureLedger(db);
   const applied = await db.query<{ id: number; name: string; applied_at: Date | string }>(
     "select id, name, applied_at from rudder_migrations order by id",
   );

@@ -1,0 +1,321 @@
+import type { RunnableConfig } from "@langchain/core/runnables";
+import {
+  BaseCheckpointSaver,
+  EXCLUDED_METADATA_KEYS,
+  TASKS,
+  WRITES_IDX_MAP,
+  getCheckpointId,
+  maxChannelVersion,
+  type ChannelVersions,
+  type Checkpoint,
+  type CheckpointListOptions,
+  type CheckpointMetadata,
+  type CheckpointPendingWrite,
+  type CheckpointTuple,
+  type PendingWrite,
+  type SerializerProtocol,
+} from "@langchain/langgraph-checkpoint";
+import type { Db } from "./db.ts";
+
+/** One stored write as the read queries aggregate it: task id, channel, serde type, base64 value. */
+type StoredWrite = [taskId: string, channel: string, type: string, value: string];
+
+interface CheckpointRow {
+  thread_id: string;
+  checkpoint_ns: string;
+  checkpoint_id: string;
+  parent_checkpoint_id: string | null;
+  checkpoint_type: string;
+  checkpoint: Uint8Array;
+  metadata: string;
+  pending_writes: StoredWrite[] | string;
+}
+
+interface PendingSendRow {
+  thread_id: string;
+  checkpoint_ns: string;
+  checkpoint_id: string;
+  value_type: string;
+  value: Uint8Array;
+}
+
+/** The order LangGraph applies a superstep's writes in (`writesSortKey`): code point order, hence "C". */
+const WRITES_ORDER = `task_path collate "C", task_id collate "C", idx`;
+
+/**
+ * The checkpoint row and, in the same round trip, its pending writes. Write values travel as base64
+ * inside json_agg, which pg and PGlite both hand back parsed, so no driver-specific bytea[] decoding.
+ */
+const SELECT_TUPLE = `select c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id,
+  c.checkpoint_type, c.checkpoint, c.metadata::text as metadata,
+  (select coalesce(json_agg(json_build_array(w.task_id, w.channel, w.value_type, encode(w.value, 'base64'))
+                            order by ${WRITES_ORDER}), '[]'::json)
+     from checkpoint_writes w
+    where w.thread_id = c.thread_id and w.checkpoint_ns = c.checkpoint_ns and w.checkpoint_id = c.checkpoint_id
+  ) as pending_writes
+from checkpoints c`;
+
+/** LangGraph may put a checkpoint id again: the latest content wins, the parent link stays. */
+const UPSERT_CHECKPOINT = `insert into checkpoints
+  (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint_type, checkpoint, metadata)
+values ($1, $2, $3, $4, $5, $6, $7::jsonb)
+on conflict (thread_id, checkpoint_ns, checkpoint_id) do update
+  set checkpoint_type = excluded.checkpoint_type, checkpoint = excluded.checkpoint, metadata = excluded.metadata`;
+
+/** Legacy (v < 4) checkpoints kept their pending sends as TASKS writes on the parent checkpoint. */
+const SELECT_PENDING_SENDS = `select w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.value_type, w.value
+from checkpoint_writes w
+join jsonb_to_recordset($1::jsonb) as p(thread_id text, checkpoint_ns text, checkpoint_id text)
+  on w.thread_id = p.thread_id and w.checkpoint_ns = p.checkpoint_ns and w.checkpoint_id = p.checkpoint_id
+where w.channel = $2
+order by ${WRITES_ORDER}`;
+
+/** One statement, so a thread is never left with writes whose checkpoint is gone. */
+const DELETE_THREAD = `with deleted_writes as (delete from checkpoint_writes where thread_id = $1)
+delete from checkpoints where thread_id = $1`;
+
+/**
+ * LangGraph checkpoint saver over Rudder's `Db` seam, so the same code persists threads on PostgreSQL
+ * and on PGlite. Each checkpoint is stored whole (one row per checkpoint, one write per `put`), its
+ * metadata as jsonb so Rudder can filter and read it in SQL.
+ */
+export class RudderCheckpointSaver extends BaseCheckpointSaver {
+  constructor(
+    private readonly db: Db,
+    serde?: SerializerProtocol,
+  ) {
+    super(serde);
+  }
+
+  async getTuple(config: RunnableConfig): Promise<CheckpointTuple | undefined> {
+    const threadId = config.configurable?.thread_id;
+    if (threadId === undefined || threadId === null) return undefined;
+    const ns = config.configurable?.checkpoint_ns ?? "";
+    const checkpointId = getCheckpointId(config);
+    // Without an id, the latest: a backward scan of the primary key, as uuid6 ids sort by creation time.
+    const pick = checkpointId ? "and c.checkpoint_id = $3" : "order by c.checkpoint_id desc limit 1";
+    const params = checkpointId ? [String(threadId), ns, checkpointId] : [String(threadId), ns];
+    const sql = `${SELECT_TUPLE} where c.thread_id = $1 and c.checkpoint_ns = $2 ${pick}`;
+    const rows = await this.db.query<CheckpointRow>(sql, params);
+    const [tuple] = await this.toTuples(rows);
+    return tuple;
+  }
+
+  async *list(config: RunnableConfig, options: CheckpointListOptions = {}): AsyncGenerator<CheckpointTuple> {
+    const { sql, params } = listQuery(config, options);
+    const rows = await this.db.query<CheckpointRow>(sql, params);
+    yield* await this.toTuples(rows);
+  }
+
+  async put(
+    config: RunnableConfig,
+    checkpoint: Checkpoint,
+    metadata: CheckpointMetadata,
+    _newVersions: ChannelVersions, // unused: the whole checkpoint is stored, not per-channel blobs
+  ): Promise<RunnableConfig> {
+    const threadId = requiredThreadId(config, "put a checkpoint");
+    const ns = config.configurable?.checkpoint_ns ?? "";
+    const [[type, bytes], metadataJson] = await Promise.all([
+      this.serde.dumpsTyped(checkpoint),
+      this.dumpMetadata(withRunMetadata(config, metadata)),
+    ]);
+    const parentId = config.configurable?.checkpoint_id || null;
+    await this.db.query(UPSERT_CHECKPOINT, [threadId, ns, checkpoint.id, parentId, type, bytes, metadataJson]);
+    return { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: checkpoint.id } };
+  }
+
+  async putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath = ""): Promise<void> {
+    const threadId = requiredThreadId(config, "put writes");
+    const checkpointId = config.configurable?.checkpoint_id;
+    if (!checkpointId) throw new Error('Failed to put writes: config.configurable has no "checkpoint_id".');
+    const rows = await Promise.all(
+      dedupeByIndex(writes).map(async ({ idx, channel, value }) => {
+        const [type, bytes] = await this.serde.dumpsTyped(value);
+        return [idx, channel, type, bytes] as const;
+      }),
+    );
+    if (rows.length === 0) return;
+    const ns = config.configurable?.checkpoint_ns ?? "";
+    const params = [threadId, ns, String(checkpointId), taskId, taskPath, ...rows.flat()];
+    await this.db.query(upsertWritesSql(rows.length), params);
+  }
+
+  async deleteThread(threadId: string): Promise<void> {
+    await this.db.query(DELETE_THREAD, [threadId]);
+  }
+
+  /** Metadata goes through serde (so LangChain objects survive) and is stored as jsonb text. */
+  private async dumpMetadata(metadata: Record<string, unknown>): Promise<string> {
+    const [, bytes] = await this.serde.dumpsTyped(metadata);
+    return stripNulEscapes(new TextDecoder().decode(bytes));
+  }
+
+  private async toTuples(rows: CheckpointRow[]): Promise<CheckpointTuple[]> {
+    const tuples = await Promise.all(rows.map((row) => this.toTuple(row)));
+    await this.migratePendingSends(tuples);
+    return tuples;
+  }
+
+  private async toTuple(row: CheckpointRow): Promise<CheckpointTuple> {
+    const [checkpoint, metadata, pendingWrites] = await Promise.all([
+      this.serde.loadsTyped(row.checkpoint_type, toBytes(row.checkpoint)) as Promise<Checkpoint>,
+      this.serde.loadsTyped("json", row.metadata) as Promise<CheckpointMetadata>,
+      this.loadWrites(parseJson<StoredWrite[]>(row.pending_writes)),
+    ]);
+    const at = (checkpointId: string) => ({
+      configurable: { thread_id: row.thread_id, checkpoint_ns: row.checkpoint_ns, checkpoint_id: checkpointId },
+    });
+    const tuple: CheckpointTuple = { config: at(row.checkpoint_id), checkpoint, metadata, pendingWrites };
+    if (row.parent_checkpoint_id !== null) tuple.parentConfig = at(row.parent_checkpoint_id);
+    return tuple;
+  }
+
+  private loadWrites(stored: StoredWrite[]): Promise<CheckpointPendingWrite[]> {
+    return Promise.all(
+      stored.map(async ([taskId, channel, type, value]): Promise<CheckpointPendingWrite> => {
+        const loaded: unknown = await this.serde.loadsTyped(type, toBytes(Buffer.from(value, "base64")));
+        return [taskId, channel, loaded];
+      }),
+    );
+  }
+
+  /**
+   * Checkpoints older than format v4 kept pending sends (`Send`s) in the checkpoint; v4 moved them to
+   * the TASKS channel, filled from the parent's TASKS writes. Rebuilt on read, like the reference
+   * savers: one extra query, only when a page holds a legacy checkpoint.
+   */
+  private async migratePendingSends(tuples: CheckpointTuple[]): Promise<void> {
+    const legacy = tuples.filter((tuple) => tuple.checkpoint.v < 4 && tuple.parentConfig !== undefined);
+    if (legacy.length === 0) return;
+    const parents = legacy.map((tuple) => tuple.parentConfig?.configurable);
+    const rows = await this.db.query<PendingSendRow>(SELECT_PENDING_SENDS, [JSON.stringify(parents), TASKS]);
+    for (const tuple of legacy) {
+      const parent = tuple.parentConfig?.configurable ?? {};
+      const mine = rows.filter(
+        (row) =>
+          row.thread_id === parent.thread_id &&
+          row.checkpoint_ns === parent.checkpoint_ns &&
+          row.checkpoint_id === parent.checkpoint_id,
+      );
+      if (mine.length === 0) continue; // nothing was pending: leave the channel absent, as PostgresSaver does
+      const sends = await Promise.all(mine.map((row) => this.serde.loadsTyped(row.value_type, toBytes(row.value))));
+      this.applyPendingSends(tuple.checkpoint, sends);
+    }
+  }
+
+  private applyPendingSends(checkpoint: Checkpoint, sends: unknown[]): void {
+    const versions = Object.values(checkpoint.channel_versions ?? {});
+    checkpoint.channel_values = { ...checkpoint.channel_values, [TASKS]: sends };
+    checkpoint.channel_versions = {
+      ...checkpoint.channel_versions,
+      [TASKS]: versions.length > 0 ? maxChannelVersion(...versions) : this.getNextVersion(undefined),
+    };
+  }
+}
+
+function requiredThreadId(config: RunnableConfig, action: string): string {
+  const threadId = config.configurable?.thread_id;
+  if (threadId === undefined || threadId === null || threadId === "") {
+    throw new Error(`Failed to ${action}: config.configurable has no "thread_id".`);
+  }
+  return String(threadId);
+}
+
+/** The WHERE clause of `list`, built from whichever of the config/options parts are present. */
+function listQuery(config: RunnableConfig, options: CheckpointListOptions): { sql: string; params: unknown[] } {
+  const params: unknown[] = [];
+  const where: string[] = [];
+  const add = (predicate: (placeholder: string) => string, value: unknown) => {
+    params.push(value);
+    where.push(predicate(`$${params.length}`));
+  };
+  const { thread_id: threadId, checkpoint_ns: ns } = config.configurable ?? {};
+  const checkpointId = getCheckpointId(config);
+  if (threadId !== undefined && threadId !== null) add((p) => `c.thread_id = ${p}`, String(threadId));
+  if (ns !== undefined && ns !== null) add((p) => `c.checkpoint_ns = ${p}`, ns);
+  if (checkpointId) add((p) => `c.checkpoint_id = ${p}`, checkpointId);
+  const beforeId = options.before ? getCheckpointId(options.before) : "";
+  if (beforeId) add((p) => `c.checkpoint_id < ${p}`, beforeId);
+  if (options.filter && Object.keys(options.filter).length > 0) {
+    add((p) => `c.metadata @> ${p}::jsonb`, JSON.stringify(options.filter));
+  }
+  let sql = `${SELECT_TUPLE}${where.length ? ` where ${where.join(" and ")}` : ""} order by c.checkpoint_id desc`;
+  if (options.limit !== undefined) {
+    params.push(Math.max(0, Math.floor(options.limit)));
+    sql += ` limit $${params.length}`;
+  }
+  return { sql, params };
+}
+
+/**
+ * Writes of one task, with their storage index: special channels (errors, interrupts, resumes,
+ * scheduled) take the fixed negative index of WRITES_IDX_MAP, so a retry replaces them; other writes
+ * keep their position. Within one call a later special write wins, as it would on a second call.
+ */
+function dedupeByIndex(writes: PendingWrite[]): { idx: number; channel: string; value: unknown }[] {
+  const byIndex = new Map<number, { idx: number; channel: string; value: unknown }>();
+  writes.forEach(([channel, value], position) => {
+    const idx = WRITES_IDX_MAP[channel] ?? position;
+    byIndex.set(idx, { idx, channel, value });
+  });
+  return [...byIndex.values()];
+}
+
+/**
+ * One multi-row insert for all of a task's writes. Ordinary writes are insert-if-absent (a replayed
+ * task must not change what was recorded); special writes (negative index) are upserts.
+ */
+function upsertWritesSql(rowCount: number): string {
+  const values = Array.from({ length: rowCount }, (_, row) => {
+    const base = 6 + row * 4;
+    return `($1, $2, $3, $4, $5, $${base}::integer, $${base + 1}, $${base + 2}, $${base + 3}::bytea)`;
+  });
+  return `insert into checkpoint_writes
+  (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, value_type, value)
+values ${values.join(", ")}
+on conflict (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) do update
+  set channel = excluded.channel, value_type = excluded.value_type, value = excluded.value,
+      task_path = excluded.task_path
+  where checkpoint_writes.idx < 0`;
+}
+
+/**
+ * The checkpoint's own metadata plus the run's `config.metadata` (graph_id, run_id, assistant_id...),
+ * as the Python savers do, so Rudder can read a checkpoint's run from it. The checkpoint's own keys
+ * win; LangSmith (`ls_`), private (`__`) and LangGraph bookkeeping keys, and values that are not plain
+ * JSON, are left out.
+ */
+export function withRunMetadata(config: RunnableConfig, metadata: CheckpointMetadata): Record<string, unknown> {
+  const fromRun: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(config.metadata ?? {})) {
+    if (key.startsWith("ls_") || key.startsWith("__") || EXCLUDED_METADATA_KEYS.has(key)) continue;
+    if (isPlainJson(value)) fromRun[key] = value;
+  }
+  return { ...fromRun, ...metadata };
+}
+
+function isPlainJson(value: unknown, depth = 0): boolean {
+  if (depth > 32) return false; // cycles and absurd nesting are not metadata
+  if (value === null || typeof value === "string" || typeof value === "boolean") return true;
+  if (typeof value === "number") return Number.isFinite(value);
+  if (Array.isArray(value)) return value.every((item) => isPlainJson(item, depth + 1));
+  if (typeof value !== "object") return false;
+  const proto: unknown = Object.getPrototypeOf(value);
+  if (proto !== Object.prototype && proto !== null) return false;
+  return Object.values(value).every((item) => isPlainJson(item, depth + 1));
+}
+
+/** jsonb cannot hold U+0000; drop its `\u0000` escapes (an escape is preceded by an even run of `\`). */
+function stripNulEscapes(json: string): string {
+  return json.replace(/(?<!\\)((?:\\\\)*)\\u0000/g, "$1");
+}
+
+/** pg returns bytea as Buffer, PGlite as Uint8Array: hand serde a plain Uint8Array either way. */
+function toBytes(value: Uint8Array): Uint8Array {
+  return value.constructor === Uint8Array ? value : new Uint8Array(value.buffer, value.byteOffset, value.byteLength);
+}
+
+/** json columns arrive parsed from both drivers; a string is tolerated in case a driver does not parse. */
+function parseJson<T>(value: T | string): T {
+  return typeof value === "string" ? (JSON.parse(value) as T) : value;
+}
