@@ -18,7 +18,7 @@ import { VERSION } from "./version.ts";
 export async function openDatabase(config: Pick<RudderConfig, "databaseUrl" | "dataDir">): Promise<Db> {
   if (config.databaseUrl) return createPostgresDb(config.databaseUrl);
   mkdirSync(config.dataDir, { recursive: true });
-  return createPgliteDb(join(config.dataDir, "pglite"));
+  return createPgliteDb({ dataDir: join(config.dataDir, "pglite") });
 }
 
 /** Raised when the database schema is older than this binary needs. */

@@ -9,6 +9,8 @@ import { mintToken } from "../src/auth/authenticator.ts";
 import { ERROR_CODES } from "../src/domain/errors.ts";
 import { startTestServer, TEST_SECRET, type TestResponse, type TestServer } from "./support/server.ts";
 
+type PrivateKey = Awaited<ReturnType<typeof generateKeyPair>>["privateKey"];
+
 const PROBLEM_FIELDS = ["type", "title", "status", "detail", "code", "request_id", "retryable"];
 
 function assertProblem(response: TestResponse, status: number, code: string): void {
@@ -25,12 +27,12 @@ function assertProblem(response: TestResponse, status: number, code: string): vo
 describe("HTTP basics", () => {
   let server: TestServer;
   const API_KEY = "rk_test_operator_key";
-  let rsaKey: CryptoKey;
+  let rsaKey: PrivateKey;
   let jwksFile: string;
 
   before(async () => {
     const { publicKey, privateKey } = await generateKeyPair("RS256");
-    rsaKey = privateKey as CryptoKey;
+    rsaKey = privateKey;
     jwksFile = join(mkdtempSync(join(tmpdir(), "rudder-jwks-")), "jwks.json");
     writeFileSync(jwksFile, JSON.stringify({ keys: [{ ...(await exportJWK(publicKey)), kid: "k1", alg: "RS256" }] }));
     server = await startTestServer({
@@ -86,11 +88,11 @@ describe("HTTP basics", () => {
   });
 
   test("RS256 tokens verify against the JWKS file", async () => {
-    const sign = (key: CryptoKey, kid: string) =>
+    const sign = (key: PrivateKey, kid: string) =>
       new SignJWT({ tenant_id: "t-rsa", roles: ["viewer"] }).setProtectedHeader({ alg: "RS256", kid }).setExpirationTime("1h").sign(key);
     const ok = await server.request("GET", "/v1/threads", { token: await sign(rsaKey, "k1") });
     assert.deepEqual([ok.status, ok.body], [200, []]);
-    const stranger = (await generateKeyPair("RS256")).privateKey as CryptoKey;
+    const stranger = (await generateKeyPair("RS256")).privateKey;
     assertProblem(await server.request("GET", "/v1/threads", { token: await sign(stranger, "k1") }), 401, "unauthorized");
   });
 

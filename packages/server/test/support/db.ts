@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
-import { createPgliteDb, createPostgresDb, type Db } from "../../src/storage/db.ts";
+import { PGlite } from "@electric-sql/pglite";
+import { createPgliteDb, createPostgresDb, pgliteDb, type Db } from "../../src/storage/db.ts";
 import { migrate } from "../../src/storage/migrate.ts";
 
 /** The PostgreSQL server the suite runs against, when it runs on PostgreSQL rather than PGlite. */
@@ -38,7 +39,27 @@ export async function createTestDatabase(options: { migrated?: boolean } = {}): 
     if (options.migrated !== false) await migrate(db);
     return { url, db, drop };
   }
-  db = await createPgliteDb();
-  if (options.migrated !== false) await migrate(db);
+  db = await createPgliteDb({ loadDataDir: await pgliteTemplate(options.migrated !== false) });
   return { url, db, drop: () => db.close() };
+}
+
+const templates = new Map<boolean, Promise<Blob>>();
+
+/**
+ * A PGlite data directory made once per test process (blank, or migrated) and loaded by every
+ * test database: initdb costs seconds on PGlite, loading a dump well under one.
+ */
+function pgliteTemplate(migrated: boolean): Promise<Blob> {
+  let template = templates.get(migrated);
+  if (!template) {
+    template = (async () => {
+      const lite = await PGlite.create();
+      if (migrated) await migrate(pgliteDb(lite));
+      const dump = await lite.dumpDataDir("none");
+      await lite.close();
+      return dump;
+    })();
+    templates.set(migrated, template);
+  }
+  return template;
 }

@@ -1,0 +1,84 @@
+import { describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { once } from "node:events";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { jwtVerify } from "jose";
+import { runRudder, startRudder, waitForOutput } from "./support/cli.ts";
+import { createTestDatabase, TEST_DRIVER } from "./support/db.ts";
+import { EXAMPLES_CONFIG } from "./support/server.ts";
+
+const BAD_GRAPH_CONFIG = fileURLToPath(new URL("./fixtures/bad-graph.rudder.json", import.meta.url));
+
+/** Where `rudder dev` keeps its data in this run: a private PostgreSQL database, or a PGlite dir. */
+async function devTarget() {
+  const dataDir = mkdtempSync(join(tmpdir(), "rudder-dev-"));
+  if (TEST_DRIVER === "postgres") {
+    const database = await createTestDatabase({ migrated: false });
+    await database.db.close();
+    return { env: { DATABASE_URL: database.url }, dataDir, drop: () => database.drop() };
+  }
+  return { env: { DATABASE_URL: undefined }, dataDir, drop: async () => {} };
+}
+
+describe(`the rudder command on ${TEST_DRIVER}`, () => {
+  test("dev starts on its database, prints a working token, and stops on SIGTERM", async () => {
+    const target = await devTarget();
+    const env = { ...target.env, RUDDER_JWT_SECRET: undefined };
+    const child = startRudder(["dev", "--config", EXAMPLES_CONFIG, "--port", "0", "--data-dir", target.dataDir], env);
+    try {
+      const banner = await waitForOutput(child, /Dev token[^\n]*\n\s+(\S+)\n/);
+      const url = /ready at (http:\/\/127\.0\.0\.1:\d+)/.exec(banner)?.[1];
+      const token = /Dev token[^\n]*\n\s+(\S+)\n/.exec(banner)?.[1];
+      assert.ok(url && token, banner);
+      assert.match(banner, /graphs: +echo, approval/);
+      const headers = { authorization: `Bearer ${token}`, "content-type": "application/json" };
+      const created = await fetch(`${url}/v1/threads`, { method: "POST", headers, body: JSON.stringify({ metadata: { via: "cli" } }) });
+      assert.equal(created.status, 201);
+      const { thread_id } = (await created.json()) as { thread_id: string };
+      const read = await fetch(`${url}/v1/threads/${thread_id}`, { headers });
+      assert.deepEqual(((await read.json()) as { metadata: unknown }).metadata, { via: "cli" });
+      assert.equal((await fetch(`${url}/ready`)).status, 200);
+
+      // The dev secret persists in the data dir, so `rudder token` mints tokens the server accepts.
+      const minted = await runRudder(["token", "--tenant", "default", "--roles", "viewer", "--data-dir", target.dataDir], env);
+      assert.equal(minted.code, 0, minted.stderr);
+      const list = await fetch(`${url}/v1/threads`, { headers: { authorization: `Bearer ${minted.stdout.trim()}` } });
+      assert.equal(list.status, 200);
+      assert.equal(((await list.json()) as unknown[]).length, 1);
+    } finally {
+      child.kill("SIGTERM");
+      const [code] = await once(child, "close");
+      assert.equal(code, 0, "SIGTERM stops the dev server cleanly");
+      await target.drop();
+    }
+  });
+
+  test("a graph that fails to compile stops startup with a message naming it and its file", async () => {
+    const target = await devTarget();
+    try {
+      const result = await runRudder(["dev", "--config", BAD_GRAPH_CONFIG, "--port", "0", "--data-dir", target.dataDir], target.env);
+      assert.equal(result.code, 1);
+      assert.match(result.stderr, /graph "lonely" in .*broken\.ts failed to compile/);
+    } finally {
+      await target.drop();
+    }
+  });
+
+  test("token mints a verifiable HS256 token; bad arguments are refused", async () => {
+    const secret = "t".repeat(40);
+    const minted = await runRudder(["token", "--tenant", "acme", "--roles", "operator,viewer", "--expires", "1h"], { RUDDER_JWT_SECRET: secret });
+    assert.equal(minted.code, 0, minted.stderr);
+    const { payload } = await jwtVerify(minted.stdout.trim(), new TextEncoder().encode(secret));
+    assert.deepEqual([payload.tenant_id, payload.roles], ["acme", ["operator", "viewer"]]);
+    const badRole = await runRudder(["token", "--tenant", "acme", "--roles", "root"], { RUDDER_JWT_SECRET: secret });
+    assert.deepEqual([badRole.code, /unknown: root/.test(badRole.stderr)], [1, true]);
+    const unknown = await runRudder(["launch"]);
+    assert.equal(unknown.code, 2);
+    const serveWithoutAuth = await runRudder(["serve", "--config", EXAMPLES_CONFIG], { RUDDER_JWT_SECRET: undefined, DATABASE_URL: undefined });
+    assert.equal(serveWithoutAuth.code, 1);
+    assert.match(serveWithoutAuth.stderr, /no way to authenticate/);
+  });
+});

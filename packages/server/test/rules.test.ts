@@ -1,0 +1,87 @@
+import { describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { resolve } from "node:path";
+import { ConfigError, parseDotEnv, resolveConfig } from "../src/config/config.ts";
+import { contains } from "../src/domain/containment.ts";
+import { ApiError, ERROR_CODES } from "../src/domain/errors.ts";
+import { grants, isRole } from "../src/domain/roles.ts";
+import { toApiError } from "../src/http/problem.ts";
+
+describe("roles", () => {
+  test("grants are cumulative and match DESIGN.md", () => {
+    assert.ok(grants(["viewer"], "read"));
+    assert.ok(!grants(["viewer"], "operate") && !grants(["viewer"], "develop"));
+    assert.ok(grants(["operator"], "operate") && !grants(["operator"], "develop"));
+    assert.ok(grants(["developer"], "develop") && !grants(["developer"], "operate"));
+    assert.ok(["read", "operate", "develop"].every((p) => grants(["admin"], p as "read")));
+    assert.ok(grants(["viewer", "developer"], "develop"));
+    assert.ok(!grants([], "read"));
+    assert.ok(isRole("admin") && !isRole("root"));
+  });
+});
+
+describe("JSON containment (the in-memory twin of jsonb @>)", () => {
+  test("objects, nested objects, arrays and scalars", () => {
+    assert.ok(contains({ a: 1, b: { c: 2, d: 3 } }, { b: { c: 2 } }));
+    assert.ok(!contains({ a: 1 }, { a: 2 }));
+    assert.ok(contains({ tags: ["x", "y"] }, { tags: ["y"] }));
+    assert.ok(!contains({ tags: ["x"] }, { tags: ["z"] }));
+    assert.ok(contains({ a: 1 }, {}));
+    assert.ok(!contains({ a: [1] }, { a: 1 }));
+    assert.ok(!contains(null, { a: 1 }));
+  });
+});
+
+describe("error codes", () => {
+  test("the spec's codes have the spec's statuses", () => {
+    const expected = {
+      idempotency_conflict: 409, quota_exceeded: 429, join_timeout: 408, run_terminal: 409, run_superseded: 409,
+      payload_too_large: 413, run_resume_conflict: 409, run_finalizing: 409, invalid_request: 400, unauthorized: 401,
+      forbidden: 403, not_found: 404, conflict: 409, concurrent_run: 409, validation_error: 422, rate_limited: 429, internal: 500,
+    } as const;
+    for (const [code, status] of Object.entries(expected)) assert.equal(ERROR_CODES[code as keyof typeof ERROR_CODES].status, status, code);
+    assert.equal(ERROR_CODES.quota_exceeded.retryable, true);
+    assert.equal(ERROR_CODES.validation_error.retryable, false);
+  });
+
+  test("toApiError passes ApiErrors through and hides unexpected errors", () => {
+    const own = new ApiError("conflict", "busy");
+    assert.deepEqual(toApiError(own), { apiError: own, unexpected: false });
+    const hidden = toApiError(new Error("secret stack detail"));
+    assert.equal(hidden.unexpected, true);
+    assert.equal(hidden.apiError.code, "internal");
+    assert.doesNotMatch(hidden.apiError.message, /secret/);
+    const tooLarge = Object.assign(new Error("big"), { code: "FST_ERR_CTP_BODY_TOO_LARGE" });
+    assert.equal(toApiError(tooLarge).apiError.code, "payload_too_large");
+  });
+});
+
+describe("config", () => {
+  const dir = resolve("/srv/app");
+
+  test("graph targets resolve relative to the config file; no export means default", () => {
+    const config = resolveConfig({ config: "packages/server/test/fixtures/bad-graph.rudder.json" }, {});
+    assert.equal(config.graphs[0]!.graphId, "lonely");
+    assert.match(config.graphs[0]!.file, /test\/fixtures\/graphs\/broken\.ts$/);
+    assert.equal(config.graphs[0]!.exportName, "noEntry");
+  });
+
+  test("flags win over the environment, which wins over defaults", () => {
+    const env = { PORT: "3000", HOST: "0.0.0.0", RUDDER_DATA_DIR: "data", DATABASE_URL: "" };
+    const fromEnv = resolveConfig({}, env, dir);
+    assert.deepEqual([fromEnv.port, fromEnv.host, fromEnv.dataDir, fromEnv.databaseUrl], [3000, "0.0.0.0", resolve(dir, "data"), undefined]);
+    const fromFlags = resolveConfig({ port: 4000, host: "::1", dataDir: "/tmp/x" }, env, dir);
+    assert.deepEqual([fromFlags.port, fromFlags.host, fromFlags.dataDir], [4000, "::1", "/tmp/x"]);
+    const defaults = resolveConfig({}, {}, dir);
+    assert.deepEqual([defaults.port, defaults.host, defaults.dataDir, defaults.auth.tenantClaim], [2024, "127.0.0.1", resolve(dir, ".rudder"), "tenant_id"]);
+  });
+
+  test("a missing explicit config file and an invalid port are ConfigErrors", () => {
+    assert.throws(() => resolveConfig({ config: "/nope/rudder.json" }, {}), ConfigError);
+    assert.throws(() => resolveConfig({}, { PORT: "70000" }, dir), ConfigError);
+  });
+
+  test(".env files: comments, quotes, export prefixes", () => {
+    assert.deepEqual(parseDotEnv("# c\nA=1\nexport B='two words'\nC=\"q\" \nD=x # trailing\n bad line"), { A: "1", B: "two words", C: "q", D: "x" });
+  });
+});
