@@ -1,18 +1,23 @@
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import type { FastifyServerOptions } from "fastify";
+import type { FastifyBaseLogger, FastifyServerOptions } from "fastify";
+import { pino } from "pino";
 import { createAuthenticator } from "./auth/authenticator.ts";
 import type { RudderConfig } from "./config/config.ts";
 import { AssistantCatalog } from "./graphs/assistants.ts";
 import { GraphRegistry } from "./graphs/registry.ts";
 import { ThreadStateReader } from "./graphs/thread-state.ts";
-import { buildApp, type App } from "./http/app.ts";
+import { buildApp, type App, type AppServices } from "./http/app.ts";
+import { createLocalNotifier, createPostgresNotifier, type Notifier } from "./notify/notifier.ts";
+import { RunService } from "./runs/service.ts";
 import { AssistantRepository } from "./storage/assistants.ts";
 import { RudderCheckpointSaver } from "./storage/checkpointer.ts";
 import { createPgliteDb, createPostgresDb, type Db } from "./storage/db.ts";
 import { migrate, migrationStatus } from "./storage/migrate.ts";
+import { RunRepository } from "./storage/runs.ts";
 import { ThreadRepository } from "./storage/threads.ts";
 import { VERSION } from "./version.ts";
+import { DEFAULT_WORKER_OPTIONS, Worker, type WorkerOptions } from "./worker/worker.ts";
 
 /** PostgreSQL when DATABASE_URL is set, else the embedded PGlite database in the data dir. */
 export async function openDatabase(config: Pick<RudderConfig, "databaseUrl" | "dataDir">): Promise<Db> {
@@ -29,41 +34,74 @@ export class SchemaOutdatedError extends Error {
 export interface StartOptions {
   readonly config: RudderConfig;
   readonly db: Db;
-  /** dev and tests bring the schema up to date; serve refuses to start on an outdated one. */
+  /** dev and tests bring the schema up to date; serve and worker refuse an outdated one. */
   readonly schema: "migrate" | "require-current";
+  /** Serve the HTTP API (default true). */
+  readonly api?: boolean;
+  /** Run a worker in this process, with these options over the defaults (default: no worker). */
+  readonly worker?: Partial<WorkerOptions> | false;
   readonly logger?: FastifyServerOptions["logger"];
 }
 
 export interface RunningServer {
-  readonly app: App;
-  readonly url: string;
+  /** Set when the process serves the API. */
+  readonly app: App | undefined;
+  readonly url: string | undefined;
+  readonly worker: Worker | undefined;
+  /** Stops the worker (handing unfinished runs back), then the API, then the notifier. */
   close(): Promise<void>;
 }
 
-/** Builds every service from the resolved config, then listens. Closing stops the HTTP server only. */
+/**
+ * Builds every service from the resolved config, then starts the API and/or a worker. The
+ * database belongs to the caller, who closes it after `close()`.
+ */
 export async function startServer(options: StartOptions): Promise<RunningServer> {
   const { config, db } = options;
   await prepareSchema(db, options.schema);
   const checkpointer = new RudderCheckpointSaver(db);
   const graphs = await GraphRegistry.load(config.graphs, checkpointer);
-  const app = await buildApp({
-    services: {
-      db,
-      authenticate: createAuthenticator(config.auth),
-      graphs,
-      assistants: new AssistantCatalog(new AssistantRepository(db), graphs, config.assistants),
-      threads: new ThreadRepository(db),
-      threadState: new ThreadStateReader(graphs, checkpointer),
+  const notifier: Notifier = db.driver === "postgres" && db.url ? createPostgresNotifier(db.url) : createLocalNotifier();
+  const runs = new RunRepository(db);
+  const assistants = new AssistantCatalog(new AssistantRepository(db), graphs, config.assistants);
+  const services: AppServices = {
+    db,
+    authenticate: createAuthenticator(config.auth),
+    graphs,
+    assistants,
+    threads: new ThreadRepository(db),
+    threadState: new ThreadStateReader(graphs, checkpointer),
+    runs,
+    runService: new RunService(runs, assistants, graphs, notifier, { queuedRunQuota: config.queuedRunQuota }),
+    notifier,
+    streamHeartbeatMs: config.streamHeartbeatMs,
+  };
+  const serveApi = options.api ?? true;
+  const app = serveApi
+    ? await buildApp({ services, bodyLimitBytes: config.bodyLimitBytes, logger: options.logger ?? { level: config.logLevel }, version: VERSION })
+    : undefined;
+  const log: FastifyBaseLogger = app?.log ?? pino({ level: options.logger === false ? "silent" : config.logLevel });
+  const worker = options.worker
+    ? new Worker({ runs, graphs, checkpointer, notifier, log }, { ...DEFAULT_WORKER_OPTIONS, concurrency: config.workerConcurrency, ...options.worker })
+    : undefined;
+  worker?.start();
+  let url: string | undefined;
+  if (app) {
+    await app.listen({ host: config.host, port: config.port });
+    const address = app.server.address();
+    const port = typeof address === "object" && address ? address.port : config.port;
+    url = `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`;
+  }
+  return {
+    app,
+    url,
+    worker,
+    async close() {
+      await worker?.stop();
+      await app?.close();
+      await notifier.close();
     },
-    bodyLimitBytes: config.bodyLimitBytes,
-    logger: options.logger ?? { level: config.logLevel },
-    version: VERSION,
-  });
-  await app.listen({ host: config.host, port: config.port });
-  const address = app.server.address();
-  const port = typeof address === "object" && address ? address.port : config.port;
-  const host = config.host.includes(":") ? `[${config.host}]` : config.host;
-  return { app, url: `http://${host}:${port}`, close: () => app.close() };
+  };
 }
 
 async function prepareSchema(db: Db, mode: StartOptions["schema"]): Promise<void> {

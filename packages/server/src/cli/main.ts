@@ -4,7 +4,7 @@ import { GraphLoadError } from "../graphs/registry.ts";
 import { SchemaOutdatedError } from "../server.ts";
 import { MigrationError } from "../storage/migrate.ts";
 import { VERSION } from "../version.ts";
-import { runDev, runServe } from "./serve.ts";
+import { runDev, runServe, runWorker } from "./serve.ts";
 import { runMigrate } from "./migrate.ts";
 import { runToken } from "./token.ts";
 
@@ -14,15 +14,18 @@ Usage:
   rudder dev     [--config FILE] [--port N] [--host H] [--data-dir DIR]
                  API on the embedded database (or DATABASE_URL), schema migrated on start,
                  prints a dev token for tenant "default" with role admin.
-  rudder serve   [--config FILE] [--port N] [--host H]
+  rudder serve   [--config FILE] [--port N] [--host H] [--with-worker]
                  API for production; refuses to start on an outdated schema.
+  rudder worker  [--config FILE]
+                 Claims and executes runs (RUDDER_WORKER_CONCURRENCY at once); no HTTP.
   rudder migrate [--to N] [--status]
                  Apply the forward-only schema migrations (there is no downgrade).
   rudder token   --tenant T --roles r1,r2 [--expires 12h] [--subject S]
                  Mint an HS256 token with RUDDER_JWT_SECRET (or the dev secret in the data dir).
 
 Environment: DATABASE_URL, RUDDER_JWT_SECRET, RUDDER_JWKS_URL, RUDDER_JWKS_FILE, PORT, HOST,
-RUDDER_DATA_DIR, RUDDER_LOG_LEVEL.`;
+RUDDER_DATA_DIR, RUDDER_LOG_LEVEL, RUDDER_WORKER_CONCURRENCY, RUDDER_QUEUED_RUN_QUOTA,
+RUDDER_STREAM_HEARTBEAT_MS.`;
 
 const OPTIONS = {
   config: { type: "string" },
@@ -31,6 +34,7 @@ const OPTIONS = {
   "data-dir": { type: "string" },
   to: { type: "string" },
   status: { type: "boolean" },
+  "with-worker": { type: "boolean" },
   tenant: { type: "string" },
   roles: { type: "string" },
   expires: { type: "string" },
@@ -60,6 +64,8 @@ export async function main(argv: string[]): Promise<number> {
         return await runDev(values);
       case "serve":
         return await runServe(values);
+      case "worker":
+        return await runWorker(values);
       case "migrate":
         return await runMigrate(values);
       case "token":

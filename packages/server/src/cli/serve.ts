@@ -13,7 +13,7 @@ export async function runDev(values: CliValues): Promise<number> {
   const config: RudderConfig = { ...resolved, auth: { ...resolved.auth, jwtSecret: secret } };
   applyGraphEnv(config);
   const db = await openDatabase(config);
-  const server = await startOrClose(db, () => startServer({ config, db, schema: "migrate" }));
+  const server = await startOrClose(db, () => startServer({ config, db, schema: "migrate", worker: {} }));
   const token = await mintToken(secret, { tenantId: "default", roles: ["admin"], subject: "rudder-dev", expiresIn: "30d" });
   process.stdout.write(
     [
@@ -41,8 +41,19 @@ export async function runServe(values: CliValues): Promise<number> {
   }
   applyGraphEnv(config);
   const db = await openDatabase(config);
-  const server = await startOrClose(db, () => startServer({ config, db, schema: "require-current" }));
-  process.stdout.write(`rudder serve: listening at ${server.url}\n`);
+  const withWorker = values["with-worker"] === true;
+  const server = await startOrClose(db, () => startServer({ config, db, schema: "require-current", worker: withWorker ? {} : false }));
+  process.stdout.write(`rudder serve: listening at ${server.url}${withWorker ? " (with a worker)" : ""}\n`);
+  return waitForShutdown(server, db);
+}
+
+/** A worker process: claims and executes runs, serves no HTTP. Scale by starting more. */
+export async function runWorker(values: CliValues): Promise<number> {
+  const config = resolveConfig(flagsOf(values));
+  applyGraphEnv(config);
+  const db = await openDatabase(config);
+  const server = await startOrClose(db, () => startServer({ config, db, schema: "require-current", api: false, worker: {} }));
+  process.stdout.write(`rudder worker: ${server.worker?.id} executing up to ${config.workerConcurrency} runs at once\n`);
   return waitForShutdown(server, db);
 }
 

@@ -4,6 +4,7 @@ import { isRole, type Role } from "../domain/roles.ts";
 
 const KIB = 1024;
 const MIB = 1024 * KIB;
+const SECOND = 1000;
 
 /** One graph named in the config file: `"id": "./path/to/file.ts:exportName"`. */
 export interface GraphSpec {
@@ -57,6 +58,12 @@ export interface RudderConfig {
   readonly auth: AuthConfig;
   readonly bodyLimitBytes: number;
   readonly logLevel: string;
+  /** Pending runs a tenant may have before creation answers 429 quota_exceeded. */
+  readonly queuedRunQuota: number;
+  /** Runs one worker process executes at once. */
+  readonly workerConcurrency: number;
+  /** A quiet SSE stream gets a heartbeat comment this often. */
+  readonly streamHeartbeatMs: number;
 }
 
 export interface ConfigFlags {
@@ -91,6 +98,9 @@ export function resolveConfig(flags: ConfigFlags, env: Env = process.env, cwd = 
     auth: parseAuth(file.auth, env),
     bodyLimitBytes: 1 * MIB,
     logLevel: nonEmpty(env.RUDDER_LOG_LEVEL) ?? "info",
+    queuedRunQuota: positiveInteger(env, "RUDDER_QUEUED_RUN_QUOTA", 1000),
+    workerConcurrency: positiveInteger(env, "RUDDER_WORKER_CONCURRENCY", 10),
+    streamHeartbeatMs: positiveInteger(env, "RUDDER_STREAM_HEARTBEAT_MS", 15 * SECOND),
   };
 }
 
@@ -202,6 +212,14 @@ function parseApiKeys(raw: unknown): ApiKeySpec[] {
     }
     return { sha256, tenantId, roles: roles as Role[] };
   });
+}
+
+function positiveInteger(env: Env, name: string, fallback: number): number {
+  const raw = nonEmpty(env[name]);
+  if (raw === undefined) return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 1) throw new ConfigError(`${name} must be a positive whole number, not "${raw}"`);
+  return value;
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {

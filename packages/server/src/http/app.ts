@@ -19,13 +19,18 @@ import type { GraphRegistry } from "../graphs/registry.ts";
 import type { AssistantCatalog } from "../graphs/assistants.ts";
 import type { ThreadStateReader } from "../graphs/thread-state.ts";
 import type { Db } from "../storage/db.ts";
+import type { Notifier } from "../notify/notifier.ts";
+import type { RunService } from "../runs/service.ts";
+import type { RunRepository } from "../storage/runs.ts";
 import type { ThreadRepository } from "../storage/threads.ts";
 import { authPlugin } from "./auth.ts";
 import { sendProblem, toApiError } from "./problem.ts";
 import { Problem } from "./schemas.ts";
 import { assistantRoutes } from "./routes/assistants.ts";
 import { systemRoutes } from "./routes/system.ts";
+import { runRoutes } from "./routes/runs.ts";
 import { threadRoutes } from "./routes/threads.ts";
+import { openStreams } from "./sse.ts";
 
 /** What the routes need, built once by the server and handed to the app. */
 export interface AppServices {
@@ -35,6 +40,11 @@ export interface AppServices {
   readonly assistants: AssistantCatalog;
   readonly threads: ThreadRepository;
   readonly threadState: ThreadStateReader;
+  readonly runs: RunRepository;
+  readonly runService: RunService;
+  readonly notifier: Notifier;
+  /** A quiet SSE stream gets a `: heartbeat` comment this often. */
+  readonly streamHeartbeatMs: number;
 }
 
 export interface AppOptions {
@@ -106,6 +116,11 @@ export async function buildApp(options: AppOptions): Promise<App> {
   await app.register(systemRoutes, { services: options.services });
   await app.register(threadRoutes, { prefix: "/v1", services: options.services });
   await app.register(assistantRoutes, { prefix: "/v1", services: options.services });
+  await app.register(runRoutes, { prefix: "/v1", services: options.services });
+  // Open SSE streams would hold close() forever: end them first (clients reconnect elsewhere).
+  app.addHook("preClose", async () => {
+    for (const stream of openStreams) stream.abort();
+  });
   return app;
 }
 

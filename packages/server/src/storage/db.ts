@@ -14,6 +14,8 @@ export interface Queryable {
  */
 export interface Db extends Queryable {
   readonly driver: "postgres" | "pglite";
+  /** The connection string (PostgreSQL only): other connections, like the LISTEN one, need it. */
+  readonly url?: string;
   /** Runs `work` in one transaction: committed when it resolves, rolled back when it throws. */
   transaction<T>(work: (tx: Queryable) => Promise<T>): Promise<T>;
   close(): Promise<void>;
@@ -26,6 +28,7 @@ export function createPostgresDb(connectionString: string, options: { max?: numb
   pool.on("error", () => {});
   return {
     driver: "postgres",
+    url: connectionString,
     async query<Row>(sql: string, params: readonly unknown[] = []) {
       const result = await pool.query(sql, params as unknown[]);
       return result.rows as Row[];

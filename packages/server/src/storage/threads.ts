@@ -1,3 +1,4 @@
+import { ApiError } from "../domain/errors.ts";
 import type { Db } from "./db.ts";
 import { iso, json } from "./rows.ts";
 
@@ -65,14 +66,18 @@ export class ThreadRepository {
     return row && toThread(row);
   }
 
-  /** Deletes the thread and, in the same transaction, every checkpoint and pending write of it. */
+  /**
+   * Deletes the thread and, in the same transaction, its runs, checkpoints and pending writes.
+   * Refused (409) while a run is pending, running or cancelling; the thread row lock serialises
+   * this check with run creation on the thread.
+   */
   async delete(tenantId: string, threadId: string): Promise<boolean> {
     return this.db.transaction(async (tx) => {
-      const deleted = await tx.query("delete from threads where tenant_id = $1 and thread_id = $2 returning 1", [
-        tenantId,
-        threadId,
-      ]);
-      if (deleted.length === 0) return false;
+      const [thread] = await tx.query("select 1 from threads where tenant_id = $1 and thread_id = $2 for update", [tenantId, threadId]);
+      if (!thread) return false;
+      const active = await tx.query("select 1 from runs where thread_id = $1 and status in ('pending', 'running', 'cancelling') limit 1", [threadId]);
+      if (active.length) throw new ApiError("conflict", `thread ${threadId} has an active run; cancel it or wait before deleting the thread`);
+      await tx.query("delete from threads where thread_id = $1", [threadId]);
       await tx.query("delete from checkpoint_writes where thread_id = $1", [threadId]);
       await tx.query("delete from checkpoints where thread_id = $1", [threadId]);
       return true;

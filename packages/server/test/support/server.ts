@@ -3,6 +3,7 @@ import { mintToken } from "../../src/auth/authenticator.ts";
 import { resolveConfig, type AuthConfig, type DeclaredAssistant, type RudderConfig } from "../../src/config/config.ts";
 import type { Role } from "../../src/domain/roles.ts";
 import { startServer, type RunningServer } from "../../src/server.ts";
+import type { WorkerOptions } from "../../src/worker/worker.ts";
 import { createTestDatabase, type TestDatabase } from "./db.ts";
 
 export const TEST_SECRET = "rudder-test-secret-rudder-test-secret";
@@ -10,6 +11,7 @@ export const EXAMPLES_CONFIG = fileURLToPath(new URL("../../../../examples/rudde
 
 export interface TestServer {
   readonly url: string;
+  readonly server: RunningServer;
   readonly database: TestDatabase;
   readonly config: RudderConfig;
   /** A token of `tenant` with `roles` (default: tenant "t1", admin). */
@@ -43,7 +45,15 @@ export interface TestResponse {
  * PostgreSQL database when RUDDER_TEST_DATABASE_URL is set), with the example graphs.
  */
 export async function startTestServer(
-  options: { configFile?: string; assistants?: DeclaredAssistant[]; auth?: Partial<AuthConfig>; database?: TestDatabase } = {},
+  options: {
+    configFile?: string;
+    assistants?: DeclaredAssistant[];
+    auth?: Partial<AuthConfig>;
+    database?: TestDatabase;
+    /** A worker runs in the server by default (fast polling); false for none. */
+    worker?: Partial<WorkerOptions> | false;
+    config?: Partial<RudderConfig>;
+  } = {},
 ): Promise<TestServer> {
   const database = options.database ?? (await createTestDatabase({ migrated: false }));
   const base = resolveConfig({ config: options.configFile ?? EXAMPLES_CONFIG, port: 0 }, {});
@@ -51,11 +61,16 @@ export async function startTestServer(
     ...base,
     assistants: [...base.assistants, ...(options.assistants ?? [])],
     auth: { ...base.auth, jwtSecret: TEST_SECRET, ...options.auth },
+    streamHeartbeatMs: 250,
+    ...options.config,
   };
-  const server: RunningServer = await startServer({ config, db: database.db, schema: "migrate", logger: false });
+  const worker = options.worker === false ? false : { pollMs: 200, heartbeatMs: 500, ...options.worker };
+  const server: RunningServer = await startServer({ config, db: database.db, schema: "migrate", logger: false, worker });
+  const url = server.url!;
   const token = (tenant = "t1", roles: Role[] = ["admin"]) => mintToken(TEST_SECRET, { tenantId: tenant, roles });
   return {
-    url: server.url,
+    url,
+    server,
     database,
     config,
     token,
@@ -67,7 +82,7 @@ export async function startTestServer(
       let body: string | undefined = requestOptions.rawBody;
       if (requestOptions.body !== undefined) body = JSON.stringify(requestOptions.body);
       if (body !== undefined) headers["content-type"] ??= "application/json";
-      const response = await fetch(server.url + path, { method, headers, body });
+      const response = await fetch(url + path, { method, headers, body });
       const text = await response.text();
       return { status: response.status, headers: response.headers, body: text ? JSON.parse(text) : undefined };
     },

@@ -1,0 +1,85 @@
+import { createHash } from "node:crypto";
+
+/** Run states (spec section 3). */
+export const RUN_STATUSES = [
+  "pending",
+  "running",
+  "cancelling",
+  "paused",
+  "succeeded",
+  "failed",
+  "cancelled",
+  "timed_out",
+  "dead_letter",
+] as const;
+export type RunStatus = (typeof RUN_STATUSES)[number];
+
+export const TERMINAL_STATUSES: ReadonlySet<RunStatus> = new Set(["succeeded", "failed", "cancelled", "timed_out", "dead_letter"]);
+
+export const isTerminal = (status: RunStatus): boolean => TERMINAL_STATUSES.has(status);
+
+/** join returns, and the stream closes, once a run is terminal or paused. */
+export const isSettled = (status: RunStatus): boolean => isTerminal(status) || status === "paused";
+
+/** Statuses that hold a thread: the next run on it waits (enqueue) or is refused (reject). */
+export const ACTIVE_STATUSES: readonly RunStatus[] = ["pending", "running", "cancelling"];
+
+export const MULTITASK_STRATEGIES = ["enqueue", "reject", "cancel_previous"] as const;
+export type MultitaskStrategy = (typeof MULTITASK_STRATEGIES)[number];
+
+export const DURABILITIES = ["sync", "async", "exit"] as const;
+export type Durability = (typeof DURABILITIES)[number];
+
+/** The spec's run error object. */
+export interface RunError {
+  code: string;
+  message: string;
+  retryable: boolean;
+}
+
+const NETWORK_ERROR_CODES = new Set(["ECONNRESET", "ECONNREFUSED", "ETIMEDOUT", "EPIPE", "EAI_AGAIN", "ENOTFOUND"]);
+
+/**
+ * DESIGN.md "Which failures are retried": an error marked `retryable: true`, a Node network
+ * error, or an undici one. Everything else ends the run failed at once.
+ */
+export function isRetryableError(error: unknown): boolean {
+  if (typeof error !== "object" || error === null) return false;
+  const { retryable, code, cause } = error as { retryable?: unknown; code?: unknown; cause?: unknown };
+  if (retryable === true) return true;
+  if (typeof code === "string" && (NETWORK_ERROR_CODES.has(code) || code.startsWith("UND_ERR_"))) return true;
+  return cause !== undefined && cause !== error && isRetryableError(cause);
+}
+
+/** The error object a run that failed in graph code ends with. */
+export function runErrorOf(error: unknown): RunError {
+  const name = error instanceof Error ? error.name : "";
+  const message = error instanceof Error ? error.message : String(error);
+  const code = name === "InvalidUpdateError" ? "invalid_update" : "run_failed";
+  return { code, message, retryable: isRetryableError(error) };
+}
+
+/** Exponential backoff between delivery attempts, bounded: 1 s, 2 s, 4 s … at most 60 s. */
+export function retryDelayMs(attempt: number): number {
+  return Math.min(60_000, 1000 * 2 ** Math.max(0, attempt - 1));
+}
+
+/**
+ * A stable fingerprint of a create-run request, for Idempotency-Key replays: the same key with
+ * the same request returns the original run; with another request it is a conflict.
+ */
+export function requestFingerprint(request: unknown): string {
+  return createHash("sha256").update(canonicalJson(request)).digest("hex");
+}
+
+/** JSON with object keys sorted, so equal values have one text. */
+export function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
+  if (value !== null && typeof value === "object") {
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, v]) => v !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(",")}}`;
+  }
+  return JSON.stringify(value) ?? "null";
+}

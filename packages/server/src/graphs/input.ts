@@ -1,0 +1,36 @@
+import { ApiError } from "../domain/errors.ts";
+import type { RunnableGraph } from "./registry.ts";
+
+/** The parts of a compiled StateGraph that describe its input (not public API, so read by shape). */
+interface InputDescribed {
+  builder?: { _inputDefinition?: unknown };
+  _validateInput?: (input: unknown) => Promise<unknown>;
+}
+
+/**
+ * Checks a run's input against the graph's input schema before the run is accepted: an object
+ * whose keys are input channels of the graph, then the graph's own validation (zod or standard
+ * schemas validate there). A graph that describes no input schema accepts any input.
+ */
+export async function validateGraphInput(graph: RunnableGraph, input: unknown): Promise<void> {
+  if (input === null || input === undefined) return;
+  const described = graph as unknown as InputDescribed;
+  const definition = described.builder?._inputDefinition;
+  if (definition && typeof definition === "object" && !Array.isArray(definition)) {
+    if (typeof input !== "object" || Array.isArray(input)) {
+      throw new ApiError("validation_error", "input must be an object of the graph's input channels");
+    }
+    const channels = Object.keys(definition);
+    const unknown = Object.keys(input).filter((key) => !channels.includes(key));
+    if (unknown.length > 0 && channels.length > 0) {
+      throw new ApiError("validation_error", `input has unknown key(s) ${unknown.join(", ")}; the graph's input channels are ${channels.join(", ")}`);
+    }
+  }
+  if (typeof described._validateInput === "function") {
+    try {
+      await described._validateInput.call(graph, input);
+    } catch (error) {
+      throw new ApiError("validation_error", `input does not match the graph's input schema: ${(error as Error).message}`);
+    }
+  }
+}

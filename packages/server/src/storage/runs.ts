@@ -1,0 +1,403 @@
+import { ApiError, notFound } from "../domain/errors.ts";
+import type { Durability, MultitaskStrategy, RunError, RunStatus } from "../domain/runs.ts";
+import type { Db, Queryable } from "./db.ts";
+import { iso, json } from "./rows.ts";
+
+export interface RunUsage {
+  model_calls: number;
+  tool_calls: number;
+  tokens: number;
+  cost: number;
+}
+
+/** A run as the API shows it (DESIGN.md "Run"). */
+export interface Run {
+  run_id: string;
+  thread_id: string | null;
+  assistant_id: string;
+  status: RunStatus;
+  input: unknown;
+  context: Record<string, unknown>;
+  config: Record<string, unknown>;
+  metadata: Record<string, unknown>;
+  output: unknown;
+  error: RunError | null;
+  attempt: number;
+  multitask_strategy: MultitaskStrategy;
+  durability: Durability;
+  run_timeout: number | null;
+  max_model_calls: number | null;
+  max_tool_calls: number | null;
+  max_tokens: number | null;
+  max_cost: number | null;
+  usage: RunUsage;
+  created_at: string;
+  started_at: string | null;
+  finished_at: string | null;
+  updated_at: string;
+}
+
+/** What a worker needs beyond the public view. */
+export interface ClaimedRun extends Run {
+  tenant_id: string;
+  graph_id: string;
+  command: { resume?: unknown; update?: Record<string, unknown> | null; goto?: string | null } | null;
+}
+
+export interface NewRun {
+  tenantId: string;
+  runId: string;
+  threadId: string | null;
+  assistantId: string;
+  graphId: string;
+  input: unknown;
+  command: ClaimedRun["command"];
+  context: Record<string, unknown>;
+  config: Record<string, unknown>;
+  metadata: Record<string, unknown>;
+  multitaskStrategy: MultitaskStrategy;
+  durability: Durability;
+  runTimeout: number | null;
+  maxModelCalls: number | null;
+  maxToolCalls: number | null;
+  maxTokens: number | null;
+  maxCost: number | null;
+  idempotencyKey: string | undefined;
+  requestHash: string;
+}
+
+/** One entry of a run's event log, as stored and streamed. */
+export interface RunEvent {
+  id: string;
+  run_id: string;
+  sequence: number;
+  kind: string;
+  data: Record<string, unknown>;
+  created_at: string;
+}
+
+export interface PendingEvent {
+  kind: string;
+  data: Record<string, unknown>;
+}
+
+/** The worker's fencing token: its writes land only while it still holds this attempt's lease. */
+export interface Lease {
+  runId: string;
+  attempt: number;
+  owner: string;
+}
+
+type Timestamp = Date | string;
+type RunRow = Omit<ClaimedRun, "created_at" | "started_at" | "finished_at" | "updated_at"> & {
+  created_at: Timestamp;
+  started_at: Timestamp | null;
+  finished_at: Timestamp | null;
+  updated_at: Timestamp;
+  idempotency_key: string | null;
+  request_hash: string | null;
+};
+
+/** The run columns, optionally qualified by a table alias (for UPDATE ... FROM). */
+function runColumns(alias = ""): string {
+  const t = alias ? `${alias}.` : "";
+  return `${t}run_id::text as run_id, ${t}tenant_id, ${t}thread_id::text as thread_id, ${t}assistant_id, ${t}graph_id,
+    ${t}status, ${t}input, ${t}command, ${t}context, ${t}config, ${t}metadata, ${t}output, ${t}error, ${t}attempt,
+    ${t}multitask_strategy, ${t}durability, ${t}run_timeout, ${t}max_model_calls, ${t}max_tool_calls, ${t}max_tokens,
+    ${t}max_cost, ${t}usage, ${t}idempotency_key, ${t}request_hash, ${t}created_at, ${t}started_at, ${t}finished_at,
+    ${t}updated_at`;
+}
+
+const RUN_COLUMNS = runColumns();
+
+function toClaimed(row: RunRow): ClaimedRun & { idempotency_key: string | null; request_hash: string | null } {
+  return {
+    ...row,
+    created_at: iso(row.created_at),
+    started_at: row.started_at === null ? null : iso(row.started_at),
+    finished_at: row.finished_at === null ? null : iso(row.finished_at),
+    updated_at: iso(row.updated_at),
+  };
+}
+
+/** The public view: drops tenant, graph, command and idempotency bookkeeping. */
+export function publicRun(run: ClaimedRun): Run {
+  const { tenant_id: _t, graph_id: _g, command: _c, ...rest } = run as ClaimedRun & Record<string, unknown>;
+  delete rest.idempotency_key;
+  delete rest.request_hash;
+  return rest as unknown as Run;
+}
+
+interface EventRow {
+  run_id: string;
+  sequence: number;
+  kind: string;
+  data: Record<string, unknown>;
+  created_at: Timestamp;
+}
+
+const toEvent = (row: EventRow): RunEvent => ({
+  id: `${row.run_id}:${row.sequence}`,
+  run_id: row.run_id,
+  sequence: row.sequence,
+  kind: row.kind,
+  data: row.data,
+  created_at: iso(row.created_at),
+});
+
+/**
+ * Appends events in one statement: the run row's counter hands out the next sequences, and its
+ * row lock, held to commit, makes concurrent appenders commit in sequence order (a reader that
+ * has seen sequence n never later finds a smaller one). With a lease, nothing is written unless
+ * the lease is still held: an empty result means the lease is lost.
+ */
+async function appendEvents(db: Queryable, runId: string, events: readonly PendingEvent[], lease?: Lease): Promise<number[]> {
+  if (events.length === 0) return [];
+  const rows = await db.query<{ sequence: number }>(
+    `with allocated as (
+       update runs set last_event_sequence = last_event_sequence + jsonb_array_length($2::jsonb)
+        where run_id = $1 ${lease ? "and attempt = $3 and lease_owner = $4" : ""}
+        returning last_event_sequence - jsonb_array_length($2::jsonb) as base
+     )
+     insert into run_events (run_id, sequence, kind, data)
+     select $1, allocated.base + e.ordinality::int, e.value->>'kind', e.value->'data'
+       from allocated, jsonb_array_elements($2::jsonb) with ordinality as e(value, ordinality)
+     returning sequence`,
+    lease ? [runId, json(events), lease.attempt, lease.owner] : [runId, json(events)],
+  );
+  return rows.map((row) => row.sequence);
+}
+
+export class RunRepository {
+  constructor(private readonly db: Db) {}
+
+  /**
+   * Creates a run in one transaction, applying (in order) the Idempotency-Key replay rule, the
+   * thread lock that serialises creates on one thread, the tenant's queued-run quota and the
+   * thread's multitask strategy. Returns the run and whether it was a replay; also the ids of
+   * runs cancel_previous moved to cancelling, whose workers must be told.
+   */
+  async create(run: NewRun, queuedRunQuota: number): Promise<{ run: ClaimedRun; replayed: boolean; cancelling: string[] }> {
+    return this.db.transaction(async (tx) => {
+      if (run.idempotencyKey !== undefined) {
+        const [existing] = await tx.query<RunRow>(`select ${RUN_COLUMNS} from runs where tenant_id = $1 and idempotency_key = $2`, [
+          run.tenantId,
+          run.idempotencyKey,
+        ]);
+        if (existing) {
+          if (existing.request_hash !== run.requestHash) {
+            throw new ApiError("idempotency_conflict", "this Idempotency-Key was used with a different request");
+          }
+          return { run: toClaimed(existing), replayed: true, cancelling: [] };
+        }
+      }
+      if (run.threadId !== null) {
+        const [thread] = await tx.query("select 1 from threads where tenant_id = $1 and thread_id = $2 for update", [run.tenantId, run.threadId]);
+        if (!thread) throw notFound("thread", run.threadId);
+      }
+      const [{ queued } = { queued: 0 }] = await tx.query<{ queued: number }>(
+        "select count(*)::int as queued from runs where tenant_id = $1 and status = 'pending'",
+        [run.tenantId],
+      );
+      if (queued >= queuedRunQuota) {
+        throw new ApiError("quota_exceeded", `the tenant has ${queued} queued runs, the most it may have`, { retryAfterSeconds: 5 });
+      }
+      const cancelling = run.threadId === null ? [] : await applyMultitaskStrategy(tx, run.threadId, run.multitaskStrategy);
+      const [row] = await tx.query<RunRow>(
+        `insert into runs (run_id, tenant_id, thread_id, assistant_id, graph_id, input, command, context, config, metadata,
+                           multitask_strategy, durability, run_timeout, max_model_calls, max_tool_calls, max_tokens, max_cost,
+                           idempotency_key, request_hash)
+         values ($1, $2, $3, $4, $5, $6::jsonb, $7::jsonb, $8::jsonb, $9::jsonb, $10::jsonb, $11, $12, $13, $14, $15, $16, $17, $18, $19)
+         returning ${RUN_COLUMNS}`,
+        [
+          run.runId, run.tenantId, run.threadId, run.assistantId, run.graphId, json(run.input ?? null), json(run.command),
+          json(run.context), json(run.config), json(run.metadata), run.multitaskStrategy, run.durability, run.runTimeout,
+          run.maxModelCalls, run.maxToolCalls, run.maxTokens, run.maxCost, run.idempotencyKey ?? null, run.requestHash,
+        ],
+      );
+      return { run: toClaimed(row!), replayed: false, cancelling };
+    });
+  }
+
+  async get(tenantId: string, runId: string): Promise<ClaimedRun | undefined> {
+    const [row] = await this.db.query<RunRow>(`select ${RUN_COLUMNS} from runs where tenant_id = $1 and run_id = $2`, [tenantId, runId]);
+    return row && toClaimed(row);
+  }
+
+  async listByThread(tenantId: string, threadId: string, page: { limit: number; offset: number }): Promise<ClaimedRun[]> {
+    const rows = await this.db.query<RunRow>(
+      `select ${RUN_COLUMNS} from runs where tenant_id = $1 and thread_id = $2
+        order by created_at desc, run_id desc limit $3 offset $4`,
+      [tenantId, threadId, page.limit, page.offset],
+    );
+    return rows.map(toClaimed);
+  }
+
+  /**
+   * Claims the oldest runnable run: a pending run whose backoff has passed and whose thread has
+   * no active run and no older pending run (FIFO per thread), or a running run whose lease
+   * expired (its worker died). One statement, `for update skip locked`, so concurrent workers
+   * never claim the same row; the unique index on active runs per thread backs the thread rule.
+   */
+  async claim(owner: string, leaseMs: number): Promise<ClaimedRun | undefined> {
+    try {
+      return await this.db.transaction(async (tx) => {
+        const [row] = await tx.query<RunRow>(
+          `with candidate as (
+             select r.run_id from runs r
+              where (r.status = 'pending' and r.available_at <= now()
+                     and (r.thread_id is null or (
+                       not exists (select 1 from runs a where a.thread_id = r.thread_id and a.status in ('running', 'cancelling'))
+                       and not exists (select 1 from runs p where p.thread_id = r.thread_id and p.status = 'pending'
+                                        and (p.created_at, p.run_id) < (r.created_at, r.run_id)))))
+                 or (r.status = 'running' and r.lease_expires_at < now())
+              order by r.created_at, r.run_id
+              limit 1
+              for update skip locked
+           )
+           update runs r set status = 'running', attempt = r.attempt + 1, lease_owner = $1,
+                  lease_expires_at = now() + $2 * interval '1 millisecond',
+                  started_at = coalesce(r.started_at, now()), updated_at = now()
+             from candidate where r.run_id = candidate.run_id
+           returning ${runColumns("r")}`,
+          [owner, leaseMs],
+        );
+        if (!row) return undefined;
+        if (row.thread_id !== null) {
+          await tx.query("update threads set status = 'busy', updated_at = now() where thread_id = $1", [row.thread_id]);
+        }
+        return toClaimed(row);
+      });
+    } catch (error) {
+      // Another worker made a run of the same thread active first: nothing to claim right now.
+      if ((error as { code?: string }).code === "23505") return undefined;
+      throw error;
+    }
+  }
+
+  /** Extends the lease; returns the run's status, or undefined when the lease is lost. */
+  async heartbeat(lease: Lease, leaseMs: number): Promise<RunStatus | undefined> {
+    const [row] = await this.db.query<{ status: RunStatus }>(
+      `update runs set lease_expires_at = now() + $4 * interval '1 millisecond'
+        where run_id = $1 and attempt = $2 and lease_owner = $3 and status in ('running', 'cancelling')
+        returning status`,
+      [lease.runId, lease.attempt, lease.owner, leaseMs],
+    );
+    return row?.status;
+  }
+
+  /** A worker's buffered events; false when the lease is lost (nothing was written). */
+  async appendLeased(lease: Lease, events: readonly PendingEvent[]): Promise<boolean> {
+    if (events.length === 0) return true;
+    return (await appendEvents(this.db, lease.runId, events, lease)).length > 0;
+  }
+
+  async append(runId: string, events: readonly PendingEvent[]): Promise<number[]> {
+    return appendEvents(this.db, runId, events);
+  }
+
+  /**
+   * Ends an attempt in one transaction: its last events, the run's new status (fenced by the
+   * lease), and the thread's status. Returns false, writing nothing, when the lease was lost.
+   */
+  async settle(
+    lease: Lease,
+    outcome: {
+      status: RunStatus;
+      output?: unknown;
+      error?: RunError | null;
+      /** For a retry: back to pending after this delay. */
+      retryDelayMs?: number;
+      threadStatus?: "idle" | "busy" | "paused" | "error";
+      events: readonly PendingEvent[];
+    },
+  ): Promise<boolean> {
+    return this.db.transaction(async (tx) => {
+      if (outcome.events.length && (await appendEvents(tx, lease.runId, outcome.events, lease)).length === 0) return false;
+      const terminal = outcome.status !== "pending" && outcome.status !== "paused";
+      const [row] = await tx.query<{ thread_id: string | null }>(
+        `update runs set status = $4, output = $5::jsonb, error = $6::jsonb, lease_owner = null, lease_expires_at = null,
+                finished_at = case when $7 then now() else finished_at end,
+                available_at = now() + $8 * interval '1 millisecond', updated_at = now()
+          where run_id = $1 and attempt = $2 and lease_owner = $3
+          returning thread_id::text as thread_id`,
+        [lease.runId, lease.attempt, lease.owner, outcome.status, json(outcome.output ?? null), json(outcome.error ?? null), terminal, outcome.retryDelayMs ?? 0],
+      );
+      if (!row) return false;
+      if (row.thread_id !== null && outcome.threadStatus) {
+        await tx.query("update threads set status = $2, updated_at = now() where thread_id = $1", [row.thread_id, outcome.threadStatus]);
+      }
+      return true;
+    });
+  }
+
+  /**
+   * Cancel: pending and paused runs end cancelled at once; a running run goes to cancelling and
+   * its worker stops it. Terminal runs are a 409 conflict.
+   */
+  async cancel(tenantId: string, runId: string): Promise<{ run: ClaimedRun; signalWorker: boolean }> {
+    return this.db.transaction(async (tx) => {
+      const [current] = await tx.query<RunRow>(`select ${RUN_COLUMNS} from runs where tenant_id = $1 and run_id = $2 for update`, [tenantId, runId]);
+      if (!current) throw notFound("run", runId);
+      if (current.status === "pending" || current.status === "paused") {
+        await appendEvents(tx, runId, [{ kind: "run_cancelled", data: { reason: "cancelled", from: current.status } }]);
+        const [row] = await tx.query<RunRow>(
+          `update runs set status = 'cancelled', finished_at = now(), updated_at = now(),
+                  error = '{"code":"run_cancelled","message":"cancelled by request","retryable":false}'::jsonb
+            where run_id = $1 returning ${RUN_COLUMNS}`,
+          [runId],
+        );
+        if (row!.thread_id !== null && current.status === "paused") {
+          await tx.query("update threads set status = 'idle', updated_at = now() where thread_id = $1", [row!.thread_id]);
+        }
+        return { run: toClaimed(row!), signalWorker: false };
+      }
+      if (current.status === "running") {
+        const [row] = await tx.query<RunRow>(
+          `update runs set status = 'cancelling', updated_at = now() where run_id = $1 returning ${RUN_COLUMNS}`,
+          [runId],
+        );
+        return { run: toClaimed(row!), signalWorker: true };
+      }
+      if (current.status === "cancelling") return { run: toClaimed(current), signalWorker: true };
+      throw new ApiError("conflict", `run ${runId} is ${current.status}; only pending, running or paused runs can be cancelled`);
+    });
+  }
+
+  async readEvents(runId: string, after: number, limit: number): Promise<RunEvent[]> {
+    const rows = await this.db.query<EventRow>(
+      `select run_id::text as run_id, sequence, kind, data, created_at from run_events
+        where run_id = $1 and sequence > $2 order by sequence limit $3`,
+      [runId, after, limit],
+    );
+    return rows.map(toEvent);
+  }
+
+  /** Status only, for the stream's and join's re-checks. */
+  async status(runId: string): Promise<RunStatus | undefined> {
+    const [row] = await this.db.query<{ status: RunStatus }>("select status from runs where run_id = $1", [runId]);
+    return row?.status;
+  }
+}
+
+/** reject: 409 while the thread has an active run. cancel_previous: cancels them first. */
+async function applyMultitaskStrategy(tx: Queryable, threadId: string, strategy: MultitaskStrategy): Promise<string[]> {
+  if (strategy === "enqueue") return [];
+  if (strategy === "reject") {
+    const active = await tx.query("select 1 from runs where thread_id = $1 and status in ('pending', 'running', 'cancelling') limit 1", [threadId]);
+    if (active.length) throw new ApiError("concurrent_run", `thread ${threadId} has an active run (multitask_strategy "reject")`);
+    return [];
+  }
+  const changed = await tx.query<{ run_id: string; status: RunStatus }>(
+    `update runs set status = case when status = 'pending' then 'cancelled' else 'cancelling' end,
+            finished_at = case when status = 'pending' then now() else finished_at end,
+            error = case when status = 'pending'
+                         then '{"code":"run_cancelled","message":"cancelled by a newer run (cancel_previous)","retryable":false}'::jsonb
+                         else error end,
+            updated_at = now()
+      where thread_id = $1 and status in ('pending', 'running')
+      returning run_id::text as run_id, status`,
+    [threadId],
+  );
+  return changed.filter((run) => run.status === "cancelling").map((run) => run.run_id);
+}

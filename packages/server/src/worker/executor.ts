@@ -1,0 +1,116 @@
+import { Command, type BaseCheckpointSaver, type LangGraphRunnableConfig } from "@langchain/langgraph";
+import type { GraphRegistry } from "../graphs/registry.ts";
+import type { ClaimedRun, PendingEvent } from "../storage/runs.ts";
+
+/** How one attempt of a run ended, as far as the graph is concerned. */
+export type AttemptResult =
+  | { kind: "succeeded"; output: Record<string, unknown> }
+  | { kind: "paused"; output: Record<string, unknown>; interrupts: unknown[] }
+  | { kind: "threw"; error: unknown };
+
+const STREAM_MODES = ["values", "updates", "custom", "messages", "tasks"] as const;
+
+/**
+ * Runs a claimed run's graph once, streaming LangGraph's output as run events through `emit`.
+ * A retried attempt passes the same `run_id` in the metadata, so LangGraph continues from the
+ * run's last checkpoint instead of starting over. A stateless run checkpoints under its own id.
+ */
+export async function executeAttempt(
+  run: ClaimedRun,
+  deps: { graphs: GraphRegistry; emit: (event: PendingEvent) => void; signal: AbortSignal },
+): Promise<AttemptResult> {
+  const config = runConfig(run, deps.signal);
+  let lastValues: Record<string, unknown> = {};
+  const interrupts = new Map<unknown, unknown>();
+  try {
+    const graph = await deps.graphs.get(run.graph_id, config);
+    if (!graph) throw new Error(`graph ${run.graph_id} is not loaded on this worker`);
+    const input = run.command ? new Command({ ...run.command, update: run.command.update ?? undefined, goto: run.command.goto ?? undefined }) : run.input;
+    const stream = await graph.stream(input, { ...config, streamMode: [...STREAM_MODES], durability: run.durability });
+    for await (const [mode, chunk] of stream as AsyncIterable<[(typeof STREAM_MODES)[number], unknown]>) {
+      if (mode === "values") lastValues = valuesWithout(chunk, lastValues);
+      for (const found of interruptsIn(chunk)) interrupts.set((found as { id?: unknown }).id ?? found, found);
+      deps.emit(toEvent(mode, chunk));
+    }
+  } catch (error) {
+    return { kind: "threw", error };
+  }
+  if (interrupts.size > 0) {
+    const found = [...interrupts.values()];
+    return { kind: "paused", output: { ...lastValues, __interrupt__: found }, interrupts: found };
+  }
+  return { kind: "succeeded", output: lastValues };
+}
+
+/** The LangGraph config of a run: its thread, context, merged config and identifying metadata. */
+export function runConfig(run: ClaimedRun, signal?: AbortSignal): LangGraphRunnableConfig {
+  const configurable = (run.config.configurable as Record<string, unknown> | undefined) ?? {};
+  return {
+    ...run.config,
+    configurable: { ...configurable, thread_id: checkpointThreadId(run) },
+    context: run.context,
+    metadata: {
+      ...run.metadata,
+      graph_id: run.graph_id,
+      assistant_id: run.assistant_id,
+      run_id: run.run_id,
+      thread_id: run.thread_id,
+      rudder_run_id: run.run_id,
+    },
+    ...(signal ? { signal } : {}),
+  };
+}
+
+/** A stateless run keeps its checkpoints under its own id, deleted when it ends. */
+export const checkpointThreadId = (run: Pick<ClaimedRun, "thread_id" | "run_id">): string => run.thread_id ?? run.run_id;
+
+export async function discardStatelessCheckpoints(run: ClaimedRun, checkpointer: BaseCheckpointSaver): Promise<void> {
+  if (run.thread_id === null) await checkpointer.deleteThread(run.run_id);
+}
+
+/** At an interrupt LangGraph emits a values chunk holding only `__interrupt__`: keep the state before it. */
+function valuesWithout(chunk: unknown, previous: Record<string, unknown>): Record<string, unknown> {
+  const { __interrupt__: interrupt, ...values } = chunk as Record<string, unknown>;
+  return interrupt !== undefined && Object.keys(values).length === 0 ? previous : values;
+}
+
+function interruptsIn(update: unknown): unknown[] {
+  const found = (update as { __interrupt__?: unknown } | null)?.__interrupt__;
+  return Array.isArray(found) ? found : [];
+}
+
+/** LangGraph's stream chunks as Rudder event kinds (DESIGN.md "Run events"). */
+function toEvent(mode: (typeof STREAM_MODES)[number], chunk: unknown): PendingEvent {
+  switch (mode) {
+    case "values":
+      return { kind: "values", data: { values: chunk } };
+    case "updates":
+      return { kind: "updates", data: { updates: chunk } };
+    case "custom":
+      return { kind: "custom", data: { data: chunk } };
+    case "messages": {
+      const [message, metadata] = chunk as [unknown, Record<string, unknown>];
+      return { kind: "messages", data: { message: messageAsJson(message), node: metadata?.langgraph_node ?? null, metadata } };
+    }
+    case "tasks": {
+      const task = chunk as { id: string; name: string; result?: unknown; error?: unknown; interrupts?: unknown[]; triggers?: string[] };
+      if ("result" in task || "error" in task) {
+        return {
+          kind: "node_completed",
+          data: { node: task.name, task_id: task.id, error: task.error ? String((task.error as Error).message ?? task.error) : null, interrupts: task.interrupts ?? [] },
+        };
+      }
+      return { kind: "node_started", data: { node: task.name, task_id: task.id, triggers: task.triggers ?? [] } };
+    }
+  }
+}
+
+/** LangChain messages serialise to a plain `{type, content, ...}` dict, as LangGraph Platform sends them. */
+function messageAsJson(message: unknown): unknown {
+  const candidate = message as { toDict?: () => { type: string; data: Record<string, unknown> } };
+  if (typeof candidate?.toDict === "function") {
+    const { type, data } = candidate.toDict();
+    return { ...data, type };
+  }
+  return message;
+}
