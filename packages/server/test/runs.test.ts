@@ -1,0 +1,347 @@
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { startTestServer, type TestServer } from "./support/server.ts";
+
+const TESTING_CONFIG = fileURLToPath(new URL("./fixtures/testing.rudder.json", import.meta.url));
+
+interface Frame {
+  id?: string;
+  event?: string;
+  data?: string;
+  comment?: string;
+}
+
+/** Reads a whole SSE response (it must end by itself) into frames and comments. */
+async function readStream(server: TestServer, runId: string, headers: Record<string, string> = {}): Promise<{ status: number; frames: Frame[]; contentType: string | null }> {
+  const response = await fetch(`${server.url}/v1/runs/${runId}/stream`, {
+    headers: { authorization: `Bearer ${await server.token()}`, accept: "text/event-stream", ...headers },
+    signal: AbortSignal.timeout(20_000),
+  });
+  const text = await response.text();
+  const frames = text
+    .split("\n\n")
+    .filter(Boolean)
+    .map((block) => {
+      const frame: Frame = {};
+      for (const line of block.split("\n")) {
+        if (line.startsWith(":")) frame.comment = line.slice(1).trim();
+        else {
+          const [field, ...rest] = line.split(": ");
+          frame[field as "id" | "event" | "data"] = rest.join(": ");
+        }
+      }
+      return frame;
+    });
+  return { status: response.status, frames, contentType: response.headers.get("content-type") };
+}
+
+const sequencesOf = (frames: Frame[]) => frames.filter((f) => f.id).map((f) => Number(f.id));
+
+describe("runs (with a worker)", () => {
+  let server: TestServer;
+  before(async () => {
+    server = await startTestServer({ configFile: TESTING_CONFIG });
+  });
+  after(() => server.close());
+
+  const newThread = async (tenant?: string) => (await server.request("POST", "/v1/threads", { tenant, body: {} })).body.thread_id as string;
+  const joinRun = (runId: string, tenant?: string) => server.request("GET", `/v1/runs/${runId}/join?timeout=20`, { tenant });
+  const createOn = (threadId: string, body: Record<string, unknown>, extra: { tenant?: string; headers?: Record<string, string> } = {}) =>
+    server.request("POST", `/v1/threads/${threadId}/runs`, { body, ...extra });
+
+  test("a thread run is accepted pending, executed, and joined succeeded with its output", async () => {
+    const threadId = await newThread();
+    const created = await createOn(threadId, { assistant_id: "echo", input: { message: "hi" }, metadata: { purpose: "test" } });
+    assert.equal(created.status, 202);
+    const run = created.body;
+    assert.equal(run.status, "pending");
+    assert.equal(run.thread_id, threadId);
+    assert.deepEqual([run.attempt, run.started_at, run.finished_at, run.output, run.error], [0, null, null, null, null]);
+    assert.deepEqual([run.durability, run.multitask_strategy, run.metadata], ["sync", "enqueue", { purpose: "test" }]);
+    const joined = await joinRun(run.run_id);
+    assert.equal(joined.status, 200);
+    assert.equal(joined.body.status, "succeeded");
+    assert.deepEqual(joined.body.output, { message: "hi", reply: "hi" });
+    assert.equal(joined.body.attempt, 1);
+    assert.ok(joined.body.started_at && joined.body.finished_at);
+    assert.deepEqual((await server.request("GET", `/v1/runs/${run.run_id}`)).body, joined.body);
+    const listed = await server.request("GET", `/v1/threads/${threadId}/runs`);
+    assert.deepEqual(listed.body.map((r: { run_id: string }) => r.run_id), [run.run_id]);
+    const thread = await server.request("GET", `/v1/threads/${threadId}`);
+    assert.equal(thread.body.status, "idle");
+    const state = await server.request("GET", `/v1/threads/${threadId}/state`);
+    assert.equal(state.body.values.reply, "hi");
+    assert.equal(state.body.metadata.graph_id, "echo", "checkpoints record the graph that wrote them");
+  });
+
+  test("the event log is ordered from 1 with no gaps: run_started, node events, values, run_succeeded", async () => {
+    const { body: run } = await server.request("POST", "/v1/runs", { body: { assistant_id: "steps", input: { steps: 3 } } });
+    await joinRun(run.run_id);
+    const events = (await server.request("GET", `/v1/runs/${run.run_id}/events?limit=1000`)).body;
+    assert.deepEqual(events.map((e: { sequence: number }) => e.sequence), events.map((_: unknown, i: number) => i + 1));
+    const kinds = events.map((e: { kind: string }) => e.kind);
+    assert.equal(kinds[0], "run_started");
+    assert.equal(kinds.at(-1), "run_succeeded");
+    assert.equal(kinds.filter((k: string) => k === "node_started").length, 3);
+    assert.equal(kinds.filter((k: string) => k === "node_completed").length, 3);
+    assert.ok(kinds.includes("values") && kinds.includes("updates"));
+    assert.deepEqual(events[0], { id: `${run.run_id}:1`, run_id: run.run_id, sequence: 1, kind: "run_started", data: events[0].data, created_at: events[0].created_at });
+    const page = (await server.request("GET", `/v1/runs/${run.run_id}/events?after=2&limit=2`)).body;
+    assert.deepEqual(page.map((e: { sequence: number }) => e.sequence), [3, 4]);
+  });
+
+  test("custom stream writes and chat-model tokens become custom and messages events", async () => {
+    const { body: run } = await server.request("POST", "/v1/runs", { body: { assistant_id: "chat", input: { prompt: "hey" } } });
+    const joined = await joinRun(run.run_id);
+    assert.equal(joined.body.output.answer, "hello there friend");
+    const events = (await server.request("GET", `/v1/runs/${run.run_id}/events?limit=1000`)).body;
+    const custom = events.find((e: { kind: string }) => e.kind === "custom");
+    assert.deepEqual(custom.data.data, { progress: "thinking", prompt: "hey" });
+    const tokens = events.filter((e: { kind: string }) => e.kind === "messages");
+    assert.ok(tokens.length > 1, "tokens stream one by one");
+    assert.equal(tokens.map((e: { data: { message: { content: string } } }) => e.data.message.content).join(""), "hello there friend");
+    assert.equal(tokens[0].data.node, "talk");
+  });
+
+  test("a stateless run has no thread and leaves no checkpoints behind", async () => {
+    const created = await server.request("POST", "/v1/runs", { body: { assistant_id: "echo", input: { message: "solo" } } });
+    assert.equal(created.body.thread_id, null);
+    const joined = await joinRun(created.body.run_id);
+    assert.deepEqual(joined.body.output, { message: "solo", reply: "solo" });
+    const [row] = await server.database.db.query<{ n: number }>("select count(*)::int as n from checkpoints where thread_id = $1", [created.body.run_id]);
+    assert.equal(row!.n, 0);
+  });
+
+  test("context and config merge over the assistant's defaults", async () => {
+    const loud = await joinRun((await server.request("POST", "/v1/runs", { body: { assistant_id: "echo-loud", input: { message: "hi" } } })).body.run_id);
+    assert.equal(loud.body.output.reply, "hi!!!");
+    assert.deepEqual(loud.body.context, { suffix: "!!!" });
+    const quiet = await joinRun((await server.request("POST", "/v1/runs", { body: { assistant_id: "echo-loud", input: { message: "hi" }, context: { suffix: "?" } } })).body.run_id);
+    assert.equal(quiet.body.output.reply, "hi?");
+  });
+
+  test("an interrupt pauses the run with its interrupts; a run with resume continues the thread", async () => {
+    const threadId = await newThread();
+    const first = await joinRun((await createOn(threadId, { assistant_id: "approval", input: { request: "deploy" } })).body.run_id);
+    assert.equal(first.body.status, "paused");
+    assert.equal(first.body.output.__interrupt__[0].value.question, "Approve this plan?");
+    assert.equal(first.body.output.draft, "Plan for: deploy");
+    assert.equal((await server.request("GET", `/v1/threads/${threadId}`)).body.status, "paused");
+    const second = await joinRun((await createOn(threadId, { assistant_id: "approval", resume: { approved: true } })).body.run_id);
+    assert.equal(second.body.status, "succeeded");
+    assert.equal(second.body.output.outcome, "done: Plan for: deploy");
+  });
+
+  test("failures end failed with the spec's error object", async () => {
+    const plain = await joinRun((await server.request("POST", "/v1/runs", { body: { assistant_id: "failing", input: { mode: "plain" } } })).body.run_id);
+    assert.equal(plain.body.status, "failed");
+    assert.deepEqual(plain.body.error, { code: "run_failed", message: "node exploded", retryable: false });
+    const invalid = await joinRun((await server.request("POST", "/v1/runs", { body: { assistant_id: "failing", input: { mode: "ok" } } })).body.run_id);
+    assert.equal(invalid.body.status, "failed");
+    assert.equal(invalid.body.error.code, "invalid_update");
+    const events = (await server.request("GET", `/v1/runs/${plain.body.run_id}/events`)).body;
+    assert.equal(events.at(-1).kind, "run_failed");
+    assert.deepEqual(events.at(-1).data.error, plain.body.error);
+  });
+
+  test("enqueue: runs on one thread execute one at a time, in creation order", async () => {
+    const threadId = await newThread();
+    const file = join(mkdtempSync(join(tmpdir(), "rudder-order-")), "effects.log");
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      ids.push((await createOn(threadId, { assistant_id: "steps", input: { steps: 1, delayMs: 30, sideEffectFile: file, label: `r${i}` } })).body.run_id);
+    }
+    const runs = await Promise.all(ids.map(async (id) => (await joinRun(id)).body));
+    assert.ok(runs.every((r) => r.status === "succeeded"));
+    const labels = readFileSync(file, "utf8").trim().split("\n").map((line) => line.split(" ")[1]);
+    assert.deepEqual(labels, ["r0", "r1", "r2", "r3", "r4"]);
+    for (let i = 1; i < runs.length; i++) {
+      assert.ok(runs[i - 1].finished_at <= runs[i].started_at, `run ${i} started after run ${i - 1} finished`);
+    }
+  });
+
+  test("reject: 409 concurrent_run while the thread has an active run", async () => {
+    const threadId = await newThread();
+    const busy = await createOn(threadId, { assistant_id: "steps", input: { steps: 1, delayMs: 400 } });
+    const refused = await createOn(threadId, { assistant_id: "echo", input: { message: "x" }, multitask_strategy: "reject" });
+    assert.deepEqual([refused.status, refused.body.code], [409, "concurrent_run"]);
+    await joinRun(busy.body.run_id);
+    const accepted = await createOn(threadId, { assistant_id: "echo", input: { message: "x" }, multitask_strategy: "reject" });
+    assert.equal(accepted.status, 202);
+    assert.equal((await joinRun(accepted.body.run_id)).body.status, "succeeded");
+  });
+
+  test("cancel_previous: the running run is stopped, the queued one cancelled, the new one runs", async () => {
+    const threadId = await newThread();
+    const running = (await createOn(threadId, { assistant_id: "steps", input: { steps: 20, delayMs: 200 } })).body.run_id;
+    for (let i = 0; i < 50 && (await server.request("GET", `/v1/runs/${running}`)).body.status !== "running"; i++) await new Promise((r) => setTimeout(r, 50));
+    const queued = (await createOn(threadId, { assistant_id: "echo", input: { message: "queued" } })).body.run_id;
+    const latest = (await createOn(threadId, { assistant_id: "echo", input: { message: "latest" }, multitask_strategy: "cancel_previous" })).body.run_id;
+    const [a, b, c] = await Promise.all([joinRun(running), joinRun(queued), joinRun(latest)]);
+    assert.equal(a.body.status, "cancelled");
+    assert.equal(a.body.error.code, "run_cancelled");
+    assert.equal(b.body.status, "cancelled");
+    assert.equal(b.body.started_at, null, "the queued run never started");
+    assert.equal(c.body.status, "succeeded");
+    assert.ok(a.body.finished_at <= c.body.started_at);
+  });
+
+  test("SSE: frames as the spec says, resumable with Last-Event-ID, closed at the end", async () => {
+    const { body: run } = await server.request("POST", "/v1/runs", { body: { assistant_id: "steps", input: { steps: 4, delayMs: 20 } } });
+    const full = await readStream(server, run.run_id);
+    assert.equal(full.status, 200);
+    assert.match(full.contentType ?? "", /^text\/event-stream/);
+    const frames = full.frames.filter((f) => f.id);
+    const sequences = sequencesOf(frames);
+    assert.deepEqual(sequences, sequences.map((_, i) => i + 1), "from 1, no gaps, no repeats");
+    for (const frame of frames) {
+      const data = JSON.parse(frame.data!);
+      assert.deepEqual(Object.keys(data).sort(), ["created_at", "data", "id", "kind", "run_id", "sequence"]);
+      assert.equal(data.sequence, Number(frame.id));
+      assert.equal(data.kind, frame.event);
+      assert.equal(data.run_id, run.run_id);
+    }
+    assert.equal(frames.at(-1)!.event, "run_succeeded");
+    const resumed = await readStream(server, run.run_id, { "last-event-id": "5" });
+    assert.deepEqual(sequencesOf(resumed.frames), sequences.slice(5));
+    const done = await readStream(server, run.run_id, { "last-event-id": String(sequences.length) });
+    assert.deepEqual(sequencesOf(done.frames), [], "a finished run's stream closes at once");
+  });
+
+  test("SSE closes when the run pauses", async () => {
+    const { body: run } = await createOn(await newThread(), { assistant_id: "approval", input: { request: "r" } });
+    const stream = await readStream(server, run.run_id);
+    assert.equal(stream.frames.filter((f) => f.id).at(-1)!.event, "run_paused");
+  });
+
+  test("tenant isolation and roles for runs", async () => {
+    const threadId = await newThread("runs-a");
+    const { body: run } = await createOn(threadId, { assistant_id: "echo", input: { message: "mine" } }, { tenant: "runs-a" });
+    await joinRun(run.run_id, "runs-a");
+    for (const [method, path] of [
+      ["GET", `/v1/runs/${run.run_id}`],
+      ["GET", `/v1/runs/${run.run_id}/join?timeout=1`],
+      ["GET", `/v1/runs/${run.run_id}/events`],
+      ["GET", `/v1/runs/${run.run_id}/stream`],
+      ["POST", `/v1/runs/${run.run_id}/cancel`],
+      ["GET", `/v1/threads/${threadId}/runs`],
+    ] as const) {
+      const answer = await server.request(method, path, { tenant: "runs-b" });
+      assert.equal(answer.status, 404, `${method} ${path}`);
+    }
+    const onOthersThread = await createOn(threadId, { assistant_id: "echo", input: {} }, { tenant: "runs-b" });
+    assert.equal(onOthersThread.status, 404);
+    const viewer = await server.request("POST", "/v1/runs", { tenant: "runs-a", roles: ["viewer"], body: { assistant_id: "echo" } });
+    assert.equal(viewer.status, 403);
+    assert.equal((await server.request("GET", `/v1/runs/${run.run_id}`, { tenant: "runs-a", roles: ["viewer"] })).status, 200);
+  });
+});
+
+describe("runs (queue only, no worker)", () => {
+  let server: TestServer;
+  before(async () => {
+    server = await startTestServer({ configFile: TESTING_CONFIG, worker: false, config: { queuedRunQuota: 3 } });
+  });
+  after(() => server.close());
+
+  const createStateless = (body: Record<string, unknown>, extra: { tenant?: string; headers?: Record<string, string> } = {}) =>
+    server.request("POST", "/v1/runs", { body, ...extra });
+
+  test("bad requests are 422: unknown assistant or field, bad enums, non-positive budgets, wrong input", async () => {
+    const bodies = [
+      { assistant_id: "nope" },
+      { assistant_id: "echo", colour: "red" },
+      { assistant_id: "echo", durability: "eventually" },
+      { assistant_id: "echo", multitask_strategy: "yolo" },
+      { assistant_id: "echo", max_tokens: 0 },
+      { assistant_id: "echo", max_cost: -1 },
+      { assistant_id: "echo", run_timeout: 0 },
+      { assistant_id: "echo", input: { unknown_channel: 1 } },
+      { assistant_id: "echo", input: [1, 2] },
+      { assistant_id: "echo", metadata: "x" },
+      {},
+    ];
+    for (const body of bodies) {
+      const answer = await createStateless(body, { tenant: "bad" });
+      assert.deepEqual([answer.status, answer.body.code], [422, "validation_error"], JSON.stringify(body));
+    }
+    const missingThread = await server.request("POST", "/v1/threads/00000000-0000-4000-8000-000000000000/runs", { tenant: "bad", body: { assistant_id: "echo" } });
+    assert.equal(missingThread.status, 404);
+  });
+
+  test("Idempotency-Key: same request replays the run, a different one conflicts, other tenants are independent", async () => {
+    const key = { "idempotency-key": "order-42" };
+    const body = { assistant_id: "echo", input: { message: "once" } };
+    const first = await createStateless(body, { tenant: "idem", headers: key });
+    const again = await createStateless({ input: { message: "once" }, assistant_id: "echo" }, { tenant: "idem", headers: key });
+    assert.deepEqual([first.status, again.status], [202, 202]);
+    assert.equal(again.body.run_id, first.body.run_id);
+    const different = await createStateless({ assistant_id: "echo", input: { message: "twice" } }, { tenant: "idem", headers: key });
+    assert.deepEqual([different.status, different.body.code], [409, "idempotency_conflict"]);
+    const otherTenant = await createStateless(body, { tenant: "idem-2", headers: key });
+    assert.equal(otherTenant.status, 202);
+    assert.notEqual(otherTenant.body.run_id, first.body.run_id);
+    const tooLong = await createStateless(body, { tenant: "idem", headers: { "idempotency-key": "k".repeat(256) } });
+    assert.equal(tooLong.status, 422);
+    const [row] = await server.database.db.query<{ n: number }>("select count(*)::int as n from runs where idempotency_key = 'order-42'");
+    assert.equal(row!.n, 2);
+  });
+
+  test("the queued-run quota is per tenant: 429 quota_exceeded with Retry-After", async () => {
+    for (let i = 0; i < 3; i++) assert.equal((await createStateless({ assistant_id: "echo" }, { tenant: "quota" })).status, 202);
+    const over = await createStateless({ assistant_id: "echo" }, { tenant: "quota" });
+    assert.deepEqual([over.status, over.body.code, over.body.retryable], [429, "quota_exceeded", true]);
+    assert.ok(Number(over.headers.get("retry-after")) > 0);
+    assert.equal((await createStateless({ assistant_id: "echo" }, { tenant: "quota-other" })).status, 202);
+  });
+
+  test("join: timeout must be in (0, 300]; a run still pending gives 408 join_timeout", async () => {
+    const { body: run } = await createStateless({ assistant_id: "echo" }, { tenant: "join" });
+    for (const timeout of ["0", "-1", "301", "abc"]) {
+      const answer = await server.request("GET", `/v1/runs/${run.run_id}/join?timeout=${timeout}`, { tenant: "join" });
+      assert.deepEqual([answer.status, answer.body.code], [422, "validation_error"], timeout);
+    }
+    const started = Date.now();
+    const timedOut = await server.request("GET", `/v1/runs/${run.run_id}/join?timeout=0.3`, { tenant: "join" });
+    assert.deepEqual([timedOut.status, timedOut.body.code, timedOut.body.retryable], [408, "join_timeout", true]);
+    assert.ok(Date.now() - started >= 250, "it waited");
+  });
+
+  test("cancel: a pending run ends cancelled at once and never starts; a terminal run is 409", async () => {
+    const { body: run } = await createStateless({ assistant_id: "echo" }, { tenant: "cancel" });
+    const cancelled = await server.request("POST", `/v1/runs/${run.run_id}/cancel`, { tenant: "cancel" });
+    assert.equal(cancelled.status, 200);
+    assert.equal(cancelled.body.status, "cancelled");
+    assert.ok(cancelled.body.finished_at);
+    assert.equal(cancelled.body.started_at, null);
+    assert.equal(cancelled.body.error.code, "run_cancelled");
+    const again = await server.request("POST", `/v1/runs/${run.run_id}/cancel`, { tenant: "cancel" });
+    assert.deepEqual([again.status, again.body.code], [409, "conflict"]);
+    const joined = await server.request("GET", `/v1/runs/${run.run_id}/join?timeout=1`, { tenant: "cancel" });
+    assert.equal(joined.body.status, "cancelled");
+  });
+
+  test("SSE on a quiet run sends heartbeats, then closes when the run ends", async () => {
+    const { body: run } = await createStateless({ assistant_id: "echo" }, { tenant: "t1" });
+    const reading = readStream(server, run.run_id);
+    await new Promise((resolve) => setTimeout(resolve, 700));
+    await server.request("POST", `/v1/runs/${run.run_id}/cancel`);
+    const { frames } = await reading;
+    assert.ok(frames.filter((f) => f.comment === "heartbeat").length >= 2, "heartbeats while idle");
+    assert.equal(frames.filter((f) => f.id).at(-1)!.event, "run_cancelled");
+  });
+
+  test("a thread cannot be deleted while it has an active run", async () => {
+    const threadId = (await server.request("POST", "/v1/threads", { tenant: "del", body: {} })).body.thread_id;
+    const { body: run } = await server.request("POST", `/v1/threads/${threadId}/runs`, { tenant: "del", body: { assistant_id: "echo" } });
+    const refused = await server.request("DELETE", `/v1/threads/${threadId}`, { tenant: "del" });
+    assert.deepEqual([refused.status, refused.body.code], [409, "conflict"]);
+    await server.request("POST", `/v1/runs/${run.run_id}/cancel`, { tenant: "del" });
+    assert.equal((await server.request("DELETE", `/v1/threads/${threadId}`, { tenant: "del" })).status, 204);
+    assert.equal((await server.request("GET", `/v1/runs/${run.run_id}`, { tenant: "del" })).status, 404, "its runs went with it");
+  });
+});
