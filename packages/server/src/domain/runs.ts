@@ -59,9 +59,9 @@ export function runErrorOf(error: unknown): RunError {
   return { code, message, retryable: isRetryableError(error) };
 }
 
-/** Exponential backoff between delivery attempts, bounded: 1 s, 2 s, 4 s … at most 60 s. */
-export function retryDelayMs(attempt: number): number {
-  return Math.min(60_000, 1000 * 2 ** Math.max(0, attempt - 1));
+/** Exponential backoff between delivery attempts, bounded: base, 2×base, 4×base … at most 60 s. */
+export function retryDelayMs(attempt: number, baseMs = 1000): number {
+  return Math.min(60_000, baseMs * 2 ** Math.max(0, attempt - 1));
 }
 
 /**

@@ -34,6 +34,7 @@ export async function streamRunEvents(
     "x-accel-buffering": "no",
     "x-request-id": request.id,
   });
+  out.flushHeaders(); // the client sees the stream open now, not at the first event or heartbeat
   let cursor = options.after;
   const write = (events: RunEvent[]) => {
     for (const event of events) {
@@ -50,15 +51,14 @@ export async function streamRunEvents(
         wake.cancel();
         continue;
       }
-      if (events.length === 0) {
-        const status = await services.runs.status(runId);
-        if (status === undefined || isSettled(status)) {
-          wake.cancel();
-          for (let rest = await services.runs.readEvents(runId, cursor, PAGE); rest.length; rest = await services.runs.readEvents(runId, cursor, PAGE)) {
-            write(rest);
-          }
-          break;
+      // Caught up with the log (this read may have held the run's last events): is the run over?
+      const status = await services.runs.status(runId);
+      if (status === undefined || isSettled(status)) {
+        wake.cancel();
+        for (let rest = await services.runs.readEvents(runId, cursor, PAGE); rest.length; rest = await services.runs.readEvents(runId, cursor, PAGE)) {
+          write(rest);
         }
+        break;
       }
       if (!(await wake.promise) && !closed.signal.aborted) out.write(": heartbeat\n\n");
     }

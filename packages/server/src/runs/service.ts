@@ -133,6 +133,25 @@ export class RunService {
     return publicRun(run);
   }
 
+  /** 202 with the new run that continues a paused one (spec section 3, "paused → POST resume"). */
+  async resume(tenantId: string, runId: string, command: { resume?: unknown; update?: Record<string, unknown> | null; goto?: string | null }): Promise<Run> {
+    const run = await this.runs.resume(tenantId, runId, randomUUID(), {
+      resume: command.resume,
+      update: command.update ?? null,
+      goto: command.goto ?? null,
+    });
+    await this.notifier.publish({ topic: "run_created" });
+    await this.notifier.publish({ topic: "run_changed", runId });
+    return publicRun(run);
+  }
+
+  async redrive(tenantId: string, runId: string): Promise<Run> {
+    const run = await this.runs.redrive(tenantId, runId);
+    await this.notifier.publish({ topic: "run_created" });
+    await this.notifier.publish({ topic: "run_changed", runId });
+    return publicRun(run);
+  }
+
   async events(tenantId: string, runId: string, after: number, limit: number): Promise<RunEvent[]> {
     await this.own(tenantId, runId);
     return this.runs.readEvents(runId, after, limit);

@@ -31,6 +31,8 @@ export interface Run {
   max_tokens: number | null;
   max_cost: number | null;
   usage: RunUsage;
+  /** Set once, when a resume created the run that continues this paused one. */
+  superseded_by_run_id: string | null;
   created_at: string;
   started_at: string | null;
   finished_at: string | null;
@@ -104,8 +106,8 @@ function runColumns(alias = ""): string {
   return `${t}run_id::text as run_id, ${t}tenant_id, ${t}thread_id::text as thread_id, ${t}assistant_id, ${t}graph_id,
     ${t}status, ${t}input, ${t}command, ${t}context, ${t}config, ${t}metadata, ${t}output, ${t}error, ${t}attempt,
     ${t}multitask_strategy, ${t}durability, ${t}run_timeout, ${t}max_model_calls, ${t}max_tool_calls, ${t}max_tokens,
-    ${t}max_cost, ${t}usage, ${t}idempotency_key, ${t}request_hash, ${t}created_at, ${t}started_at, ${t}finished_at,
-    ${t}updated_at`;
+    ${t}max_cost, ${t}usage, ${t}idempotency_key, ${t}request_hash, ${t}superseded_by_run_id::text as superseded_by_run_id,
+    ${t}created_at, ${t}started_at, ${t}finished_at, ${t}updated_at`;
 }
 
 const RUN_COLUMNS = runColumns();
@@ -339,6 +341,12 @@ export class RunRepository {
     return this.db.transaction(async (tx) => {
       const [current] = await tx.query<RunRow>(`select ${RUN_COLUMNS} from runs where tenant_id = $1 and run_id = $2 for update`, [tenantId, runId]);
       if (!current) throw notFound("run", runId);
+      // Decided on the typed column only: user metadata of the same name never counts.
+      if (current.superseded_by_run_id !== null) {
+        throw new ApiError("run_superseded", `run ${runId} was resumed as run ${current.superseded_by_run_id}; cancel that run instead`, {
+          fields: { superseded_by_run_id: current.superseded_by_run_id },
+        });
+      }
       if (current.status === "pending" || current.status === "paused") {
         await appendEvents(tx, runId, [{ kind: "run_cancelled", data: { reason: "cancelled", from: current.status } }]);
         const [row] = await tx.query<RunRow>(
@@ -361,6 +369,77 @@ export class RunRepository {
       }
       if (current.status === "cancelling") return { run: toClaimed(current), signalWorker: true };
       throw new ApiError("conflict", `run ${runId} is ${current.status}; only pending, running or paused runs can be cancelled`);
+    });
+  }
+
+  /**
+   * Resumes a paused run: in one transaction, creates the run that continues it (same thread,
+   * assistant, graph, context, config and limits; `metadata.resumed_from_run_id`) and sets the
+   * old run's `superseded_by_run_id`. The row lock makes one of concurrent resumes win; the
+   * others find the link set (409 run_resume_conflict). The new run is claimable only once this
+   * commits.
+   */
+  async resume(tenantId: string, runId: string, newRunId: string, command: NonNullable<ClaimedRun["command"]>): Promise<ClaimedRun> {
+    return this.db.transaction(async (tx) => {
+      const [old] = await tx.query<RunRow>(`select ${RUN_COLUMNS} from runs where tenant_id = $1 and run_id = $2 for update`, [tenantId, runId]);
+      if (!old) throw notFound("run", runId);
+      if (old.superseded_by_run_id !== null) {
+        throw new ApiError("run_resume_conflict", `run ${runId} was already resumed as run ${old.superseded_by_run_id}`, {
+          fields: { superseded_by_run_id: old.superseded_by_run_id },
+        });
+      }
+      if (old.status !== "paused") throw new ApiError("conflict", `run ${runId} is ${old.status}; only a paused run can be resumed`);
+      const [row] = await tx.query<RunRow>(
+        `insert into runs (run_id, tenant_id, thread_id, assistant_id, graph_id, input, command, context, config, metadata,
+                           multitask_strategy, durability, run_timeout, max_model_calls, max_tool_calls, max_tokens, max_cost, request_hash)
+         select $2, tenant_id, thread_id, assistant_id, graph_id, null, $3::jsonb, context, config,
+                metadata || jsonb_build_object('resumed_from_run_id', run_id::text), 'enqueue', durability, run_timeout,
+                max_model_calls, max_tool_calls, max_tokens, max_cost, null
+           from runs where run_id = $1
+         returning ${RUN_COLUMNS}`,
+        [runId, newRunId, json(command)],
+      );
+      await tx.query("update runs set superseded_by_run_id = $2, updated_at = now() where run_id = $1", [runId, newRunId]);
+      return toClaimed(row!);
+    });
+  }
+
+  /** Re-queues a failed or dead-lettered run as it was (same id, input, config, graph); attempts start over. */
+  async redrive(tenantId: string, runId: string): Promise<ClaimedRun> {
+    return this.db.transaction(async (tx) => {
+      const [current] = await tx.query<{ status: RunStatus }>("select status from runs where tenant_id = $1 and run_id = $2 for update", [tenantId, runId]);
+      if (!current) throw notFound("run", runId);
+      if (current.status !== "failed" && current.status !== "dead_letter") {
+        throw new ApiError("conflict", `run ${runId} is ${current.status}; only failed or dead_letter runs can be redriven`);
+      }
+      await appendEvents(tx, runId, [{ kind: "run_redriven", data: { from: current.status } }]);
+      const [row] = await tx.query<RunRow>(
+        `update runs set status = 'pending', attempt = 0, error = null, output = null, finished_at = null,
+                available_at = now(), updated_at = now()
+          where run_id = $1 returning ${RUN_COLUMNS}`,
+        [runId],
+      );
+      return toClaimed(row!);
+    });
+  }
+
+  /**
+   * A cancelling run whose worker died cannot be stopped by anyone: once its lease has expired it
+   * is cancelled here. Returns the ids it cancelled.
+   */
+  async reapAbandonedCancels(): Promise<string[]> {
+    return this.db.transaction(async (tx) => {
+      const rows = await tx.query<{ run_id: string; thread_id: string | null }>(
+        `update runs set status = 'cancelled', finished_at = now(), updated_at = now(), lease_owner = null, lease_expires_at = null,
+                error = '{"code":"run_cancelled","message":"cancelled by request (its worker stopped)","retryable":false}'::jsonb
+          where status = 'cancelling' and lease_expires_at < now()
+          returning run_id::text as run_id, thread_id::text as thread_id`,
+      );
+      for (const row of rows) {
+        await appendEvents(tx, row.run_id, [{ kind: "run_cancelled", data: { reason: "lease_expired" } }]);
+        if (row.thread_id !== null) await tx.query("update threads set status = 'idle', updated_at = now() where thread_id = $1", [row.thread_id]);
+      }
+      return rows.map((row) => row.run_id);
     });
   }
 

@@ -18,6 +18,8 @@ export interface WorkerOptions {
   readonly pollMs: number;
   /** Delivery attempts before a retryable failure becomes dead_letter. */
   readonly maxAttempts: number;
+  /** First retry delay; each further one doubles, up to 60 s. */
+  readonly retryBaseMs: number;
   readonly eventFlushMs: number;
 }
 
@@ -27,6 +29,7 @@ export const DEFAULT_WORKER_OPTIONS: WorkerOptions = {
   heartbeatMs: 5_000,
   pollMs: 1_000,
   maxAttempts: 5,
+  retryBaseMs: 1_000,
   eventFlushMs: 20,
 };
 
@@ -39,7 +42,7 @@ interface WorkerDeps {
 }
 
 /** Why an attempt's execution was stopped from outside the graph. */
-type StopReason = "cancelled" | "lease_lost" | "shutdown";
+type StopReason = "cancelled" | "lease_lost" | "shutdown" | "timed_out" | "attempts_exhausted";
 
 /**
  * Claims runs from the queue and executes them: `concurrency` slots, each looping claim → run →
@@ -88,12 +91,26 @@ export class Worker {
       } catch (error) {
         this.deps.log.warn({ err: error }, "claiming a run failed; retrying");
       }
+      if (!run) await this.reapAbandonedCancels();
       if (run) {
         wake.cancel();
         await this.process(run).catch((error: unknown) => this.deps.log.error({ err: error, runId: run.run_id }, "run processing failed"));
       } else {
         await wake.promise;
       }
+    }
+  }
+
+  private lastReap = 0;
+
+  /** At most once per poll interval, an idle slot cancels cancelling runs whose worker died. */
+  private async reapAbandonedCancels(): Promise<void> {
+    if (Date.now() - this.lastReap < this.options.pollMs) return;
+    this.lastReap = Date.now();
+    const reaped = await this.deps.runs.reapAbandonedCancels().catch(() => []);
+    for (const runId of reaped) {
+      await this.deps.notifier.publish({ topic: "run_changed", runId });
+      await this.deps.notifier.publish({ topic: "run_events", runId });
     }
   }
 
@@ -109,14 +126,18 @@ export class Worker {
     const buffer = new EventBuffer(
       async (events) => {
         if (!(await this.deps.runs.appendLeased(lease, events))) stop("lease_lost");
+        else await this.deps.notifier.publish({ topic: "run_events", runId: run.run_id });
       },
       this.options.eventFlushMs,
       256,
     );
     const watch = this.watchLease(run, lease, stop);
+    const deadline = this.armRunTimeout(run, stop);
     try {
       buffer.push({ kind: "run_started", data: { attempt: run.attempt, worker: this.id } });
       if (run.status === "cancelling") stop("cancelled");
+      // Reclaimed after its worker died once too often: a run that keeps killing workers stops here.
+      if (run.attempt > this.options.maxAttempts) stop("attempts_exhausted");
       const result = controller.signal.aborted ? ({ kind: "threw", error: new Error("cancelled") } as const) : await executeAttempt(run, {
         graphs: this.deps.graphs,
         emit: (event) => buffer.push(event),
@@ -130,8 +151,19 @@ export class Worker {
       await this.settle(run, lease, result, controller.reason, events);
     } finally {
       watch.stop();
+      clearTimeout(deadline);
       this.active.delete(run.run_id);
     }
+  }
+
+  /**
+   * run_timeout bounds the run from its first start, across attempts and their backoff; a pause
+   * ends the run (its resume is a new run with its own clock), so paused time never counts.
+   */
+  private armRunTimeout(run: ClaimedRun, stop: (reason: StopReason) => void): NodeJS.Timeout | undefined {
+    if (run.run_timeout === null || run.started_at === null) return undefined;
+    const remainingMs = Date.parse(run.started_at) + run.run_timeout * 1000 - Date.now();
+    return setTimeout(() => stop("timed_out"), Math.max(0, remainingMs));
   }
 
   /** Heartbeats the lease; a cancel (seen on a heartbeat or a run_changed notice) or a lost lease stops the attempt. */
@@ -167,6 +199,14 @@ export class Worker {
   }
 
   private outcomeOf(run: ClaimedRun, result: AttemptResult, stopped: StopReason | undefined) {
+    if (stopped === "attempts_exhausted") {
+      const error: RunError = { code: "dead_letter", message: `its worker was lost on each of ${run.attempt - 1} attempts`, retryable: true };
+      return { status: "dead_letter" as const, error, threadStatus: "error" as const, events: [{ kind: "run_dead_letter", data: { error } }] };
+    }
+    if (stopped === "timed_out") {
+      const error: RunError = { code: "run_timed_out", message: `the run exceeded its run_timeout of ${run.run_timeout} s`, retryable: false };
+      return { status: "timed_out" as const, error, threadStatus: "error" as const, events: [{ kind: "run_timed_out", data: { error } }] };
+    }
     if (stopped === "cancelled") {
       const error: RunError = { code: "run_cancelled", message: "cancelled by request", retryable: false };
       return { status: "cancelled" as const, error, threadStatus: "idle" as const, events: [{ kind: "run_cancelled", data: { error } }] };
@@ -184,7 +224,7 @@ export class Worker {
     const error = runErrorOf(result.error);
     if (isRetryableError(result.error)) {
       if (run.attempt < this.options.maxAttempts) {
-        const delay = retryDelayMs(run.attempt);
+        const delay = retryDelayMs(run.attempt, this.options.retryBaseMs);
         return { status: "pending" as const, error, threadStatus: "idle" as const, retryDelayMs: delay, events: [{ kind: "run_retrying", data: { attempt: run.attempt, delay_ms: delay, error } }] };
       }
       const dead: RunError = { code: "dead_letter", message: `gave up after ${run.attempt} attempts: ${error.message}`, retryable: true };

@@ -55,6 +55,7 @@ const Run = Type.Object(
     max_tokens: NumberOrNull,
     max_cost: NumberOrNull,
     usage: Type.Object({ model_calls: Type.Number(), tool_calls: Type.Number(), tokens: Type.Number(), cost: Type.Number() }),
+    superseded_by_run_id: Type.Union([Type.String({ format: "uuid" }), Type.Null()], { description: "set when a resume created the run that continues this one" }),
     created_at: Timestamp,
     started_at: Type.Union([Timestamp, Type.Null()]),
     finished_at: Type.Union([Timestamp, Type.Null()]),
@@ -164,6 +165,42 @@ export const runRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
       schema: { tags, summary: "Cancel a run (pending and paused at once; running cooperatively)", params: RunIdParam, response: { 200: Type.Ref("Run"), ...problems(401, 403, 404, 409, 422) } },
     },
     async (request) => runService.cancel(request.principal.tenantId, request.params.run_id),
+  );
+
+  app.post(
+    "/runs/:run_id/resume",
+    {
+      config: { permission: "operate" },
+      schema: {
+        tags,
+        summary: "Resume a paused run: a new run continues it (409 run_resume_conflict if already resumed)",
+        params: RunIdParam,
+        body: Type.Object(
+          {
+            resume: Type.Optional(Type.Unknown({ description: "the value interrupt() returns" })),
+            update: Type.Optional(Type.Union([JsonObject, Type.Null()])),
+            goto: Type.Optional(Type.Union([Type.String({ minLength: 1 }), Type.Null()])),
+          },
+          { additionalProperties: false },
+        ),
+        response: { 202: Type.Ref("Run"), ...problems(400, 401, 403, 404, 409, 413, 422) },
+      },
+    },
+    async (request, reply) => reply.status(202).send(await runService.resume(request.principal.tenantId, request.params.run_id, request.body)),
+  );
+
+  app.post(
+    "/runs/:run_id/redrive",
+    {
+      config: { permission: "operate" },
+      schema: {
+        tags,
+        summary: "Re-queue a failed or dead_letter run as it was (same id, input, config)",
+        params: RunIdParam,
+        response: { 202: Type.Ref("Run"), ...problems(401, 403, 404, 409, 422) },
+      },
+    },
+    async (request, reply) => reply.status(202).send(await runService.redrive(request.principal.tenantId, request.params.run_id)),
   );
 
   app.get(

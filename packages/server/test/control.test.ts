@@ -1,0 +1,167 @@
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { startTestServer, type TestServer } from "./support/server.ts";
+
+const TESTING_CONFIG = fileURLToPath(new URL("./fixtures/testing.rudder.json", import.meta.url));
+
+describe("run control and recovery", () => {
+  let server: TestServer;
+  before(async () => {
+    server = await startTestServer({ configFile: TESTING_CONFIG, worker: { maxAttempts: 3, retryBaseMs: 20 } });
+  });
+  after(() => server.close());
+
+  const newThread = async () => (await server.request("POST", "/v1/threads", { body: {} })).body.thread_id as string;
+  const joinRun = async (runId: string) => (await server.request("GET", `/v1/runs/${runId}/join?timeout=30`)).body;
+  const get = async (runId: string) => (await server.request("GET", `/v1/runs/${runId}`)).body;
+  async function pausedRun(metadata: Record<string, unknown> = {}) {
+    const threadId = await newThread();
+    const { body } = await server.request("POST", `/v1/threads/${threadId}/runs`, { body: { assistant_id: "approval", input: { request: "ship" }, metadata } });
+    const run = await joinRun(body.run_id);
+    assert.equal(run.status, "paused");
+    return { threadId, run };
+  }
+  async function waitForStatus(runId: string, status: string) {
+    for (let i = 0; i < 200; i++) {
+      if ((await get(runId)).status === status) return;
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+    assert.fail(`run ${runId} never became ${status}`);
+  }
+
+  test("resume creates the continuing run, links the old one once, and the new run finishes the graph", async () => {
+    const { threadId, run } = await pausedRun({ team: "ops" });
+    const resumed = await server.request("POST", `/v1/runs/${run.run_id}/resume`, { body: { resume: { approved: true } } });
+    assert.equal(resumed.status, 202);
+    const next = resumed.body;
+    assert.notEqual(next.run_id, run.run_id);
+    assert.deepEqual([next.status, next.thread_id, next.assistant_id], ["pending", threadId, "approval"]);
+    assert.deepEqual(next.metadata, { team: "ops", resumed_from_run_id: run.run_id });
+    assert.equal(next.superseded_by_run_id, null);
+    const old = await get(run.run_id);
+    assert.deepEqual([old.status, old.superseded_by_run_id], ["paused", next.run_id], "the old run stays paused, linked");
+    const done = await joinRun(next.run_id);
+    assert.equal(done.status, "succeeded");
+    assert.equal(done.output.outcome, "done: Plan for: ship");
+
+    const again = await server.request("POST", `/v1/runs/${run.run_id}/resume`, { body: { resume: { approved: false } } });
+    assert.deepEqual([again.status, again.body.code], [409, "run_resume_conflict"]);
+    const notPaused = await server.request("POST", `/v1/runs/${next.run_id}/resume`, { body: {} });
+    assert.deepEqual([notPaused.status, notPaused.body.code], [409, "conflict"]);
+    const cancelOld = await server.request("POST", `/v1/runs/${run.run_id}/cancel`);
+    assert.deepEqual([cancelOld.status, cancelOld.body.code, cancelOld.body.superseded_by_run_id], [409, "run_superseded", next.run_id]);
+    assert.match(cancelOld.body.detail, new RegExp(next.run_id));
+  });
+
+  test("twenty concurrent resumes of one paused run: exactly one wins, no duplicate run", async () => {
+    for (let round = 0; round < 3; round++) {
+      const { threadId, run } = await pausedRun();
+      const answers = await Promise.all(
+        Array.from({ length: 20 }, () => server.request("POST", `/v1/runs/${run.run_id}/resume`, { body: { resume: { approved: true } } })),
+      );
+      const statuses = answers.map((a) => a.status).sort();
+      assert.deepEqual(statuses, [202, ...Array(19).fill(409)], `round ${round}`);
+      assert.ok(answers.filter((a) => a.status === 409).every((a) => a.body.code === "run_resume_conflict"));
+      const runs = (await server.request("GET", `/v1/threads/${threadId}/runs`)).body;
+      assert.equal(runs.length, 2, "the paused run and exactly one successor");
+    }
+  });
+
+  test("resume racing cancel: exactly one of them takes effect", async () => {
+    for (let round = 0; round < 10; round++) {
+      const { run } = await pausedRun();
+      const [resume, cancel] = await Promise.all([
+        server.request("POST", `/v1/runs/${run.run_id}/resume`, { body: { resume: { approved: true } } }),
+        server.request("POST", `/v1/runs/${run.run_id}/cancel`),
+      ]);
+      const after = await get(run.run_id);
+      if (resume.status === 202) {
+        assert.deepEqual([cancel.status, cancel.body.code], [409, "run_superseded"], `round ${round}`);
+        assert.deepEqual([after.status, after.superseded_by_run_id], ["paused", resume.body.run_id]);
+      } else {
+        assert.deepEqual([resume.status, resume.body.code, cancel.status], [409, "conflict", 200], `round ${round}`);
+        assert.deepEqual([after.status, after.superseded_by_run_id], ["cancelled", null]);
+      }
+    }
+  });
+
+  test("cancel of a paused run (not resumed) ends it cancelled at once; user metadata never counts as superseded", async () => {
+    const { run } = await pausedRun({ superseded_by_run_id: "00000000-0000-4000-8000-000000000000" });
+    const cancelled = await server.request("POST", `/v1/runs/${run.run_id}/cancel`);
+    assert.equal(cancelled.status, 200);
+    assert.equal(cancelled.body.status, "cancelled");
+    assert.ok(cancelled.body.finished_at);
+    assert.equal(cancelled.body.superseded_by_run_id, null);
+  });
+
+  test("cancel of a node blocked in a 30 s await stops it through config.signal", async (t) => {
+    const { body: run } = await server.request("POST", "/v1/runs", { body: { assistant_id: "steps", input: { steps: 1, delayMs: 30_000 } } });
+    await waitForStatus(run.run_id, "running");
+    const started = Date.now();
+    const cancelling = await server.request("POST", `/v1/runs/${run.run_id}/cancel`);
+    assert.equal(cancelling.body.status, "cancelling");
+    const ended = (await server.request("GET", `/v1/runs/${run.run_id}/join?timeout=10`)).body;
+    assert.equal(ended.status, "cancelled", "long before the node's 30 s would have passed");
+    assert.equal(ended.error.code, "run_cancelled");
+    t.diagnostic(`cancel took ${Date.now() - started} ms`);
+    const events = (await server.request("GET", `/v1/runs/${run.run_id}/events`)).body;
+    assert.equal(events.at(-1).kind, "run_cancelled");
+  });
+
+  test("a retryable failure is retried and continues from the last checkpoint", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "rudder-flaky-"));
+    const effects = join(dir, "effects.log");
+    const threadId = await newThread();
+    const { body: run } = await server.request("POST", `/v1/threads/${threadId}/runs`, {
+      body: { assistant_id: "flaky", input: { marker: join(dir, "marker"), sideEffectFile: effects } },
+    });
+    const done = await joinRun(run.run_id);
+    assert.equal(done.status, "succeeded");
+    assert.equal(done.attempt, 2);
+    assert.deepEqual(readFileSync(effects, "utf8").trim().split("\n"), ["first", "second"], "the first node did not run again");
+    const kinds = (await server.request("GET", `/v1/runs/${run.run_id}/events?limit=1000`)).body.map((e: { kind: string }) => e.kind);
+    assert.equal(kinds.filter((k: string) => k === "run_started").length, 2);
+    assert.ok(kinds.includes("run_retrying"));
+  });
+
+  test("retryable failures dead-letter after the last attempt; redrive re-queues the same run", async () => {
+    const { body: run } = await server.request("POST", "/v1/runs", { body: { assistant_id: "failing", input: { mode: "retryable" } } });
+    const dead = await joinRun(run.run_id);
+    assert.equal(dead.status, "dead_letter");
+    assert.equal(dead.attempt, 3);
+    assert.equal(dead.error.code, "dead_letter");
+    assert.match(dead.error.message, /upstream reset/);
+    const redriven = await server.request("POST", `/v1/runs/${run.run_id}/redrive`);
+    assert.equal(redriven.status, 202);
+    assert.deepEqual([redriven.body.run_id, redriven.body.status, redriven.body.attempt, redriven.body.error], [run.run_id, "pending", 0, null]);
+    assert.deepEqual(redriven.body.input, { mode: "retryable" }, "redrive keeps the input");
+    const deadAgain = await joinRun(run.run_id);
+    assert.equal(deadAgain.status, "dead_letter");
+    const kinds = (await server.request("GET", `/v1/runs/${run.run_id}/events?limit=1000`)).body.map((e: { kind: string }) => e.kind);
+    assert.ok(kinds.includes("run_redriven"));
+    assert.equal(kinds.filter((k: string) => k === "run_dead_letter").length, 2);
+  });
+
+  test("a deterministic failure is not retried; redrive of it runs it again; other states are 409", async () => {
+    const { body: run } = await server.request("POST", "/v1/runs", { body: { assistant_id: "failing", input: { mode: "plain" } } });
+    const failed = await joinRun(run.run_id);
+    assert.deepEqual([failed.status, failed.attempt, failed.error.retryable], ["failed", 1, false]);
+    assert.equal((await server.request("POST", `/v1/runs/${run.run_id}/redrive`)).status, 202);
+    assert.equal((await joinRun(run.run_id)).status, "failed");
+    const { body: ok } = await server.request("POST", "/v1/runs", { body: { assistant_id: "echo", input: { message: "x" } } });
+    await joinRun(ok.run_id);
+    const refused = await server.request("POST", `/v1/runs/${ok.run_id}/redrive`);
+    assert.deepEqual([refused.status, refused.body.code], [409, "conflict"]);
+  });
+
+  test("run_timeout ends a run that runs too long as timed_out", async () => {
+    const { body: run } = await server.request("POST", "/v1/runs", { body: { assistant_id: "steps", input: { steps: 1, delayMs: 20_000 }, run_timeout: 0.3 } });
+    const ended = (await server.request("GET", `/v1/runs/${run.run_id}/join?timeout=10`)).body;
+    assert.equal(ended.status, "timed_out");
+    assert.deepEqual([ended.error.code, ended.error.retryable], ["run_timed_out", false]);
+  });
+});
