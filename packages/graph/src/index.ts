@@ -24,3 +24,25 @@ export function rudderRun(config: LangGraphRunnableConfig | undefined): RudderRu
     graphId: text(metadata?.graph_id),
   };
 }
+
+export { RUDDER_METER_KEY, type UsageRecorder, type UsageReport } from "./protocol.ts";
+import { RUDDER_METER_KEY, type UsageRecorder } from "./protocol.ts";
+
+/** Usage custom code reports, for what LangChain callbacks cannot see (a raw HTTP call to a model, a priced API). */
+export interface Usage {
+  modelCalls?: number;
+  toolCalls?: number;
+  tokens?: number;
+  cost?: number;
+}
+
+/**
+ * Adds to the run's shared budget counters (max_model_calls, max_tool_calls, max_tokens,
+ * max_cost). Throws the run's BudgetExceededError when this crosses a budget: let it propagate,
+ * the run ends failed with code budget_exceeded. Outside Rudder it does nothing.
+ */
+export function recordUsage(config: LangGraphRunnableConfig | undefined, usage: Usage): void {
+  const recorder = config?.configurable?.[RUDDER_METER_KEY] as UsageRecorder | undefined;
+  if (typeof recorder?.record !== "function") return;
+  recorder.record({ model_calls: usage.modelCalls, tool_calls: usage.toolCalls, tokens: usage.tokens, cost: usage.cost });
+}

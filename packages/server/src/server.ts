@@ -82,7 +82,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     : undefined;
   const log: FastifyBaseLogger = app?.log ?? pino({ level: options.logger === false ? "silent" : config.logLevel });
   const worker = options.worker
-    ? new Worker({ runs, graphs, checkpointer, notifier, log }, { ...DEFAULT_WORKER_OPTIONS, concurrency: config.workerConcurrency, ...options.worker })
+    ? new Worker({ runs, graphs, checkpointer, notifier, log, prices: config.modelPrices }, { ...DEFAULT_WORKER_OPTIONS, concurrency: config.workerConcurrency, ...options.worker })
     : undefined;
   worker?.start();
   let url: string | undefined;

@@ -123,6 +123,7 @@ describe("run control and recovery", () => {
     assert.equal(done.status, "succeeded");
     assert.equal(done.attempt, 2);
     assert.deepEqual(readFileSync(effects, "utf8").trim().split("\n"), ["first", "second"], "the first node did not run again");
+    assert.equal(done.usage.tokens, 5, "usage spent in the first attempt survives the retry");
     const kinds = (await server.request("GET", `/v1/runs/${run.run_id}/events?limit=1000`)).body.map((e: { kind: string }) => e.kind);
     assert.equal(kinds.filter((k: string) => k === "run_started").length, 2);
     assert.ok(kinds.includes("run_retrying"));

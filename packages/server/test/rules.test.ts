@@ -5,6 +5,8 @@ import { ConfigError, parseDotEnv, resolveConfig } from "../src/config/config.ts
 import { contains } from "../src/domain/containment.ts";
 import { ApiError, ERROR_CODES } from "../src/domain/errors.ts";
 import { grants, isRole } from "../src/domain/roles.ts";
+import { BudgetExceededError, UsageMeter } from "../src/domain/budget.ts";
+import { canonicalJson, isRetryableError, isSettled, requestFingerprint, retryDelayMs, runErrorOf } from "../src/domain/runs.ts";
 import { toApiError } from "../src/http/problem.ts";
 
 describe("roles", () => {
@@ -83,5 +85,62 @@ describe("config", () => {
 
   test(".env files: comments, quotes, export prefixes", () => {
     assert.deepEqual(parseDotEnv("# c\nA=1\nexport B='two words'\nC=\"q\" \nD=x # trailing\n bad line"), { A: "1", B: "two words", C: "q", D: "x" });
+  });
+});
+
+describe("run rules", () => {
+  test("retryable errors: marked, network codes, undici codes, causes; not plain errors", () => {
+    assert.ok(isRetryableError(Object.assign(new Error("x"), { retryable: true })));
+    assert.ok(isRetryableError(Object.assign(new Error("x"), { code: "ECONNRESET" })));
+    assert.ok(isRetryableError(Object.assign(new Error("x"), { code: "UND_ERR_SOCKET" })));
+    assert.ok(isRetryableError(new Error("wrapped", { cause: Object.assign(new Error("x"), { code: "ETIMEDOUT" }) })));
+    assert.ok(!isRetryableError(new Error("plain")));
+    assert.ok(!isRetryableError("a string"));
+  });
+
+  test("error codes of run failures", () => {
+    assert.equal(runErrorOf(Object.assign(new Error("bad"), { name: "InvalidUpdateError" })).code, "invalid_update");
+    assert.equal(runErrorOf(new BudgetExceededError("tokens", 11, 10)).code, "budget_exceeded");
+    assert.deepEqual(runErrorOf(new Error("boom")), { code: "run_failed", message: "boom", retryable: false });
+  });
+
+  test("backoff doubles from the base and is bounded", () => {
+    assert.deepEqual([1, 2, 3, 4].map((a) => retryDelayMs(a)), [1000, 2000, 4000, 8000]);
+    assert.equal(retryDelayMs(30), 60_000);
+    assert.equal(retryDelayMs(2, 10), 20);
+  });
+
+  test("request fingerprints ignore key order and undefined members", () => {
+    assert.equal(canonicalJson({ b: 1, a: [{ d: 2, c: 3 }] }), '{"a":[{"c":3,"d":2}],"b":1}');
+    assert.equal(requestFingerprint({ a: 1, b: undefined }), requestFingerprint({ a: 1 }));
+    assert.notEqual(requestFingerprint({ a: 1 }), requestFingerprint({ a: 2 }));
+  });
+
+  test("settled states: terminal and paused", () => {
+    assert.ok(isSettled("paused") && isSettled("dead_letter") && !isSettled("cancelling") && !isSettled("pending"));
+  });
+});
+
+describe("usage meter", () => {
+  const budget = { model_calls: 2, tool_calls: 1, tokens: 25, cost: 1 };
+
+  test("calls are refused past their budget; tokens and cost end the run when crossed", () => {
+    const meter = new UsageMeter(budget);
+    meter.beforeModelCall();
+    meter.record({ tokens: 10 });
+    meter.beforeModelCall();
+    assert.throws(() => meter.beforeModelCall(), BudgetExceededError);
+    meter.beforeToolCall();
+    assert.throws(() => meter.beforeToolCall(), /max_tool_calls budget of 1/);
+    assert.throws(() => meter.record({ tokens: 20 }), /max_tokens/);
+    assert.deepEqual(meter.usage, { model_calls: 2, tool_calls: 1, tokens: 30, cost: 0 });
+  });
+
+  test("a model call is refused once tokens or cost are used up; usage carries over", () => {
+    const meter = new UsageMeter(budget, { model_calls: 0, tool_calls: 0, tokens: 25, cost: 0 });
+    assert.throws(() => meter.beforeModelCall(), /max_tokens/);
+    const unlimited = new UsageMeter({ model_calls: null, tool_calls: null, tokens: null, cost: null });
+    unlimited.record({ tokens: 1e9, cost: -5, model_calls: Number.NaN });
+    assert.deepEqual(unlimited.usage, { model_calls: 0, tool_calls: 0, tokens: 1e9, cost: 0 }, "negative and non-finite amounts are ignored");
   });
 });

@@ -64,6 +64,8 @@ export interface RudderConfig {
   readonly workerConcurrency: number;
   /** A quiet SSE stream gets a heartbeat comment this often. */
   readonly streamHeartbeatMs: number;
+  /** Per-token model prices for max_cost, by model name (`pricing` in the config file). */
+  readonly modelPrices: Readonly<Record<string, { input_per_token: number; output_per_token: number }>>;
 }
 
 export interface ConfigFlags {
@@ -101,10 +103,12 @@ export function resolveConfig(flags: ConfigFlags, env: Env = process.env, cwd = 
     queuedRunQuota: positiveInteger(env, "RUDDER_QUEUED_RUN_QUOTA", 1000),
     workerConcurrency: positiveInteger(env, "RUDDER_WORKER_CONCURRENCY", 10),
     streamHeartbeatMs: positiveInteger(env, "RUDDER_STREAM_HEARTBEAT_MS", 15 * SECOND),
+    modelPrices: parsePricing(file.pricing, configFile),
   };
 }
 
 interface ConfigFile {
+  pricing?: unknown;
   graphs?: unknown;
   env?: unknown;
   assistants?: unknown;
@@ -212,6 +216,20 @@ function parseApiKeys(raw: unknown): ApiKeySpec[] {
     }
     return { sha256, tenantId, roles: roles as Role[] };
   });
+}
+
+function parsePricing(raw: unknown, configFile: string | undefined): RudderConfig["modelPrices"] {
+  if (raw === undefined) return {};
+  if (!isObject(raw)) throw new ConfigError(`"pricing" in ${configFile} must be an object of model name -> prices`);
+  return Object.fromEntries(
+    Object.entries(raw).map(([model, price]) => {
+      const p = isObject(price) ? price : {};
+      if (typeof p.input_per_token !== "number" || typeof p.output_per_token !== "number") {
+        throw new ConfigError(`pricing["${model}"] in ${configFile} needs numbers input_per_token and output_per_token`);
+      }
+      return [model, { input_per_token: p.input_per_token, output_per_token: p.output_per_token }];
+    }),
+  );
 }
 
 function positiveInteger(env: Env, name: string, fallback: number): number {

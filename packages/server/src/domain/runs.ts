@@ -55,7 +55,7 @@ export function isRetryableError(error: unknown): boolean {
 export function runErrorOf(error: unknown): RunError {
   const name = error instanceof Error ? error.name : "";
   const message = error instanceof Error ? error.message : String(error);
-  const code = name === "InvalidUpdateError" ? "invalid_update" : "run_failed";
+  const code = name === "InvalidUpdateError" ? "invalid_update" : name === "BudgetExceededError" ? "budget_exceeded" : "run_failed";
   return { code, message, retryable: isRetryableError(error) };
 }
 

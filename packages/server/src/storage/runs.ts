@@ -1,14 +1,10 @@
 import { ApiError, notFound } from "../domain/errors.ts";
+import type { Usage } from "../domain/budget.ts";
 import type { Durability, MultitaskStrategy, RunError, RunStatus } from "../domain/runs.ts";
 import type { Db, Queryable } from "./db.ts";
 import { iso, json } from "./rows.ts";
 
-export interface RunUsage {
-  model_calls: number;
-  tool_calls: number;
-  tokens: number;
-  cost: number;
-}
+export type RunUsage = Usage;
 
 /** A run as the API shows it (DESIGN.md "Run"). */
 export interface Run {
@@ -277,13 +273,16 @@ export class RunRepository {
     }
   }
 
-  /** Extends the lease; returns the run's status, or undefined when the lease is lost. */
-  async heartbeat(lease: Lease, leaseMs: number): Promise<RunStatus | undefined> {
+  /**
+   * Extends the lease and saves what the run has spent so far (so a crash loses at most one
+   * heartbeat of usage); returns the run's status, or undefined when the lease is lost.
+   */
+  async heartbeat(lease: Lease, leaseMs: number, usage: Usage): Promise<RunStatus | undefined> {
     const [row] = await this.db.query<{ status: RunStatus }>(
-      `update runs set lease_expires_at = now() + $4 * interval '1 millisecond'
+      `update runs set lease_expires_at = now() + $4 * interval '1 millisecond', usage = $5::jsonb
         where run_id = $1 and attempt = $2 and lease_owner = $3 and status in ('running', 'cancelling')
         returning status`,
-      [lease.runId, lease.attempt, lease.owner, leaseMs],
+      [lease.runId, lease.attempt, lease.owner, leaseMs, json(usage)],
     );
     return row?.status;
   }
@@ -311,6 +310,8 @@ export class RunRepository {
       /** For a retry: back to pending after this delay. */
       retryDelayMs?: number;
       threadStatus?: "idle" | "busy" | "paused" | "error";
+      /** What the run has spent, across attempts. */
+      usage: Usage;
       events: readonly PendingEvent[];
     },
   ): Promise<boolean> {
@@ -320,10 +321,13 @@ export class RunRepository {
       const [row] = await tx.query<{ thread_id: string | null }>(
         `update runs set status = $4, output = $5::jsonb, error = $6::jsonb, lease_owner = null, lease_expires_at = null,
                 finished_at = case when $7 then now() else finished_at end,
-                available_at = now() + $8 * interval '1 millisecond', updated_at = now()
+                available_at = now() + $8 * interval '1 millisecond', usage = $9::jsonb, updated_at = now()
           where run_id = $1 and attempt = $2 and lease_owner = $3
           returning thread_id::text as thread_id`,
-        [lease.runId, lease.attempt, lease.owner, outcome.status, json(outcome.output ?? null), json(outcome.error ?? null), terminal, outcome.retryDelayMs ?? 0],
+        [
+          lease.runId, lease.attempt, lease.owner, outcome.status, json(outcome.output ?? null), json(outcome.error ?? null),
+          terminal, outcome.retryDelayMs ?? 0, json(outcome.usage),
+        ],
       );
       if (!row) return false;
       if (row.thread_id !== null && outcome.threadStatus) {

@@ -1,6 +1,14 @@
 import { Command, type BaseCheckpointSaver, type LangGraphRunnableConfig } from "@langchain/langgraph";
+import { RUDDER_METER_KEY, type UsageRecorder } from "@rudder/graph";
+import { UsageMeter } from "../domain/budget.ts";
+import { BudgetCallbackHandler, type ModelPrice } from "./budget-callbacks.ts";
 import type { GraphRegistry } from "../graphs/registry.ts";
 import type { ClaimedRun, PendingEvent } from "../storage/runs.ts";
+
+/** A run's budget limits, as the meter takes them. */
+export function budgetOf(run: ClaimedRun) {
+  return { model_calls: run.max_model_calls, tool_calls: run.max_tool_calls, tokens: run.max_tokens, cost: run.max_cost };
+}
 
 /** How one attempt of a run ended, as far as the graph is concerned. */
 export type AttemptResult =
@@ -17,9 +25,15 @@ const STREAM_MODES = ["values", "updates", "custom", "messages", "tasks"] as con
  */
 export async function executeAttempt(
   run: ClaimedRun,
-  deps: { graphs: GraphRegistry; emit: (event: PendingEvent) => void; signal: AbortSignal },
+  deps: {
+    graphs: GraphRegistry;
+    emit: (event: PendingEvent) => void;
+    signal: AbortSignal;
+    meter: UsageMeter;
+    prices: Readonly<Record<string, ModelPrice>>;
+  },
 ): Promise<AttemptResult> {
-  const config = runConfig(run, deps.signal);
+  const config = runConfig(run, deps.signal, deps.meter, deps.prices);
   let lastValues: Record<string, unknown> = {};
   const interrupts = new Map<unknown, unknown>();
   try {
@@ -42,12 +56,17 @@ export async function executeAttempt(
   return { kind: "succeeded", output: lastValues };
 }
 
-/** The LangGraph config of a run: its thread, context, merged config and identifying metadata. */
-export function runConfig(run: ClaimedRun, signal?: AbortSignal): LangGraphRunnableConfig {
+/**
+ * The LangGraph config of a run: its thread, context, merged config and identifying metadata;
+ * with a meter, the budget callbacks and the recorder `recordUsage` finds.
+ */
+export function runConfig(run: ClaimedRun, signal?: AbortSignal, meter?: UsageMeter, prices: Readonly<Record<string, ModelPrice>> = {}): LangGraphRunnableConfig {
   const configurable = (run.config.configurable as Record<string, unknown> | undefined) ?? {};
+  const recorder: UsageRecorder | undefined = meter && { record: (usage) => meter.record(usage) };
   return {
     ...run.config,
-    configurable: { ...configurable, thread_id: checkpointThreadId(run) },
+    configurable: { ...configurable, thread_id: checkpointThreadId(run), ...(recorder ? { [RUDDER_METER_KEY]: recorder } : {}) },
+    ...(meter ? { callbacks: [new BudgetCallbackHandler(meter, prices)] } : {}),
     context: run.context,
     metadata: {
       ...run.metadata,

@@ -2,12 +2,14 @@ import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import type { BaseCheckpointSaver } from "@langchain/langgraph";
 import type { FastifyBaseLogger } from "fastify";
+import { UsageMeter } from "../domain/budget.ts";
 import { isRetryableError, retryDelayMs, runErrorOf, type RunError } from "../domain/runs.ts";
 import type { GraphRegistry } from "../graphs/registry.ts";
 import { waitForNotice, type Notifier } from "../notify/notifier.ts";
 import type { ClaimedRun, Lease, PendingEvent, RunRepository } from "../storage/runs.ts";
 import { EventBuffer } from "./event-buffer.ts";
-import { discardStatelessCheckpoints, executeAttempt, type AttemptResult } from "./executor.ts";
+import type { ModelPrice } from "./budget-callbacks.ts";
+import { budgetOf, discardStatelessCheckpoints, executeAttempt, type AttemptResult } from "./executor.ts";
 
 export interface WorkerOptions {
   /** Runs executed at once by this process. */
@@ -39,6 +41,8 @@ interface WorkerDeps {
   readonly checkpointer: BaseCheckpointSaver;
   readonly notifier: Notifier;
   readonly log: FastifyBaseLogger;
+  /** Model prices for max_cost, by model name. */
+  readonly prices: Readonly<Record<string, ModelPrice>>;
 }
 
 /** Why an attempt's execution was stopped from outside the graph. */
@@ -131,7 +135,9 @@ export class Worker {
       this.options.eventFlushMs,
       256,
     );
-    const watch = this.watchLease(run, lease, stop);
+    // Usage carries over from earlier attempts, so a budget holds across retries.
+    const meter = new UsageMeter(budgetOf(run), run.usage);
+    const watch = this.watchLease(run, lease, meter, stop);
     const deadline = this.armRunTimeout(run, stop);
     try {
       buffer.push({ kind: "run_started", data: { attempt: run.attempt, worker: this.id } });
@@ -142,13 +148,15 @@ export class Worker {
         graphs: this.deps.graphs,
         emit: (event) => buffer.push(event),
         signal: controller.signal,
+        meter,
+        prices: this.deps.prices,
       });
       watch.stop();
       const events = await buffer.take().catch(() => {
         stop("lease_lost");
         return [];
       });
-      await this.settle(run, lease, result, controller.reason, events);
+      await this.settle(run, lease, result, controller.reason, events, meter);
     } finally {
       watch.stop();
       clearTimeout(deadline);
@@ -167,9 +175,9 @@ export class Worker {
   }
 
   /** Heartbeats the lease; a cancel (seen on a heartbeat or a run_changed notice) or a lost lease stops the attempt. */
-  private watchLease(run: ClaimedRun, lease: Lease, stop: (reason: StopReason) => void): { stop: () => void } {
+  private watchLease(run: ClaimedRun, lease: Lease, meter: UsageMeter, stop: (reason: StopReason) => void): { stop: () => void } {
     const beat = async () => {
-      const status = await this.deps.runs.heartbeat(lease, this.options.leaseMs).catch(() => "error" as const);
+      const status = await this.deps.runs.heartbeat(lease, this.options.leaseMs, meter.usage).catch(() => "error" as const);
       if (status === undefined) stop("lease_lost");
       else if (status === "cancelling") stop("cancelled");
     };
@@ -186,10 +194,17 @@ export class Worker {
   }
 
   /** Writes the attempt's outcome, fenced by the lease, with its last events, in one transaction. */
-  private async settle(run: ClaimedRun, lease: Lease, result: AttemptResult, stopped: StopReason | undefined, events: PendingEvent[]): Promise<void> {
+  private async settle(
+    run: ClaimedRun,
+    lease: Lease,
+    result: AttemptResult,
+    stopped: StopReason | undefined,
+    events: PendingEvent[],
+    meter: UsageMeter,
+  ): Promise<void> {
     if (stopped === "lease_lost") return; // another worker owns the run now; write nothing
     const outcome = this.outcomeOf(run, result, stopped);
-    const written = await this.deps.runs.settle(lease, { ...outcome, events: [...events, ...outcome.events] });
+    const written = await this.deps.runs.settle(lease, { ...outcome, usage: meter.usage, events: [...events, ...outcome.events] });
     if (!written) return;
     if (outcome.status !== "paused" && outcome.status !== "pending") await discardStatelessCheckpoints(run, this.deps.checkpointer).catch(() => {});
     await this.deps.notifier.publish({ topic: "run_changed", runId: run.run_id });
