@@ -25,8 +25,16 @@ export function rudderRun(config: LangGraphRunnableConfig | undefined): RudderRu
   };
 }
 
-export { RUDDER_METER_KEY, type UsageRecorder, type UsageReport } from "./protocol.ts";
-import { RUDDER_METER_KEY, type UsageRecorder } from "./protocol.ts";
+export {
+  RUDDER_METER_KEY,
+  RUDDER_STEERING_KEY,
+  type DrainContext,
+  type SteeringChannel,
+  type SteeringMessage,
+  type UsageRecorder,
+  type UsageReport,
+} from "./protocol.ts";
+import { RUDDER_METER_KEY, RUDDER_STEERING_KEY, type DrainContext, type SteeringChannel, type SteeringMessage, type UsageRecorder } from "./protocol.ts";
 
 /** Usage custom code reports, for what LangChain callbacks cannot see (a raw HTTP call to a model, a priced API). */
 export interface Usage {
@@ -45,4 +53,55 @@ export function recordUsage(config: LangGraphRunnableConfig | undefined, usage: 
   const recorder = config?.configurable?.[RUDDER_METER_KEY] as UsageRecorder | undefined;
   if (typeof recorder?.record !== "function") return;
   recorder.record({ model_calls: usage.modelCalls, tool_calls: usage.toolCalls, tokens: usage.tokens, cost: usage.cost });
+}
+
+function channelOf(config: LangGraphRunnableConfig | undefined): SteeringChannel | undefined {
+  const channel = config?.configurable?.[RUDDER_STEERING_KEY] as SteeringChannel | undefined;
+  return typeof channel?.drain === "function" ? channel : undefined;
+}
+
+/**
+ * Where this node runs, for run.steer.consumed: its name, its subgraph namespace (the checkpoint
+ * namespace of its parents, as LangGraph names them: `"node:<task id>"`) and its task id.
+ */
+export function drainContextOf(config: LangGraphRunnableConfig | undefined): DrainContext {
+  const metadata = (config?.metadata ?? {}) as Record<string, unknown>;
+  const checkpointNs = typeof metadata.langgraph_checkpoint_ns === "string" ? metadata.langgraph_checkpoint_ns : "";
+  const segments = checkpointNs ? checkpointNs.split("|") : [];
+  const taskId = config?.configurable?.__pregel_task_id;
+  return {
+    node: typeof metadata.langgraph_node === "string" ? metadata.langgraph_node : null,
+    namespace: segments.slice(0, -1),
+    taskId: typeof taskId === "string" ? taskId : null,
+  };
+}
+
+/**
+ * Returns the run's pending steering events in sequence order and durably marks them consumed
+ * (one transaction, fenced by the worker's lease: a `run.steer.consumed` event for each). Each
+ * event is returned to exactly one drain, also across parallel tasks and subgraphs. After a
+ * cancel it returns nothing. Outside Rudder it returns `[]`.
+ */
+export async function drainSteering(config: LangGraphRunnableConfig | undefined): Promise<SteeringMessage[]> {
+  return (await channelOf(config)?.drain(drainContextOf(config))) ?? [];
+}
+
+/** The pending steering events, without consuming them. Outside Rudder, `[]`. */
+export async function peekSteering(config: LangGraphRunnableConfig | undefined): Promise<SteeringMessage[]> {
+  return (await channelOf(config)?.peek()) ?? [];
+}
+
+/** Whether steering is waiting to be drained. Outside Rudder, false. */
+export async function hasSteering(config: LangGraphRunnableConfig | undefined): Promise<boolean> {
+  return (await peekSteering(config)).length > 0;
+}
+
+/**
+ * Waits until steering is pending (true) or `timeoutMs` passes (false); stops early when the
+ * run is cancelled. It does not consume: call drainSteering next. Outside Rudder, false at once.
+ */
+export async function waitForSteering(config: LangGraphRunnableConfig | undefined, options: { timeoutMs: number }): Promise<boolean> {
+  const channel = channelOf(config);
+  if (!channel) return false;
+  return channel.wait(options.timeoutMs, config?.signal);
 }

@@ -16,3 +16,36 @@ export interface UsageReport {
 export interface UsageRecorder {
   record(usage: UsageReport): void;
 }
+
+export const RUDDER_STEERING_KEY = "__rudder_steering";
+
+/** A steering event as graph code receives it. */
+export interface SteeringMessage {
+  /** The row's id under this run. */
+  readonly id: string;
+  /** Position in the run's steering sequence. */
+  readonly sequence: number;
+  /** Client-defined kind, passed through unchanged. */
+  readonly kind: string;
+  /** Client-defined payload, passed through unchanged. */
+  readonly payload: unknown;
+  readonly metadata: Record<string, unknown>;
+  /** The id the client first received (stable across resumes). */
+  readonly sourceEventId: string;
+  /** When the server first accepted it. */
+  readonly createdAt: string;
+}
+
+/** Where in the graph a drain happens. */
+export interface DrainContext {
+  readonly node: string | null;
+  readonly namespace: string[];
+  readonly taskId: string | null;
+}
+
+/** The run's steering channel, provided by the Rudder worker in `config.configurable`. */
+export interface SteeringChannel {
+  drain(context: DrainContext): Promise<SteeringMessage[]>;
+  peek(): Promise<SteeringMessage[]>;
+  wait(timeoutMs: number, signal?: AbortSignal): Promise<boolean>;
+}

@@ -10,11 +10,13 @@ import { ThreadStateReader } from "./graphs/thread-state.ts";
 import { buildApp, type App, type AppServices } from "./http/app.ts";
 import { createLocalNotifier, createPostgresNotifier, type Notifier } from "./notify/notifier.ts";
 import { RunService } from "./runs/service.ts";
+import { SteeringService } from "./runs/steering.ts";
 import { AssistantRepository } from "./storage/assistants.ts";
 import { RudderCheckpointSaver } from "./storage/checkpointer.ts";
 import { createPgliteDb, createPostgresDb, type Db } from "./storage/db.ts";
 import { migrate, migrationStatus } from "./storage/migrate.ts";
 import { RunRepository } from "./storage/runs.ts";
+import { SteeringRepository } from "./storage/steering.ts";
 import { ThreadRepository } from "./storage/threads.ts";
 import { VERSION } from "./version.ts";
 import { DEFAULT_WORKER_OPTIONS, Worker, type WorkerOptions } from "./worker/worker.ts";
@@ -63,6 +65,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
   const graphs = await GraphRegistry.load(config.graphs, checkpointer);
   const notifier: Notifier = db.driver === "postgres" && db.url ? createPostgresNotifier(db.url) : createLocalNotifier();
   const runs = new RunRepository(db);
+  const steering = new SteeringRepository(db);
   const assistants = new AssistantCatalog(new AssistantRepository(db), graphs, config.assistants);
   const services: AppServices = {
     db,
@@ -73,6 +76,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     threadState: new ThreadStateReader(graphs, checkpointer),
     runs,
     runService: new RunService(runs, assistants, graphs, notifier, { queuedRunQuota: config.queuedRunQuota }),
+    steeringService: new SteeringService(steering, notifier),
     notifier,
     streamHeartbeatMs: config.streamHeartbeatMs,
   };
@@ -82,7 +86,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     : undefined;
   const log: FastifyBaseLogger = app?.log ?? pino({ level: options.logger === false ? "silent" : config.logLevel });
   const worker = options.worker
-    ? new Worker({ runs, graphs, checkpointer, notifier, log, prices: config.modelPrices }, { ...DEFAULT_WORKER_OPTIONS, concurrency: config.workerConcurrency, ...options.worker })
+    ? new Worker({ runs, steering, graphs, checkpointer, notifier, log, prices: config.modelPrices }, { ...DEFAULT_WORKER_OPTIONS, concurrency: config.workerConcurrency, ...options.worker })
     : undefined;
   worker?.start();
   let url: string | undefined;

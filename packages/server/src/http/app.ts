@@ -21,6 +21,7 @@ import type { ThreadStateReader } from "../graphs/thread-state.ts";
 import type { Db } from "../storage/db.ts";
 import type { Notifier } from "../notify/notifier.ts";
 import type { RunService } from "../runs/service.ts";
+import type { SteeringService } from "../runs/steering.ts";
 import type { RunRepository } from "../storage/runs.ts";
 import type { ThreadRepository } from "../storage/threads.ts";
 import { authPlugin } from "./auth.ts";
@@ -42,6 +43,7 @@ export interface AppServices {
   readonly threadState: ThreadStateReader;
   readonly runs: RunRepository;
   readonly runService: RunService;
+  readonly steeringService: SteeringService;
   readonly notifier: Notifier;
   /** A quiet SSE stream gets a `: heartbeat` comment this often. */
   readonly streamHeartbeatMs: number;

@@ -8,7 +8,8 @@ import pg from "pg";
 export type Notice =
   | { readonly topic: "run_created" }
   | { readonly topic: "run_changed"; readonly runId: string }
-  | { readonly topic: "run_events"; readonly runId: string };
+  | { readonly topic: "run_events"; readonly runId: string }
+  | { readonly topic: "steering"; readonly runId: string };
 
 export interface Notifier {
   publish(notice: Notice): Promise<void>;

@@ -2,6 +2,8 @@ import { ApiError, notFound } from "../domain/errors.ts";
 import type { Usage } from "../domain/budget.ts";
 import type { Durability, MultitaskStrategy, RunError, RunStatus } from "../domain/runs.ts";
 import type { Db, Queryable } from "./db.ts";
+import { appendEvents } from "./events.ts";
+import { migrateToSuccessor, supersedeAtFinalBoundary } from "./steering.ts";
 import { iso, json } from "./rows.ts";
 
 export type RunUsage = Usage;
@@ -29,6 +31,8 @@ export interface Run {
   usage: RunUsage;
   /** Set once, when a resume created the run that continues this paused one. */
   superseded_by_run_id: string | null;
+  /** Steering admission closed by the worker before its final flush; reset on each claim. */
+  steering_closed: boolean;
   created_at: string;
   started_at: string | null;
   finished_at: string | null;
@@ -102,7 +106,7 @@ function runColumns(alias = ""): string {
   return `${t}run_id::text as run_id, ${t}tenant_id, ${t}thread_id::text as thread_id, ${t}assistant_id, ${t}graph_id,
     ${t}status, ${t}input, ${t}command, ${t}context, ${t}config, ${t}metadata, ${t}output, ${t}error, ${t}attempt,
     ${t}multitask_strategy, ${t}durability, ${t}run_timeout, ${t}max_model_calls, ${t}max_tool_calls, ${t}max_tokens,
-    ${t}max_cost, ${t}usage, ${t}idempotency_key, ${t}request_hash, ${t}superseded_by_run_id::text as superseded_by_run_id,
+    ${t}max_cost, ${t}usage, ${t}idempotency_key, ${t}request_hash, ${t}superseded_by_run_id::text as superseded_by_run_id, ${t}steering_closed,
     ${t}created_at, ${t}started_at, ${t}finished_at, ${t}updated_at`;
 }
 
@@ -142,29 +146,6 @@ const toEvent = (row: EventRow): RunEvent => ({
   data: row.data,
   created_at: iso(row.created_at),
 });
-
-/**
- * Appends events in one statement: the run row's counter hands out the next sequences, and its
- * row lock, held to commit, makes concurrent appenders commit in sequence order (a reader that
- * has seen sequence n never later finds a smaller one). With a lease, nothing is written unless
- * the lease is still held: an empty result means the lease is lost.
- */
-async function appendEvents(db: Queryable, runId: string, events: readonly PendingEvent[], lease?: Lease): Promise<number[]> {
-  if (events.length === 0) return [];
-  const rows = await db.query<{ sequence: number }>(
-    `with allocated as (
-       update runs set last_event_sequence = last_event_sequence + jsonb_array_length($2::jsonb)
-        where run_id = $1 ${lease ? "and attempt = $3 and lease_owner = $4" : ""}
-        returning last_event_sequence - jsonb_array_length($2::jsonb) as base
-     )
-     insert into run_events (run_id, sequence, kind, data)
-     select $1, allocated.base + e.ordinality::int, e.value->>'kind', e.value->'data'
-       from allocated, jsonb_array_elements($2::jsonb) with ordinality as e(value, ordinality)
-     returning sequence`,
-    lease ? [runId, json(events), lease.attempt, lease.owner] : [runId, json(events)],
-  );
-  return rows.map((row) => row.sequence);
-}
 
 export class RunRepository {
   constructor(private readonly db: Db) {}
@@ -253,7 +234,7 @@ export class RunRepository {
               limit 1
               for update skip locked
            )
-           update runs r set status = 'running', attempt = r.attempt + 1, lease_owner = $1,
+           update runs r set status = 'running', attempt = r.attempt + 1, lease_owner = $1, steering_closed = false,
                   lease_expires_at = now() + $2 * interval '1 millisecond',
                   started_at = coalesce(r.started_at, now()), updated_at = now()
              from candidate where r.run_id = candidate.run_id
@@ -298,8 +279,10 @@ export class RunRepository {
   }
 
   /**
-   * Ends an attempt in one transaction: its last events, the run's new status (fenced by the
-   * lease), and the thread's status. Returns false, writing nothing, when the lease was lost.
+   * Ends an attempt in one transaction, fenced by the lease: the run's new status, the events the
+   * worker had not written yet, at a final boundary the supersede of steering the run still
+   * holds, then the outcome's own events (run_succeeded …), and the thread's status. Returns
+   * false, writing nothing, when the lease was lost.
    */
   async settle(
     lease: Lease,
@@ -312,12 +295,14 @@ export class RunRepository {
       threadStatus?: "idle" | "busy" | "paused" | "error";
       /** What the run has spent, across attempts. */
       usage: Usage;
+      /** Buffered events the worker had not written yet. */
       events: readonly PendingEvent[];
+      /** The outcome's own events, written last. */
+      outcomeEvents: readonly PendingEvent[];
     },
   ): Promise<boolean> {
     return this.db.transaction(async (tx) => {
-      if (outcome.events.length && (await appendEvents(tx, lease.runId, outcome.events, lease)).length === 0) return false;
-      const terminal = outcome.status !== "pending" && outcome.status !== "paused";
+      const final = outcome.status !== "pending" && outcome.status !== "paused";
       const [row] = await tx.query<{ thread_id: string | null }>(
         `update runs set status = $4, output = $5::jsonb, error = $6::jsonb, lease_owner = null, lease_expires_at = null,
                 finished_at = case when $7 then now() else finished_at end,
@@ -326,10 +311,14 @@ export class RunRepository {
           returning thread_id::text as thread_id`,
         [
           lease.runId, lease.attempt, lease.owner, outcome.status, json(outcome.output ?? null), json(outcome.error ?? null),
-          terminal, outcome.retryDelayMs ?? 0, json(outcome.usage),
+          final, outcome.retryDelayMs ?? 0, json(outcome.usage),
         ],
       );
       if (!row) return false;
+      // The fence held and the row stays locked to commit: the appends below need no lease.
+      await appendEvents(tx, lease.runId, outcome.events);
+      if (final) await supersedeAtFinalBoundary(tx, lease.runId);
+      await appendEvents(tx, lease.runId, outcome.outcomeEvents);
       if (row.thread_id !== null && outcome.threadStatus) {
         await tx.query("update threads set status = $2, updated_at = now() where thread_id = $1", [row.thread_id, outcome.threadStatus]);
       }
@@ -404,6 +393,7 @@ export class RunRepository {
         [runId, newRunId, json(command)],
       );
       await tx.query("update runs set superseded_by_run_id = $2, updated_at = now() where run_id = $1", [runId, newRunId]);
+      await migrateToSuccessor(tx, runId, newRunId);
       return toClaimed(row!);
     });
   }

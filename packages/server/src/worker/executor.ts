@@ -1,5 +1,5 @@
 import { Command, type BaseCheckpointSaver, type LangGraphRunnableConfig } from "@langchain/langgraph";
-import { RUDDER_METER_KEY, type UsageRecorder } from "@rudder/graph";
+import { RUDDER_METER_KEY, RUDDER_STEERING_KEY, type SteeringChannel, type UsageRecorder } from "@rudder/graph";
 import { UsageMeter } from "../domain/budget.ts";
 import { BudgetCallbackHandler, type ModelPrice } from "./budget-callbacks.ts";
 import type { GraphRegistry } from "../graphs/registry.ts";
@@ -31,9 +31,12 @@ export async function executeAttempt(
     signal: AbortSignal;
     meter: UsageMeter;
     prices: Readonly<Record<string, ModelPrice>>;
+    steering: SteeringChannel;
   },
 ): Promise<AttemptResult> {
-  const config = runConfig(run, deps.signal, deps.meter, deps.prices);
+  const base = runConfig(run, deps.signal, deps.meter, deps.prices);
+  // One steering channel for the run: subgraphs inherit `configurable`, so they share it.
+  const config = { ...base, configurable: { ...base.configurable, [RUDDER_STEERING_KEY]: deps.steering } };
   let lastValues: Record<string, unknown> = {};
   const interrupts = new Map<unknown, unknown>();
   try {

@@ -7,6 +7,8 @@ import { isRetryableError, retryDelayMs, runErrorOf, type RunError } from "../do
 import type { GraphRegistry } from "../graphs/registry.ts";
 import { waitForNotice, type Notifier } from "../notify/notifier.ts";
 import type { ClaimedRun, Lease, PendingEvent, RunRepository } from "../storage/runs.ts";
+import type { SteeringRepository } from "../storage/steering.ts";
+import { steeringChannel } from "./steering-channel.ts";
 import { EventBuffer } from "./event-buffer.ts";
 import type { ModelPrice } from "./budget-callbacks.ts";
 import { budgetOf, discardStatelessCheckpoints, executeAttempt, type AttemptResult } from "./executor.ts";
@@ -23,6 +25,10 @@ export interface WorkerOptions {
   /** First retry delay; each further one doubles, up to 60 s. */
   readonly retryBaseMs: number;
   readonly eventFlushMs: number;
+  /** waitForSteering re-reads storage this often when no notice arrives. */
+  readonly steeringPollMs: number;
+  /** Test seams: awaited at fixed points so a test can hold a window open without sleeping. */
+  readonly hooks?: { afterSteeringClosed?: (runId: string) => Promise<void> };
 }
 
 export const DEFAULT_WORKER_OPTIONS: WorkerOptions = {
@@ -33,6 +39,7 @@ export const DEFAULT_WORKER_OPTIONS: WorkerOptions = {
   maxAttempts: 5,
   retryBaseMs: 1_000,
   eventFlushMs: 20,
+  steeringPollMs: 1_000,
 };
 
 interface WorkerDeps {
@@ -43,6 +50,7 @@ interface WorkerDeps {
   readonly log: FastifyBaseLogger;
   /** Model prices for max_cost, by model name. */
   readonly prices: Readonly<Record<string, ModelPrice>>;
+  readonly steering: SteeringRepository;
 }
 
 /** Why an attempt's execution was stopped from outside the graph. */
@@ -150,6 +158,7 @@ export class Worker {
         signal: controller.signal,
         meter,
         prices: this.deps.prices,
+        steering: steeringChannel(lease, this.deps.steering, this.deps.notifier, this.options.steeringPollMs),
       });
       watch.stop();
       const events = await buffer.take().catch(() => {
@@ -204,7 +213,14 @@ export class Worker {
   ): Promise<void> {
     if (stopped === "lease_lost") return; // another worker owns the run now; write nothing
     const outcome = this.outcomeOf(run, result, stopped);
-    const written = await this.deps.runs.settle(lease, { ...outcome, usage: meter.usage, events: [...events, ...outcome.events] });
+    const final = outcome.status !== "pending" && outcome.status !== "paused";
+    if (final) {
+      // The graph has its result: close steering admission before the final flush, so a steer
+      // that arrives now is refused (run_finalizing) rather than silently superseded.
+      if (!(await this.deps.steering.closeAdmission(lease))) return;
+      await this.options.hooks?.afterSteeringClosed?.(run.run_id);
+    }
+    const written = await this.deps.runs.settle(lease, { ...outcome, usage: meter.usage, events, outcomeEvents: outcome.events });
     if (!written) return;
     if (outcome.status !== "paused" && outcome.status !== "pending") await discardStatelessCheckpoints(run, this.deps.checkpointer).catch(() => {});
     await this.deps.notifier.publish({ topic: "run_changed", runId: run.run_id });

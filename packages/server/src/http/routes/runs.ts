@@ -56,6 +56,7 @@ const Run = Type.Object(
     max_cost: NumberOrNull,
     usage: Type.Object({ model_calls: Type.Number(), tool_calls: Type.Number(), tokens: Type.Number(), cost: Type.Number() }),
     superseded_by_run_id: Type.Union([Type.String({ format: "uuid" }), Type.Null()], { description: "set when a resume created the run that continues this one" }),
+    steering_closed: Type.Boolean({ description: "steering admission closed before the final flush; reset on each claim" }),
     created_at: Timestamp,
     started_at: Type.Union([Timestamp, Type.Null()]),
     finished_at: Type.Union([Timestamp, Type.Null()]),
@@ -201,6 +202,41 @@ export const runRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
       },
     },
     async (request, reply) => reply.status(202).send(await runService.redrive(request.principal.tenantId, request.params.run_id)),
+  );
+
+  app.post(
+    "/runs/:run_id/steer",
+    {
+      config: { permission: "operate" },
+      schema: {
+        tags: ["steering"],
+        summary: "Inject structured input into a live run (202 once durably stored)",
+        params: RunIdParam,
+        headers: IdempotencyHeaders,
+        body: Type.Object(
+          {
+            kind: Type.String({ minLength: 1, maxLength: 256, description: "client-defined, passed through" }),
+            payload: Type.Unknown({ description: "any JSON; delivered to graph code unchanged" }),
+            metadata: Type.Optional(JsonObject),
+            idempotency_key: Type.Optional(Type.String({ minLength: 1, maxLength: 255, description: "the Idempotency-Key header wins" })),
+          },
+          { additionalProperties: false, required: ["kind", "payload"] },
+        ),
+        response: {
+          202: Type.Object({
+            id: Type.String({ format: "uuid" }),
+            run_id: Type.String({ format: "uuid" }),
+            sequence: Type.Integer({ minimum: 1 }),
+            kind: Type.String(),
+            status: Type.Union([Type.Literal("pending"), Type.Literal("delivered"), Type.Literal("consumed"), Type.Literal("superseded")]),
+            created_at: Timestamp,
+          }),
+          ...problems(400, 401, 403, 404, 409, 413, 422),
+        },
+      },
+    },
+    async (request, reply) =>
+      reply.status(202).send(await services.steeringService.steer(request.principal.tenantId, request.params.run_id, request.body, request.headers["idempotency-key"])),
   );
 
   app.get(

@@ -1,0 +1,256 @@
+import { randomUUID } from "node:crypto";
+import { ApiError, notFound } from "../domain/errors.ts";
+import { isTerminal, type RunStatus } from "../domain/runs.ts";
+import type { Db, Queryable } from "./db.ts";
+import { appendEvents } from "./events.ts";
+import { iso, json } from "./rows.ts";
+import type { Lease, PendingEvent } from "./runs.ts";
+
+export type SteeringStatus = "pending" | "delivered" | "consumed" | "superseded";
+
+/** A durable steering row (spec section 2, "Steering event"). */
+export interface SteeringEvent {
+  id: string;
+  run_id: string;
+  sequence: number;
+  kind: string;
+  payload: unknown;
+  metadata: Record<string, unknown>;
+  idempotency_key: string | null;
+  status: SteeringStatus;
+  /** The id the client first received; null until the row is moved by a resume. */
+  source_event_id: string | null;
+  created_at: string;
+}
+
+export interface SteerRequest {
+  kind: string;
+  payload: unknown;
+  metadata: Record<string, unknown>;
+  idempotencyKey: string | undefined;
+}
+
+/** Where in the graph a drain happened, for run.steer.consumed. */
+export interface DrainContext {
+  node: string | null;
+  namespace: string[];
+  taskId: string | null;
+}
+
+type SteeringRow = Omit<SteeringEvent, "created_at"> & { tenant_id: string; created_at: Date | string };
+
+const COLUMNS = `id::text as id, tenant_id, run_id::text as run_id, sequence, kind, payload, metadata, idempotency_key, status,
+  source_event_id::text as source_event_id, created_at`;
+
+const toEvent = ({ tenant_id: _tenant, ...row }: SteeringRow): SteeringEvent => ({ ...row, created_at: iso(row.created_at) });
+
+/** run.steer.accepted; `source_event_id` only for a row moved by a resume (spec section 6, rule 2). */
+export function acceptedEvent(row: SteeringEvent): PendingEvent {
+  return {
+    kind: "run.steer.accepted",
+    data: {
+      steering_event_id: row.id,
+      ...(row.source_event_id ? { source_event_id: row.source_event_id } : {}),
+      sequence: row.sequence,
+      kind: row.kind,
+    },
+  };
+}
+
+/** run.steer.superseded; `source_event_id` always present (the row's own id when never moved). */
+function supersededEvent(
+  row: SteeringEvent,
+  reason: "resume_transfer" | "unconsumed_at_final_boundary",
+  successor: { runId: string; eventId: string } | null,
+): PendingEvent {
+  return {
+    kind: "run.steer.superseded",
+    data: {
+      steering_event_id: row.id,
+      source_event_id: row.source_event_id ?? row.id,
+      sequence: row.sequence,
+      kind: row.kind,
+      reason,
+      superseded_by_run_id: successor?.runId ?? null,
+      replacement_steering_event_id: successor?.eventId ?? null,
+    },
+  };
+}
+
+export class SteeringRepository {
+  constructor(private readonly db: Db) {}
+
+  /**
+   * Accepts a steering event, in the spec's order of checks: a known (tenant, run, key) returns
+   * the existing row as it is now; only a new key goes through admission by run state. The run
+   * row is locked, so admission is decided against the same state the finalization gate and a
+   * resume change. The row and its run.steer.accepted event commit together.
+   */
+  async steer(tenantId: string, runId: string, request: SteerRequest): Promise<{ event: SteeringEvent; replayed: boolean }> {
+    try {
+      return await this.db.transaction((tx) => this.steerIn(tx, tenantId, runId, request));
+    } catch (error) {
+      // A concurrent request with the same key committed first: answer as its replay.
+      if ((error as { code?: string }).code === "23505" && request.idempotencyKey !== undefined) {
+        const existing = await this.findByKey(this.db, tenantId, runId, request.idempotencyKey);
+        if (existing) return { event: existing, replayed: true };
+      }
+      throw error;
+    }
+  }
+
+  private async steerIn(tx: Queryable, tenantId: string, runId: string, request: SteerRequest) {
+    if (request.idempotencyKey !== undefined) {
+      const existing = await this.findByKey(tx, tenantId, runId, request.idempotencyKey);
+      if (existing) return { event: existing, replayed: true };
+    }
+    const [run] = await tx.query<{ status: RunStatus; steering_closed: boolean; superseded_by_run_id: string | null }>(
+      `select status, steering_closed, superseded_by_run_id::text as superseded_by_run_id
+         from runs where tenant_id = $1 and run_id = $2 for update`,
+      [tenantId, runId],
+    );
+    if (!run) throw notFound("run", runId);
+    if (run.superseded_by_run_id !== null) {
+      throw new ApiError("run_superseded", `run ${runId} was resumed as run ${run.superseded_by_run_id}; steer that run`, {
+        fields: { superseded_by_run_id: run.superseded_by_run_id },
+      });
+    }
+    if (isTerminal(run.status)) throw new ApiError("run_terminal", `run ${runId} is ${run.status}; nothing was written`);
+    if (run.steering_closed && (run.status === "running" || run.status === "cancelling")) {
+      throw new ApiError("run_finalizing", `run ${runId} has finished its graph and is being finalized; steer a new run`);
+    }
+    const [row] = await tx.query<SteeringRow>(
+      `with seq as (
+         update runs set last_steering_sequence = last_steering_sequence + 1 where run_id = $2 returning last_steering_sequence
+       )
+       insert into steering_events (id, tenant_id, run_id, sequence, kind, payload, metadata, idempotency_key)
+       select $3, $1, $2, seq.last_steering_sequence, $4, $5::jsonb, $6::jsonb, $7 from seq
+       returning ${COLUMNS}`,
+      [tenantId, runId, randomUUID(), request.kind, json(request.payload), json(request.metadata), request.idempotencyKey ?? null],
+    );
+    const event = toEvent(row!);
+    await appendEvents(tx, runId, [acceptedEvent(event)]);
+    return { event, replayed: false };
+  }
+
+  private async findByKey(db: Queryable, tenantId: string, runId: string, key: string): Promise<SteeringEvent | undefined> {
+    const [row] = await db.query<SteeringRow>(
+      `select ${COLUMNS} from steering_events where tenant_id = $1 and run_id = $2 and idempotency_key = $3`,
+      [tenantId, runId, key],
+    );
+    return row && toEvent(row);
+  }
+
+  /** The run's unconsumed events, in sequence order, without taking them. */
+  async peek(runId: string): Promise<SteeringEvent[]> {
+    const rows = await this.db.query<SteeringRow>(
+      `select ${COLUMNS} from steering_events where run_id = $1 and status in ('pending', 'delivered') order by sequence`,
+      [runId],
+    );
+    return rows.map(toEvent);
+  }
+
+  /**
+   * Takes every unconsumed event of the run and commits their consumption, with one
+   * run.steer.consumed each, in one transaction fenced by the worker's lease and attempt. The run
+   * row lock serialises parallel drains (each event goes to exactly one). A run that is not
+   * `running` under this lease (cancelled, cancelling, reclaimed) gets nothing: cancel wins.
+   */
+  async drain(lease: Lease, context: DrainContext): Promise<SteeringEvent[]> {
+    return this.db.transaction(async (tx) => {
+      const [run] = await tx.query<{ status: RunStatus }>(
+        "select status from runs where run_id = $1 and attempt = $2 and lease_owner = $3 for update",
+        [lease.runId, lease.attempt, lease.owner],
+      );
+      if (!run || run.status !== "running") return [];
+      const rows = await tx.query<SteeringRow & { latency: number }>(
+        `update steering_events set status = 'consumed', consumed_at = now()
+          where run_id = $1 and status in ('pending', 'delivered')
+          returning ${COLUMNS}, extract(epoch from (now() - created_at))::float8 as latency`,
+        [lease.runId],
+      );
+      rows.sort((a, b) => a.sequence - b.sequence);
+      const events = rows.map(toEvent);
+      await appendEvents(
+        tx,
+        lease.runId,
+        rows.map((row, index) => ({
+          kind: "run.steer.consumed",
+          data: {
+            steering_event_id: row.id,
+            ...(row.source_event_id ? { source_event_id: row.source_event_id } : {}),
+            sequence: row.sequence,
+            kind: row.kind,
+            queue_latency_seconds: Math.max(0, Number(rows[index]!.latency)),
+            node: context.node,
+            namespace: context.namespace,
+            task_id: context.taskId,
+          },
+        })),
+      );
+      return events.map((event) => ({ ...event, status: "consumed" as const }));
+    });
+  }
+
+  /**
+   * Closes steering admission before the final flush (spec: "worker closes steering admission
+   * before its final flush"). False when the lease is lost.
+   */
+  async closeAdmission(lease: Lease): Promise<boolean> {
+    const rows = await this.db.query("update runs set steering_closed = true where run_id = $1 and attempt = $2 and lease_owner = $3 returning 1", [
+      lease.runId,
+      lease.attempt,
+      lease.owner,
+    ]);
+    return rows.length > 0;
+  }
+
+  async list(tenantId: string, runId: string): Promise<SteeringEvent[]> {
+    const rows = await this.db.query<SteeringRow>(`select ${COLUMNS} from steering_events where tenant_id = $1 and run_id = $2 order by sequence`, [
+      tenantId,
+      runId,
+    ]);
+    return rows.map(toEvent);
+  }
+}
+
+/**
+ * At the final boundary, inside the transaction that writes the run's final state: every row the
+ * run still holds becomes superseded, with its run.steer.superseded event.
+ */
+export async function supersedeAtFinalBoundary(tx: Queryable, runId: string): Promise<void> {
+  const rows = await tx.query<SteeringRow>(
+    `update steering_events set status = 'superseded' where run_id = $1 and status in ('pending', 'delivered') returning ${COLUMNS}`,
+    [runId],
+  );
+  const events = rows.map(toEvent).sort((a, b) => a.sequence - b.sequence);
+  await appendEvents(tx, runId, events.map((row) => supersededEvent(row, "unconsumed_at_final_boundary", null)));
+}
+
+/**
+ * Moves a resumed run's unconsumed rows to its successor, inside the resume transaction: new ids,
+ * the same order as sequences 1..n, the same kind, payload, metadata and idempotency key, the
+ * root id kept in source_event_id, the original created_at. The old rows become superseded.
+ */
+export async function migrateToSuccessor(tx: Queryable, oldRunId: string, newRunId: string): Promise<void> {
+  const rows = (
+    await tx.query<SteeringRow>(
+      `update steering_events set status = 'superseded' where run_id = $1 and status in ('pending', 'delivered') returning ${COLUMNS}`,
+      [oldRunId],
+    )
+  )
+    .map(toEvent)
+    .sort((a, b) => a.sequence - b.sequence);
+  if (rows.length === 0) return;
+  const moved = rows.map((row, index) => ({ ...row, id: randomUUID(), run_id: newRunId, sequence: index + 1, status: "pending" as const, source_event_id: row.source_event_id ?? row.id }));
+  await tx.query(
+    `insert into steering_events (id, tenant_id, run_id, sequence, kind, payload, metadata, idempotency_key, status, source_event_id, created_at)
+     select m.id, s.tenant_id, $2, m.sequence, s.kind, s.payload, s.metadata, s.idempotency_key, 'pending', m.source_event_id, s.created_at
+       from jsonb_to_recordset($3::jsonb) as m(old_id uuid, id uuid, sequence int, source_event_id uuid)
+       join steering_events s on s.id = m.old_id`,
+    [oldRunId, newRunId, json(moved.map((row, index) => ({ old_id: rows[index]!.id, id: row.id, sequence: row.sequence, source_event_id: row.source_event_id })))],
+  );
+  await tx.query("update runs set last_steering_sequence = $2 where run_id = $1", [newRunId, moved.length]);
+  await appendEvents(tx, oldRunId, rows.map((row, index) => supersededEvent(row, "resume_transfer", { runId: newRunId, eventId: moved[index]!.id })));
+  await appendEvents(tx, newRunId, moved.map(acceptedEvent));
+}
