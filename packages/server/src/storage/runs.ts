@@ -236,7 +236,7 @@ export class RunRepository {
            )
            update runs r set status = 'running', attempt = r.attempt + 1, lease_owner = $1, steering_closed = false,
                   lease_expires_at = now() + $2 * interval '1 millisecond',
-                  started_at = coalesce(r.started_at, now()), updated_at = now()
+                  started_at = coalesce(r.started_at, clock_timestamp()), updated_at = now()
              from candidate where r.run_id = candidate.run_id
            returning ${runColumns("r")}`,
           [owner, leaseMs],

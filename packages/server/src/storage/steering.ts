@@ -245,10 +245,10 @@ export async function migrateToSuccessor(tx: Queryable, oldRunId: string, newRun
   const moved = rows.map((row, index) => ({ ...row, id: randomUUID(), run_id: newRunId, sequence: index + 1, status: "pending" as const, source_event_id: row.source_event_id ?? row.id }));
   await tx.query(
     `insert into steering_events (id, tenant_id, run_id, sequence, kind, payload, metadata, idempotency_key, status, source_event_id, created_at)
-     select m.id, s.tenant_id, $2, m.sequence, s.kind, s.payload, s.metadata, s.idempotency_key, 'pending', m.source_event_id, s.created_at
-       from jsonb_to_recordset($3::jsonb) as m(old_id uuid, id uuid, sequence int, source_event_id uuid)
+     select m.id, s.tenant_id, $1, m.sequence, s.kind, s.payload, s.metadata, s.idempotency_key, 'pending', m.source_event_id, s.created_at
+       from jsonb_to_recordset($2::jsonb) as m(old_id uuid, id uuid, sequence int, source_event_id uuid)
        join steering_events s on s.id = m.old_id`,
-    [oldRunId, newRunId, json(moved.map((row, index) => ({ old_id: rows[index]!.id, id: row.id, sequence: row.sequence, source_event_id: row.source_event_id })))],
+    [newRunId, json(moved.map((row, index) => ({ old_id: rows[index]!.id, id: row.id, sequence: row.sequence, source_event_id: row.source_event_id })))],
   );
   await tx.query("update runs set last_steering_sequence = $2 where run_id = $1", [newRunId, moved.length]);
   await appendEvents(tx, oldRunId, rows.map((row, index) => supersededEvent(row, "resume_transfer", { runId: newRunId, eventId: moved[index]!.id })));

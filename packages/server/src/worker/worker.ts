@@ -28,7 +28,10 @@ export interface WorkerOptions {
   /** waitForSteering re-reads storage this often when no notice arrives. */
   readonly steeringPollMs: number;
   /** Test seams: awaited at fixed points so a test can hold a window open without sleeping. */
-  readonly hooks?: { afterSteeringClosed?: (runId: string) => Promise<void> };
+  readonly hooks?: {
+    afterClaim?: (runId: string, attempt: number) => Promise<void>;
+    afterSteeringClosed?: (runId: string) => Promise<void>;
+  };
 }
 
 export const DEFAULT_WORKER_OPTIONS: WorkerOptions = {
@@ -148,6 +151,7 @@ export class Worker {
     const watch = this.watchLease(run, lease, meter, stop);
     const deadline = this.armRunTimeout(run, stop);
     try {
+      await this.options.hooks?.afterClaim?.(run.run_id, run.attempt);
       buffer.push({ kind: "run_started", data: { attempt: run.attempt, worker: this.id } });
       if (run.status === "cancelling") stop("cancelled");
       // Reclaimed after its worker died once too often: a run that keeps killing workers stops here.
