@@ -43,6 +43,8 @@ export interface StartOptions {
   /** Run a worker in this process, with these options over the defaults (default: no worker). */
   readonly worker?: Partial<WorkerOptions> | false;
   readonly logger?: FastifyServerOptions["logger"];
+  /** Replaces the notifier chosen from the database (benchmarks measure lost wake-ups with it). */
+  readonly notifier?: Notifier;
 }
 
 export interface RunningServer {
@@ -63,7 +65,8 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
   await prepareSchema(db, options.schema);
   const checkpointer = new RudderCheckpointSaver(db);
   const graphs = await GraphRegistry.load(config.graphs, checkpointer);
-  const notifier: Notifier = db.driver === "postgres" && db.url ? createPostgresNotifier(db.url) : createLocalNotifier();
+  const notifier: Notifier =
+    options.notifier ?? (db.driver === "postgres" && db.url ? createPostgresNotifier(db.url) : createLocalNotifier());
   const runs = new RunRepository(db);
   const steering = new SteeringRepository(db);
   const assistants = new AssistantCatalog(new AssistantRepository(db), graphs, config.assistants);
@@ -86,7 +89,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     : undefined;
   const log: FastifyBaseLogger = app?.log ?? pino({ level: options.logger === false ? "silent" : config.logLevel });
   const worker = options.worker
-    ? new Worker({ runs, steering, graphs, checkpointer, notifier, log, prices: config.modelPrices }, { ...DEFAULT_WORKER_OPTIONS, concurrency: config.workerConcurrency, ...options.worker })
+    ? new Worker({ runs, steering, graphs, checkpointer, notifier, log, prices: config.modelPrices }, { ...DEFAULT_WORKER_OPTIONS, concurrency: config.workerConcurrency, leaseMs: config.leaseMs, heartbeatMs: config.heartbeatMs, ...options.worker })
     : undefined;
   worker?.start();
   let url: string | undefined;

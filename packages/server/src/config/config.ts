@@ -62,6 +62,10 @@ export interface RudderConfig {
   readonly queuedRunQuota: number;
   /** Runs one worker process executes at once. */
   readonly workerConcurrency: number;
+  /** A worker's lease on a run lasts this long without a heartbeat; a dead worker's runs are reclaimed after it. */
+  readonly leaseMs: number;
+  /** A worker renews its leases this often (well under leaseMs). */
+  readonly heartbeatMs: number;
   /** A quiet SSE stream gets a heartbeat comment this often. */
   readonly streamHeartbeatMs: number;
   /** Per-token model prices for max_cost, by model name (`pricing` in the config file). */
@@ -102,6 +106,8 @@ export function resolveConfig(flags: ConfigFlags, env: Env = process.env, cwd = 
     logLevel: nonEmpty(env.RUDDER_LOG_LEVEL) ?? "info",
     queuedRunQuota: positiveInteger(env, "RUDDER_QUEUED_RUN_QUOTA", 1000),
     workerConcurrency: positiveInteger(env, "RUDDER_WORKER_CONCURRENCY", 10),
+    leaseMs: positiveInteger(env, "RUDDER_LEASE_MS", 30 * SECOND),
+    heartbeatMs: positiveInteger(env, "RUDDER_HEARTBEAT_MS", 5 * SECOND),
     streamHeartbeatMs: positiveInteger(env, "RUDDER_STREAM_HEARTBEAT_MS", 15 * SECOND),
     modelPrices: parsePricing(file.pricing, configFile),
   };

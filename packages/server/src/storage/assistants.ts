@@ -28,6 +28,11 @@ const toAssistant = (row: AssistantRow): Assistant => ({
   updated_at: iso(row.updated_at),
 });
 
+/** The parameters $1..$8 of an assistant row, in the order create and update bind them. */
+function rowParams(tenantId: string, assistantId: string, fields: AssistantFields): unknown[] {
+  return [tenantId, assistantId, fields.graph_id, fields.name, fields.description, json(fields.config), json(fields.context), json(fields.metadata)];
+}
+
 /** Assistants a tenant created through the API (config-declared ones live in the catalog). */
 export class AssistantRepository {
   constructor(private readonly db: Db) {}
@@ -39,16 +44,7 @@ export class AssistantRepository {
        values ($1, $2, $3, $4, $5, $6::jsonb, $7::jsonb, $8::jsonb)
        on conflict (tenant_id, assistant_id) do nothing
        returning ${COLUMNS}`,
-      [
-        tenantId,
-        assistantId,
-        fields.graph_id,
-        fields.name,
-        fields.description,
-        json(fields.config),
-        json(fields.context),
-        json(fields.metadata),
-      ],
+      rowParams(tenantId, assistantId, fields),
     );
     return row && toAssistant(row);
   }
@@ -67,16 +63,7 @@ export class AssistantRepository {
               context = $7::jsonb, metadata = $8::jsonb, updated_at = now()
         where tenant_id = $1 and assistant_id = $2
         returning ${COLUMNS}`,
-      [
-        tenantId,
-        assistantId,
-        fields.graph_id,
-        fields.name,
-        fields.description,
-        json(fields.config),
-        json(fields.context),
-        json(fields.metadata),
-      ],
+      rowParams(tenantId, assistantId, fields),
     );
     return row && toAssistant(row);
   }
