@@ -570,8 +570,8 @@ describe(`SIGKILLed workers on ${TEST_DRIVER}`, () => {
       const byStatus = Object.fromEntries(rows.map(({ status, n }) => [status, n]));
       assert.deepEqual(byStatus, { consumed, ...(superseded ? { superseded } : {}) }, "steering_events rows of succeeded runs");
 
-      // Graph code saw each message at most once, in sequence order. A drain whose worker died
-      // before the node's checkpoint consumed messages the state never kept ("at most once").
+      // Graph code kept each consumed message exactly once, in sequence order: a drain whose worker
+      // died before the node's checkpoint did not consume, and the retry was handed them again.
       let lostToCrash = 0;
       for (const run of joined) {
         const kept = (run.output?.received as { sourceEventId: string; sequence: number }[] | undefined) ?? [];
@@ -584,6 +584,7 @@ describe(`SIGKILLed workers on ${TEST_DRIVER}`, () => {
         lostToCrash += consumedHere - ids.length;
       }
 
+      assert.equal(lostToCrash, 0, "every consumed message is in its run's final state");
       const reclaimed = joined.filter((run) => run.attempt > 1);
       assert.ok(reclaimed.length > 0, "the kills hit running runs: at least one run needed a second attempt");
       phase("checked");
@@ -593,7 +594,7 @@ describe(`SIGKILLed workers on ${TEST_DRIVER}`, () => {
           `${lates.filter((a) => a.status === 202).length} late); refused: ${refused.length} of ${lates.length} late ` +
           `(${refused.filter((a) => a.body.code === "run_finalizing").length} run_finalizing, ${refused.filter((a) => a.body.code === "run_terminal").length} run_terminal) ` +
           `+ ${after.length} after the end (run_terminal); consumed: ${consumed}; superseded: ${superseded}; ` +
-          `consumed but not in the final state (drained, then the worker died before the checkpoint): ${lostToCrash}; ` +
+          `consumed but not in the final state: ${lostToCrash}; ` +
           `processes logged ${processes.logSummary()}`,
       );
     } catch (error) {

@@ -1,5 +1,8 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { drainSteering, hasSteering, peekSteering, waitForSteering } from "@rudder/graph";
 import { startTestServer, type TestServer } from "./support/server.ts";
@@ -258,6 +261,37 @@ describe("steering", () => {
     assert.equal(consumed.node, "inner_drain");
     assert.equal((consumed.namespace as string[]).length, 1);
     assert.match((consumed.namespace as string[])[0]!, /^outer:/);
+  });
+
+  test("messages drained by a task that never committed its result are handed to the retry, consumed once", async () => {
+    const marker = join(mkdtempSync(join(tmpdir(), "rudder-redeliver-")), "marker");
+    const run = await create("drain_then_fail", { marker });
+    await waitForStatus(run.run_id, "running");
+    const sent = [(await steer(run.run_id, { kind: "a", payload: 1 })).body, (await steer(run.run_id, { kind: "b", payload: 2 })).body];
+    const done = await joinRun(run.run_id);
+    assert.deepEqual([done.status, done.attempt], ["succeeded", 2]);
+    assert.deepEqual(done.output.received.map((m: { kind: string }) => m.kind), ["a", "b"], "the retry got them again");
+    const log = await events(run.run_id);
+    const consumed = ofKind(log, "run.steer.consumed").map((e) => e.data.steering_event_id);
+    assert.deepEqual(consumed, sent.map((e) => e.id), "consumed once each, when the retry's result was checkpointed");
+    assert.equal(ofKind(log, "run.steer.superseded").length, 0);
+  });
+
+  test("messages drained before an interrupt in the same node follow the run to its resume", async () => {
+    const threadId = await newThread();
+    const run = await create("drain_then_ask", {}, threadId);
+    await waitForStatus(run.run_id, "running");
+    const sent = (await steer(run.run_id, { kind: "hint", payload: "use the cache" })).body;
+    const paused = await joinRun(run.run_id);
+    assert.equal(paused.status, "paused");
+    assert.equal(paused.output.__interrupt__[0].value.seen, 1, "the node did read it before pausing");
+    assert.equal(ofKind(await events(run.run_id), "run.steer.consumed").length, 0, "not consumed: the node did not finish");
+    const next = (await server.request("POST", `/v1/runs/${run.run_id}/resume`, { body: { resume: "yes" } })).body;
+    const done = await joinRun(next.run_id);
+    assert.equal(done.status, "succeeded");
+    assert.deepEqual(done.output.received.map((m: { payload: unknown; sourceEventId: string }) => [m.payload, m.sourceEventId]), [["use the cache", sent.id]]);
+    const consumed = ofKind(await events(next.run_id), "run.steer.consumed");
+    assert.deepEqual(consumed.map((e) => e.data.source_event_id), [sent.id]);
   });
 
   test("admission by state: pending and paused accept; a resumed run is 409 run_superseded", async () => {

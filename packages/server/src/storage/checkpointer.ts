@@ -15,7 +15,29 @@ import {
   type PendingWrite,
   type SerializerProtocol,
 } from "@langchain/langgraph-checkpoint";
-import type { Db } from "./db.ts";
+
+import type { Db, Queryable } from "./db.ts";
+
+/** Where a run puts its checkpoint-commit hook in `config.configurable`. */
+export const CHECKPOINT_HOOK_KEY = "__rudder_checkpoint_hook";
+
+/**
+ * Lets the run commit its own bookkeeping in the same transaction as a checkpoint write (steering
+ * consumption commits with the node's result, so a crash between the two cannot lose either).
+ */
+export interface CheckpointCommitHook {
+  /** Whether anything waits to be committed; cheap, in memory. When false the saver writes alone. */
+  pending(): boolean;
+  /** Inside the transaction that stores a checkpoint of namespace `checkpointNs`. */
+  onPut(tx: Queryable, checkpointNs: string): Promise<void>;
+  /** Inside the transaction that stores the writes of task `taskId` (the channels written). */
+  onPutWrites(tx: Queryable, taskId: string, channels: string[]): Promise<void>;
+}
+
+function commitHookOf(config: RunnableConfig): CheckpointCommitHook | undefined {
+  const hook = config.configurable?.[CHECKPOINT_HOOK_KEY] as CheckpointCommitHook | undefined;
+  return typeof hook?.pending === "function" ? hook : undefined;
+}
 
 /** One stored write as the read queries aggregate it: task id, channel, serde type, base64 value. */
 type StoredWrite = [taskId: string, channel: string, type: string, value: string];
@@ -120,7 +142,16 @@ export class RudderCheckpointSaver extends BaseCheckpointSaver {
       this.dumpMetadata(withRunMetadata(config, metadata)),
     ]);
     const parentId = config.configurable?.checkpoint_id || null;
-    await this.db.query(UPSERT_CHECKPOINT, [threadId, ns, checkpoint.id, parentId, type, bytes, metadataJson]);
+    const upsert = (db: Queryable) => db.query(UPSERT_CHECKPOINT, [threadId, ns, checkpoint.id, parentId, type, bytes, metadataJson]);
+    const hook = commitHookOf(config);
+    if (hook?.pending()) {
+      await this.db.transaction(async (tx) => {
+        await upsert(tx);
+        await hook.onPut(tx, ns);
+      });
+    } else {
+      await upsert(this.db);
+    }
     return { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: checkpoint.id } };
   }
 
@@ -137,7 +168,15 @@ export class RudderCheckpointSaver extends BaseCheckpointSaver {
     if (rows.length === 0) return;
     const ns = config.configurable?.checkpoint_ns ?? "";
     const params = [threadId, ns, String(checkpointId), taskId, taskPath, ...rows.flat()];
-    await this.db.query(upsertWritesSql(rows.length), params);
+    const hook = commitHookOf(config);
+    if (hook?.pending()) {
+      await this.db.transaction(async (tx) => {
+        await tx.query(upsertWritesSql(rows.length), params);
+        await hook.onPutWrites(tx, taskId, rows.map(([, channel]) => channel));
+      });
+    } else {
+      await this.db.query(upsertWritesSql(rows.length), params);
+    }
   }
 
   async deleteThread(threadId: string): Promise<void> {

@@ -39,8 +39,14 @@ export interface DrainContext {
 
 type SteeringRow = Omit<SteeringEvent, "created_at"> & { tenant_id: string; created_at: Date | string };
 
-const COLUMNS = `id::text as id, tenant_id, run_id::text as run_id, sequence, kind, payload, metadata, idempotency_key, status,
-  source_event_id::text as source_event_id, created_at`;
+/** The steering row columns, optionally qualified by a table alias (for UPDATE ... FROM). */
+function steeringColumns(alias = ""): string {
+  const t = alias ? `${alias}.` : "";
+  return `${t}id::text as id, ${t}tenant_id, ${t}run_id::text as run_id, ${t}sequence, ${t}kind, ${t}payload, ${t}metadata,
+    ${t}idempotency_key, ${t}status, ${t}source_event_id::text as source_event_id, ${t}created_at`;
+}
+
+const COLUMNS = steeringColumns();
 
 const toEvent = ({ tenant_id: _tenant, ...row }: SteeringRow): SteeringEvent => ({ ...row, created_at: iso(row.created_at) });
 
@@ -151,45 +157,26 @@ export class SteeringRepository {
   }
 
   /**
-   * Takes every unconsumed event of the run and commits their consumption, with one
-   * run.steer.consumed each, in one transaction fenced by the worker's lease and attempt. The run
-   * row lock serialises parallel drains (each event goes to exactly one). A run that is not
-   * `running` under this lease (cancelled, cancelling, reclaimed) gets nothing: cancel wins.
+   * Hands the run's unconsumed events to the draining task, in sequence order, as `delivered`:
+   * pending rows, rows delivered by an earlier attempt (whose worker died before committing
+   * them), and rows delivered before to this same task (LangGraph retried the node). One
+   * statement, fenced by the lease; the run row lock serialises parallel drains, so each row goes
+   * to one task. A run that is not `running` under this lease gets nothing: cancel wins.
+   * Consumption commits later, with the task's checkpoint write (`commitConsumed`).
    */
-  async drain(lease: Lease, context: DrainContext): Promise<SteeringEvent[]> {
-    return this.db.transaction(async (tx) => {
-      const [run] = await tx.query<{ status: RunStatus }>(
-        "select status from runs where run_id = $1 and attempt = $2 and lease_owner = $3 for update",
-        [lease.runId, lease.attempt, lease.owner],
-      );
-      if (!run || run.status !== "running") return [];
-      const rows = await tx.query<SteeringRow & { latency: number }>(
-        `update steering_events set status = 'consumed', consumed_at = now()
-          where run_id = $1 and status in ('pending', 'delivered')
-          returning ${COLUMNS}, extract(epoch from (now() - created_at))::float8 as latency`,
-        [lease.runId],
-      );
-      rows.sort((a, b) => a.sequence - b.sequence);
-      const events = rows.map(toEvent);
-      await appendEvents(
-        tx,
-        lease.runId,
-        rows.map((row, index) => ({
-          kind: "run.steer.consumed",
-          data: {
-            steering_event_id: row.id,
-            ...(row.source_event_id ? { source_event_id: row.source_event_id } : {}),
-            sequence: row.sequence,
-            kind: row.kind,
-            queue_latency_seconds: Math.max(0, Number(rows[index]!.latency)),
-            node: context.node,
-            namespace: context.namespace,
-            task_id: context.taskId,
-          },
-        })),
-      );
-      return events.map((event) => ({ ...event, status: "consumed" as const }));
-    });
+  async deliver(lease: Lease, context: DrainContext): Promise<SteeringEvent[]> {
+    const rows = await this.db.query<SteeringRow>(
+      `with fence as (
+         select run_id from runs where run_id = $1 and attempt = $2 and lease_owner = $3 and status = 'running' for update
+       )
+       update steering_events s set status = 'delivered', delivered_attempt = $2, delivered_task_id = $4, delivered_node = $5, delivered_ns = $6
+         from fence
+        where s.run_id = fence.run_id
+          and (s.status = 'pending' or (s.status = 'delivered' and (s.delivered_attempt < $2 or s.delivered_task_id = $4)))
+       returning ${steeringColumns("s")}`,
+      [lease.runId, lease.attempt, lease.owner, context.taskId ?? "", context.node, context.namespace.join("|")],
+    );
+    return rows.map(toEvent).sort((a, b) => a.sequence - b.sequence);
   }
 
   /**
@@ -253,4 +240,47 @@ export async function migrateToSuccessor(tx: Queryable, oldRunId: string, newRun
   await tx.query("update runs set last_steering_sequence = $2 where run_id = $1", [newRunId, moved.length]);
   await appendEvents(tx, oldRunId, rows.map((row, index) => supersededEvent(row, "resume_transfer", { runId: newRunId, eventId: moved[index]!.id })));
   await appendEvents(tx, newRunId, moved.map(acceptedEvent));
+}
+
+/** Which delivered rows a checkpoint write covers: one task's writes, or a namespace's checkpoint. */
+export type ConsumptionScope = { taskId: string } | { checkpointNs: string };
+
+/**
+ * Inside the transaction that checkpoints a task's result: the rows delivered to that task in
+ * this attempt become consumed, each with its run.steer.consumed event. Fenced by the lease and
+ * skipped once the run is no longer running (cancel wins). Replaying it finds nothing to do.
+ */
+export async function commitConsumed(tx: Queryable, lease: Lease, scope: ConsumptionScope): Promise<number> {
+  const byTask = "taskId" in scope;
+  const rows = await tx.query<SteeringRow & { latency: number; delivered_node: string | null; delivered_ns: string; delivered_task_id: string }>(
+    `with fence as (
+       select run_id from runs where run_id = $1 and attempt = $2 and lease_owner = $3 and status = 'running' for update
+     )
+     update steering_events s set status = 'consumed', consumed_at = now()
+       from fence
+      where s.run_id = fence.run_id and s.status = 'delivered' and s.delivered_attempt = $2
+        and ${byTask ? "s.delivered_task_id = $4" : "s.delivered_ns = $4"}
+     returning ${steeringColumns("s")}, s.delivered_node, s.delivered_ns, s.delivered_task_id,
+               extract(epoch from (now() - s.created_at))::float8 as latency`,
+    [lease.runId, lease.attempt, lease.owner, byTask ? scope.taskId : scope.checkpointNs],
+  );
+  rows.sort((a, b) => a.sequence - b.sequence);
+  await appendEvents(
+    tx,
+    lease.runId,
+    rows.map((row) => ({
+      kind: "run.steer.consumed",
+      data: {
+        steering_event_id: row.id,
+        ...(row.source_event_id ? { source_event_id: row.source_event_id } : {}),
+        sequence: row.sequence,
+        kind: row.kind,
+        queue_latency_seconds: Math.max(0, Number(row.latency)),
+        node: row.delivered_node,
+        namespace: row.delivered_ns ? row.delivered_ns.split("|") : [],
+        task_id: row.delivered_task_id || null,
+      },
+    })),
+  );
+  return rows.length;
 }

@@ -3,6 +3,7 @@ import { RUDDER_METER_KEY, RUDDER_STEERING_KEY, type SteeringChannel, type Usage
 import { UsageMeter } from "../domain/budget.ts";
 import { BudgetCallbackHandler, type ModelPrice } from "./budget-callbacks.ts";
 import type { GraphRegistry } from "../graphs/registry.ts";
+import { CHECKPOINT_HOOK_KEY, type CheckpointCommitHook } from "../storage/checkpointer.ts";
 import type { ClaimedRun, PendingEvent } from "../storage/runs.ts";
 
 /** A run's budget limits, as the meter takes them. */
@@ -31,12 +32,17 @@ export async function executeAttempt(
     signal: AbortSignal;
     meter: UsageMeter;
     prices: Readonly<Record<string, ModelPrice>>;
-    steering: SteeringChannel;
+    channel: SteeringChannel;
+    commitHook: CheckpointCommitHook;
   },
 ): Promise<AttemptResult> {
   const base = runConfig(run, deps.signal, deps.meter, deps.prices);
-  // One steering channel for the run: subgraphs inherit `configurable`, so they share it.
-  const config = { ...base, configurable: { ...base.configurable, [RUDDER_STEERING_KEY]: deps.steering } };
+  // One steering channel for the run: subgraphs inherit `configurable`, so they share it, and
+  // LangGraph hands the same configurable to the checkpointer, which runs the commit hook.
+  const config = {
+    ...base,
+    configurable: { ...base.configurable, [RUDDER_STEERING_KEY]: deps.channel, [CHECKPOINT_HOOK_KEY]: deps.commitHook },
+  };
   let lastValues: Record<string, unknown> = {};
   const interrupts = new Map<unknown, unknown>();
   try {

@@ -1,17 +1,31 @@
 import type { SteeringChannel, SteeringMessage } from "@rudder/graph";
 import { waitForNotice, type Notifier } from "../notify/notifier.ts";
+import type { CheckpointCommitHook } from "../storage/checkpointer.ts";
 import type { Lease } from "../storage/runs.ts";
-import type { SteeringEvent, SteeringRepository } from "../storage/steering.ts";
+import { commitConsumed, type SteeringEvent, type SteeringRepository } from "../storage/steering.ts";
+
+/** Writes of a task that did not finish: its node runs again, so what it drained is not consumed. */
+const UNFINISHED_CHANNELS = new Set(["__interrupt__", "__error__"]);
 
 /**
- * The run's steering channel as graph code reaches it (through @rudder/graph). Every read goes to
+ * The run's steering channel as graph code reaches it (through @rudder/graph), and the hook that
+ * commits what it delivered together with the task's checkpoint write. Every read goes to
  * durable storage; a `steering` notice only wakes a waiting node early, and a lost one costs at
  * most one poll interval.
  */
-export function steeringChannel(lease: Lease, steering: SteeringRepository, notifier: Notifier, pollMs: number): SteeringChannel {
-  return {
+export function steeringChannel(
+  lease: Lease,
+  steering: SteeringRepository,
+  notifier: Notifier,
+  pollMs: number,
+): { channel: SteeringChannel; commitHook: CheckpointCommitHook } {
+  // Once this attempt has delivered anything, checkpoint writes carry the consumption commit.
+  let delivered = false;
+  const channel: SteeringChannel = {
     async drain(context) {
-      return (await steering.drain(lease, context)).map(toMessage);
+      const events = await steering.deliver(lease, context);
+      if (events.length > 0) delivered = true;
+      return events.map(toMessage);
     },
     async peek() {
       return (await steering.peek(lease.runId)).map(toMessage);
@@ -32,6 +46,17 @@ export function steeringChannel(lease: Lease, steering: SteeringRepository, noti
       }
     },
   };
+  const commitHook: CheckpointCommitHook = {
+    pending: () => delivered,
+    async onPutWrites(tx, taskId, channels) {
+      if (channels.some((name) => UNFINISHED_CHANNELS.has(name))) return;
+      await commitConsumed(tx, lease, { taskId });
+    },
+    async onPut(tx, checkpointNs) {
+      await commitConsumed(tx, lease, { checkpointNs });
+    },
+  };
+  return { channel, commitHook };
 }
 
 function toMessage(event: SteeringEvent): SteeringMessage {

@@ -162,7 +162,7 @@ export class Worker {
         signal: controller.signal,
         meter,
         prices: this.deps.prices,
-        steering: steeringChannel(lease, this.deps.steering, this.deps.notifier, this.options.steeringPollMs),
+        ...steeringChannel(lease, this.deps.steering, this.deps.notifier, this.options.steeringPollMs),
       });
       watch.stop();
       const events = await buffer.take().catch(() => {

@@ -10,6 +10,12 @@ create table steering_events (
   idempotency_key text,
   status          text not null default 'pending',
   created_at      timestamptz not null default now(),
+  -- A drain hands rows to a task as 'delivered'; they become 'consumed' in the transaction that
+  -- checkpoints that task's result, so a crash in between redelivers instead of losing them.
+  delivered_attempt integer,
+  delivered_task_id text,
+  delivered_node    text,
+  delivered_ns      text,
   consumed_at     timestamptz,
   unique (run_id, sequence)
 );
