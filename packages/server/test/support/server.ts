@@ -4,6 +4,7 @@ import { resolveConfig, type AuthConfig, type DeclaredAssistant, type RudderConf
 import type { Role } from "../../src/domain/roles.ts";
 import { startServer, type RunningServer } from "../../src/server.ts";
 import type { WorkerOptions } from "../../src/worker/worker.ts";
+import type { Notifier } from "../../src/notify/notifier.ts";
 import { createTestDatabase, type TestDatabase } from "./db.ts";
 
 export const TEST_SECRET = "rudder-test-secret-rudder-test-secret";
@@ -53,6 +54,8 @@ export async function startTestServer(
     /** A worker runs in the server by default (fast polling); false for none. */
     worker?: Partial<WorkerOptions> | false;
     config?: Partial<RudderConfig>;
+    /** Replaces the notifier the server would choose (benchmarks drop notices with it). */
+    notifier?: Notifier;
   } = {},
 ): Promise<TestServer> {
   const database = options.database ?? (await createTestDatabase({ migrated: false }));
@@ -65,7 +68,7 @@ export async function startTestServer(
     ...options.config,
   };
   const worker = options.worker === false ? false : { pollMs: 200, heartbeatMs: 500, ...options.worker };
-  const server: RunningServer = await startServer({ config, db: database.db, schema: "migrate", logger: false, worker });
+  const server: RunningServer = await startServer({ config, db: database.db, schema: "migrate", logger: false, worker, notifier: options.notifier });
   const url = server.url!;
   const token = (tenant = "t1", roles: Role[] = ["admin"]) => mintToken(TEST_SECRET, { tenantId: tenant, roles });
   return {
