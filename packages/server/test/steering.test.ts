@@ -176,11 +176,16 @@ describe("steering", () => {
   });
 
   test("the run_finalizing window: new keys 409, known keys replay; then run_terminal", async () => {
-    const run = await create("steps", { steps: 1, delayMs: 200 });
+    const threadId = await newThread();
+    // It waits for a "stop" that the test sends only once the steer below was accepted.
+    const blocker = await create("steerable", { rounds: 100, waitMs: 60_000 }, threadId);
+    const run = await create("steps", { steps: 1, delayMs: 50 }, threadId);
     const held = gate.hold(run.run_id);
-    await waitForStatus(run.run_id, "running");
+    after(() => held.release());
     const early = await steer(run.run_id, { kind: "early", payload: 1, idempotency_key: "early" });
-    assert.equal(early.status, 202);
+    assert.equal(early.status, 202, "accepted while pending");
+    await steer(blocker.run_id, { kind: "stop", payload: null });
+    await joinRun(blocker.run_id);
     await held.entered;
     const read = (await server.request("GET", `/v1/runs/${run.run_id}`)).body;
     assert.deepEqual([read.status, read.steering_closed], ["running", true], "still reads as running while finalizing");
@@ -197,29 +202,41 @@ describe("steering", () => {
   });
 
   test("a final flush that fails takes the retry path: rows stay pending and the new claim reopens steering", async () => {
-    const run = await create("steps", { steps: 1, delayMs: 150 });
+    // A run queued behind another on its thread is pending for sure when the first steer arrives.
+    const threadId = await newThread();
+    // It waits for a "stop" that the test sends only once the steer below was accepted.
+    const blocker = await create("steerable", { rounds: 100, waitMs: 60_000 }, threadId);
+    const run = await create("steps", { steps: 1, delayMs: 50 }, threadId);
     const finalization = gate.hold(run.run_id, { fail: true });
-    await waitForStatus(run.run_id, "running");
-    const early = (await steer(run.run_id, { kind: "early", payload: 1 })).body;
-    await finalization.entered;
     const reclaim = claimGate.hold(run.run_id);
-    finalization.release();
-    const closed = await steer(run.run_id, { kind: "during", payload: 1 });
-    assert.deepEqual([closed.status, closed.body.code], [409, "run_finalizing"], "admission stays closed until the run is claimed again");
-    const [row] = await server.database.db.query<{ status: string }>("select status from steering_events where id = $1", [early.id]);
-    assert.equal(row!.status, "pending", "the failed flush superseded nothing");
+    try {
+      const early = await steer(run.run_id, { kind: "early", payload: 1 });
+      assert.equal(early.status, 202, JSON.stringify(early.body));
+      await steer(blocker.run_id, { kind: "stop", payload: null });
+      await joinRun(blocker.run_id);
+      await finalization.entered;
+      finalization.release();
+      const closed = await steer(run.run_id, { kind: "during", payload: 1 });
+      assert.deepEqual([closed.status, closed.body.code], [409, "run_finalizing"], "admission stays closed until the run is claimed again");
+      const [row] = await server.database.db.query<{ status: string }>("select status from steering_events where id = $1", [early.body.id]);
+      assert.equal(row!.status, "pending", "the failed flush superseded nothing");
 
-    await reclaim.entered; // the lease expired and the run was claimed again, as attempt 2
-    const reclaimed = (await server.request("GET", `/v1/runs/${run.run_id}`)).body;
-    assert.deepEqual([reclaimed.status, reclaimed.attempt, reclaimed.steering_closed], ["running", 2, false]);
-    const reopened = await steer(run.run_id, { kind: "after", payload: 2 });
-    assert.equal(reopened.status, 202, "a retried run accepts steering again");
-    reclaim.release();
+      await reclaim.entered; // the lease expired and the run was claimed again, as attempt 2
+      const reclaimed = (await server.request("GET", `/v1/runs/${run.run_id}`)).body;
+      assert.deepEqual([reclaimed.status, reclaimed.attempt, reclaimed.steering_closed], ["running", 2, false]);
+      const reopened = await steer(run.run_id, { kind: "after", payload: 2 });
+      assert.equal(reopened.status, 202, "a retried run accepts steering again");
+      reclaim.release();
 
-    const done = await joinRun(run.run_id);
-    assert.deepEqual([done.status, done.attempt], ["succeeded", 2]);
-    const superseded = ofKind(await events(run.run_id), "run.steer.superseded").map((e) => [e.data.steering_event_id, e.data.reason]);
-    assert.deepEqual(superseded, [[early.id, "unconsumed_at_final_boundary"], [reopened.body.id, "unconsumed_at_final_boundary"]]);
+      const done = await joinRun(run.run_id);
+      assert.deepEqual([done.status, done.attempt], ["succeeded", 2]);
+      const superseded = ofKind(await events(run.run_id), "run.steer.superseded").map((e) => [e.data.steering_event_id, e.data.reason]);
+      assert.deepEqual(superseded, [[early.body.id, "unconsumed_at_final_boundary"], [reopened.body.id, "unconsumed_at_final_boundary"]]);
+    } finally {
+      // A failed assertion must not leave the worker parked in a hook (the server could not stop).
+      finalization.release();
+      reclaim.release();
+    }
   });
 
   test("cancel wins over steer: nothing is consumed after the cancel", async () => {
