@@ -25,6 +25,8 @@ export interface WorkerOptions {
   /** First retry delay; each further one doubles, up to 60 s. */
   readonly retryBaseMs: number;
   readonly eventFlushMs: number;
+  /** On stop, running attempts get this long to finish before they are aborted and handed back. */
+  readonly shutdownGraceMs: number;
   /** waitForSteering re-reads storage this often when no notice arrives. */
   readonly steeringPollMs: number;
   /** Test seams: awaited at fixed points so a test can hold a window open without sleeping. */
@@ -43,6 +45,7 @@ export const DEFAULT_WORKER_OPTIONS: WorkerOptions = {
   retryBaseMs: 1_000,
   eventFlushMs: 20,
   steeringPollMs: 1_000,
+  shutdownGraceMs: 10_000,
 };
 
 interface WorkerDeps {
@@ -83,7 +86,7 @@ export class Worker {
    * Stops claiming, waits up to `graceMs` for running attempts, then aborts the rest: their runs
    * go back to the queue (the lease is released without consuming a retry) for another worker.
    */
-  async stop(graceMs = 10_000): Promise<void> {
+  async stop(graceMs = this.options.shutdownGraceMs): Promise<void> {
     this.stopping = true;
     this.idle.abort();
     const drained = Promise.all(this.slots);
