@@ -1,0 +1,45 @@
+/**
+ * Graphs for bench/runs.ts.
+ *
+ * - `ticker`: one node that waits `delay_ms` (so the SSE client is connected), then emits `count`
+ *   custom events `interval_ms` apart, each stamped with the emitting process's clock (`t`, ms on
+ *   performance.timeOrigin + performance.now(), comparable across processes of one machine).
+ * - `oneNodeGraph()`: the uncompiled 1-node graph (same shape as examples' echo), for in-process
+ *   `graph.invoke` reference figures with or without a checkpointer.
+ */
+import { Annotation, END, START, StateGraph, type LangGraphRunnableConfig } from "@langchain/langgraph";
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+const TickerState = Annotation.Root({
+  count: Annotation<number>(),
+  interval_ms: Annotation<number>(),
+  delay_ms: Annotation<number>(),
+  ticks: Annotation<number>(),
+});
+
+export const ticker = new StateGraph(TickerState)
+  .addNode("tick", async (state, config: LangGraphRunnableConfig) => {
+    const count = state.count ?? 10;
+    await sleep(state.delay_ms ?? 150);
+    for (let i = 0; i < count; i++) {
+      if (i > 0) await sleep(state.interval_ms ?? 30);
+      config.writer?.({ i, t: performance.timeOrigin + performance.now() });
+    }
+    return { ticks: count };
+  })
+  .addEdge(START, "tick")
+  .addEdge("tick", END)
+  .compile({ name: "ticker" });
+
+const EchoState = Annotation.Root({
+  message: Annotation<string>(),
+  reply: Annotation<string>(),
+});
+
+export function oneNodeGraph() {
+  return new StateGraph(EchoState)
+    .addNode("echo", (state) => ({ reply: state.message ?? "" }))
+    .addEdge(START, "echo")
+    .addEdge("echo", END);
+}

@@ -1,0 +1,808 @@
+/**
+ * Rudder run-engine benchmark: throughput and latency of trivial runs, event-to-SSE latency, and
+ * database round trips / commits per run, on PGlite and on PostgreSQL.
+ *
+ * Usage (from the repository root; no npm script needed):
+ *
+ *   node --import tsx bench/runs.ts [--driver pglite|postgres|both] [--runs N]
+ *        [--worker-concurrency 10,25] [--count-runs N] [--database-url URL] [--skip reference,throughput,sse,count] [--quiet-wait S]
+ *
+ *   --driver              which database driver(s) to measure (default both)
+ *   --runs N              runs per throughput measurement at client concurrency 10 and 100 and for
+ *                         thread runs (default 500); concurrency 1 uses 0.4 N (default 200)
+ *   --worker-concurrency  the in-process worker's slot counts to try, comma-separated (default 10,25);
+ *                         the first is used for the SSE and counting sections
+ *   --count-runs N        sequential runs per statement/commit counting scenario (default 200)
+ *   --quiet-wait S        before each timed measurement, wait up to S seconds (default 60; 0: never)
+ *                         until other processes use under 0.3 of a core: the machine is shared
+ *   --database-url URL    the PostgreSQL server (default $RUDDER_BENCH_DATABASE_URL or
+ *                         postgres://postgres@127.0.0.1:5432/test); a private database
+ *                         rudder_bench_<uuid> is created on it per measurement and dropped after
+ *
+ * The server is the real one (startServer: Fastify API + in-process worker, default worker options
+ * but the concurrency) over a private database (PGlite in memory, or the fresh PostgreSQL database),
+ * with its `Db` wrapped in a counting proxy (bench/counting.ts). The HTTP client runs in a forked
+ * child process (bench/client.ts) so it does not share the server's event loop. Nothing is written
+ * to disk; results go to stdout.
+ */
+import { execFileSync, fork, type ChildProcess } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { readFileSync } from "node:fs";
+import os from "node:os";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import { mintToken } from "../packages/server/src/auth/authenticator.ts";
+import { resolveConfig, type RudderConfig } from "../packages/server/src/config/config.ts";
+import { startServer, type RunningServer } from "../packages/server/src/server.ts";
+import { RudderCheckpointSaver } from "../packages/server/src/storage/checkpointer.ts";
+import { createPgliteDb, createPostgresDb, type Db } from "../packages/server/src/storage/db.ts";
+import { migrate } from "../packages/server/src/storage/migrate.ts";
+import { DEFAULT_WORKER_OPTIONS, type WorkerOptions } from "../packages/server/src/worker/worker.ts";
+import type { ClientTask, RunsResult, SseResult } from "./client.ts";
+import { countingDb, DbCounter, now, tracing, WireCounter, type DbCounts, type TraceEntry, type WireCounts } from "./counting.ts";
+import { oneNodeGraph } from "./graphs.ts";
+
+type Driver = Db["driver"];
+
+const { values: args } = parseArgs({
+  options: {
+    driver: { type: "string", default: "both" },
+    runs: { type: "string", default: "500" },
+    "worker-concurrency": { type: "string", default: "10,25" },
+    "count-runs": { type: "string", default: "200" },
+    "database-url": { type: "string", default: process.env.RUDDER_BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test" },
+    skip: { type: "string", default: "" },
+    "quiet-wait": { type: "string", default: "60" },
+    help: { type: "boolean", default: false },
+  },
+});
+if (args.help) {
+  console.log("node --import tsx bench/runs.ts [--driver pglite|postgres|both] [--runs N] [--worker-concurrency 10,25] [--count-runs N] [--database-url URL] [--skip reference,throughput,sse,count]");
+  process.exit(0);
+}
+const DRIVERS: Driver[] = args.driver === "both" ? ["pglite", "postgres"] : [args.driver as Driver];
+if (!DRIVERS.every((driver) => driver === "pglite" || driver === "postgres")) throw new Error(`--driver must be pglite, postgres or both`);
+const RUNS = positive(args.runs, "--runs");
+const RUNS_C1 = Math.max(1, Math.round(RUNS * 0.4));
+const WORKER_CONCURRENCIES = args["worker-concurrency"].split(",").map((value) => positive(value, "--worker-concurrency"));
+const COUNT_RUNS = positive(args["count-runs"], "--count-runs");
+const DATABASE_URL = args["database-url"];
+const SKIP = new Set(args.skip.split(",").filter(Boolean));
+const QUIET_WAIT_S = Number(args["quiet-wait"]);
+
+const SECRET = "rudder-bench-secret-rudder-bench-secret";
+const ROOT = fileURLToPath(new URL("../", import.meta.url));
+const ECHO = { assistant_id: "echo", input: { message: "hi" } };
+const TICKER_INPUT = { count: 10, interval_ms: 30, delay_ms: 150 };
+/** PostgreSQL backends flush their statistics at most every second, or after 10 s idle. */
+const PG_STATS_SETTLE_MS = 11_000;
+
+function positive(raw: string, name: string): number {
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 1) throw new Error(`${name} must be a positive whole number, not "${raw}"`);
+  return value;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// ---------------------------------------------------------------------------------------------
+// CPU: the machine is shared (other users' test suites run on the same cores and PostgreSQL)
+
+interface CpuMark {
+  at: number;
+  /** Busy and total jiffies of the whole machine (/proc/stat). */
+  busy: number;
+  total: number;
+  /** This process's CPU time, µs. */
+  own: number;
+}
+
+function cpuMark(): CpuMark {
+  const own = process.cpuUsage();
+  let busy = 0;
+  let total = 0;
+  try {
+    const fields = readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/).slice(1).map(Number);
+    // user nice system idle iowait irq softirq steal (guest time is already in user)
+    total = fields.slice(0, 8).reduce((sum, value) => sum + value, 0);
+    busy = total - (fields[3] ?? 0) - (fields[4] ?? 0) - (fields[7] ?? 0); // not idle, iowait, or stolen by the hypervisor
+  } catch {
+    // not Linux: no machine figure
+  }
+  return { at: now(), busy, total, own: own.user + own.system };
+}
+
+/** Cores busy on the whole machine, and in this process (the server), since `from`. */
+function cpuSince(from: CpuMark): { machine: number; server: number } {
+  const to = cpuMark();
+  const cores = os.availableParallelism();
+  return {
+    machine: to.total > from.total ? ((to.busy - from.busy) / (to.total - from.total)) * cores : Number.NaN,
+    server: (to.own - from.own) / 1000 / (to.at - from.at),
+  };
+}
+
+/** Waits (up to --quiet-wait) until the machine is nearly idle; our own server idles meanwhile. */
+async function waitForQuiet(what: string): Promise<void> {
+  if (!(QUIET_WAIT_S > 0)) return;
+  const started = now();
+  let busy = Number.NaN;
+  while (now() - started < QUIET_WAIT_S * 1000) {
+    const mark = cpuMark();
+    await sleep(1000);
+    busy = cpuSince(mark).machine;
+    if (!(busy >= 0.3)) {
+      if (now() - started > 1500) console.log(`  (waited ${fixed((now() - started) / 1000, 0)} s for a quiet machine before ${what})`);
+      return;
+    }
+  }
+  console.log(`  (machine still busy, ${fixed(busy, 2)} cores used by others, after ${QUIET_WAIT_S} s; measuring ${what} anyway)`);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output
+
+function table(headers: string[], rows: (string | number)[][], align: ("l" | "r")[] = []): string {
+  const cells = [headers, ...rows.map((row) => row.map(String))];
+  const widths = headers.map((_, column) => Math.max(...cells.map((row) => (row[column] ?? "").length)));
+  const line = (row: string[]) =>
+    row.map((cell, column) => ((align[column] ?? (column === 0 ? "l" : "r")) === "l" ? cell.padEnd(widths[column]!) : cell.padStart(widths[column]!))).join("  ");
+  return [line(cells[0]!), widths.map((width) => "-".repeat(width)).join("  "), ...cells.slice(1).map(line)].join("\n");
+}
+
+function section(title: string): void {
+  console.log(`\n=== ${title} ===`);
+}
+
+const pair = ([a, b]: [number, number]) => `${fixed(a, 0)} / ${fixed(b, 0)}`;
+
+const fixed = (value: number, digits = 1) => (Number.isFinite(value) ? value.toFixed(digits) : "-");
+
+function percentile(values: readonly number[], p: number): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The load generator (a child process)
+
+class Client {
+  private readonly child: ChildProcess;
+  private readonly pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void }>();
+  private nextId = 0;
+  /** Child clock minus this process's clock, ms. */
+  offset = 0;
+
+  constructor() {
+    this.child = fork(fileURLToPath(new URL("./client.ts", import.meta.url)), [], { execArgv: ["--import", "tsx"], stdio: ["ignore", "inherit", "inherit", "ipc"] });
+    this.child.on("message", (message: { id: number; result?: unknown; error?: string }) => {
+      const waiter = this.pending.get(message.id);
+      this.pending.delete(message.id);
+      if (message.error !== undefined) waiter?.reject(new Error(`client: ${message.error}`));
+      else waiter?.resolve(message.result);
+    });
+  }
+
+  request<T>(task: ClientTask): Promise<T> {
+    const id = this.nextId++;
+    return new Promise<T>((resolve, reject) => {
+      this.pending.set(id, { resolve: resolve as (value: unknown) => void, reject });
+      this.child.send({ id, task });
+    });
+  }
+
+  /** NTP-style: the ping with the shortest round trip gives the offset. */
+  async calibrate(): Promise<{ offsetMs: number; rttMs: number }> {
+    let best = { offsetMs: 0, rttMs: Number.POSITIVE_INFINITY };
+    for (let i = 0; i < 30; i++) {
+      const sent = now();
+      const theirs = await this.request<number>({ kind: "clock" });
+      const back = now();
+      if (back - sent < best.rttMs) best = { offsetMs: theirs - (sent + back) / 2, rttMs: back - sent };
+    }
+    this.offset = best.offsetMs;
+    return best;
+  }
+
+  close(): void {
+    this.child.disconnect();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Private databases and servers
+
+interface PrivateDb {
+  readonly driver: Driver;
+  /** The PostgreSQL database name. */
+  readonly name: string | undefined;
+  /** The driver's own Db; `db` is it behind the counting proxy. */
+  readonly raw: Db;
+  readonly db: Db;
+  readonly counter: DbCounter;
+  /** Closes the driver (idempotent); on PostgreSQL the backends exit, which flushes their statistics. */
+  close(): Promise<void>;
+  drop(): Promise<void>;
+}
+
+const wire = WireCounter.install();
+
+async function adminQuery<Row>(sql: string, params: unknown[] = []): Promise<Row[]> {
+  const admin = createPostgresDb(DATABASE_URL, { max: 1 });
+  try {
+    return await admin.query<Row>(sql, params);
+  } finally {
+    await admin.close();
+  }
+}
+
+/** PostgreSQL databases to drop if the bench is interrupted. */
+const openDatabases = new Set<string>();
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.once(signal, () => {
+    console.log(`\n${signal}: dropping ${openDatabases.size} private database(s)`);
+    void Promise.allSettled([...openDatabases].map((name) => adminQuery(`drop database if exists ${name} with (force)`))).then(() => process.exit(130));
+  });
+}
+
+function once(action: () => Promise<void>): () => Promise<void> {
+  let done: Promise<void> | undefined;
+  return () => (done ??= action());
+}
+
+async function openPrivateDb(driver: Driver): Promise<PrivateDb> {
+  const counter = new DbCounter();
+  if (driver === "pglite") {
+    const raw = await createPgliteDb();
+    const close = once(() => raw.close());
+    return { driver, name: undefined, raw, db: countingDb(raw, counter), counter, close, drop: close };
+  }
+  const name = `rudder_bench_${randomUUID().replaceAll("-", "")}`;
+  await adminQuery(`create database ${name}`);
+  openDatabases.add(name);
+  const url = new URL(DATABASE_URL);
+  url.pathname = `/${name}`;
+  wire.databases.add(name);
+  const raw = createPostgresDb(url.toString());
+  const close = once(() => raw.close());
+  return {
+    driver,
+    name,
+    raw,
+    db: countingDb(raw, counter),
+    counter,
+    close,
+    async drop() {
+      await close();
+      await adminQuery(`drop database if exists ${name} with (force)`);
+      wire.databases.delete(name);
+      openDatabases.delete(name);
+    },
+  };
+}
+
+interface Bench {
+  readonly server: RunningServer;
+  readonly url: string;
+  readonly token: string;
+}
+
+async function startBench(pdb: PrivateDb, worker: Partial<WorkerOptions> & { concurrency: number }): Promise<Bench> {
+  const base = resolveConfig({ config: `${ROOT}examples/rudder.json`, port: 0 }, {});
+  const config: RudderConfig = {
+    ...base,
+    graphs: [...base.graphs, { graphId: "ticker", file: `${ROOT}bench/graphs.ts`, exportName: "ticker" }],
+    auth: { ...base.auth, jwtSecret: SECRET },
+    workerConcurrency: worker.concurrency,
+  };
+  const server = await startServer({ config, db: pdb.db, schema: "migrate", logger: false, worker: { ...DEFAULT_WORKER_OPTIONS, ...worker } });
+  return { server, url: server.url!, token: await mintToken(SECRET, { tenantId: "bench", roles: ["admin"] }) };
+}
+
+async function pgStat(name: string): Promise<{ commits: number; rollbacks: number }> {
+  const [row] = await adminQuery<{ commits: string; rollbacks: string }>(
+    "select xact_commit::text as commits, xact_rollback::text as rollbacks from pg_stat_database where datname = $1",
+    [name],
+  );
+  return { commits: Number(row?.commits ?? 0), rollbacks: Number(row?.rollbacks ?? 0) };
+}
+
+// ---------------------------------------------------------------------------------------------
+// 0. Reference: in-process graph.invoke of a 1-node graph
+
+interface InvokeFigures {
+  label: string;
+  invokes: number;
+  concurrency: number;
+  perSecond: number;
+  p50: number;
+  p99: number;
+  statements?: number;
+  roundTrips?: number;
+}
+
+async function invokeLoop(label: string, invoke: () => Promise<unknown>, invokes: number, concurrency: number): Promise<InvokeFigures> {
+  if (label !== "warm-up") await waitForQuiet(label);
+  const latencies: number[] = [];
+  let next = 0;
+  const started = now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next++ < invokes) {
+        const t = now();
+        await invoke();
+        latencies.push(now() - t);
+      }
+    }),
+  );
+  const elapsed = now() - started;
+  return { label, invokes, concurrency, perSecond: (invokes / elapsed) * 1000, p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
+}
+
+async function referenceRaw(): Promise<InvokeFigures[]> {
+  const graph = oneNodeGraph().compile();
+  const invoke = () => graph.invoke({ message: "hi" });
+  await invokeLoop("warm-up", invoke, 100, 1);
+  return [await invokeLoop("graph.invoke, no checkpointer", invoke, 500, 1), await invokeLoop("graph.invoke, no checkpointer", invoke, 1000, 50)];
+}
+
+async function referenceSaver(driver: Driver): Promise<InvokeFigures[]> {
+  const pdb = await openPrivateDb(driver);
+  try {
+    await migrate(pdb.raw);
+    const graph = oneNodeGraph().compile({ checkpointer: new RudderCheckpointSaver(pdb.db) });
+    const figures: InvokeFigures[] = [];
+    for (const durability of ["sync", "exit"] as const) {
+      const invoke = () => graph.invoke({ message: "hi" }, { configurable: { thread_id: randomUUID() }, durability });
+      await invokeLoop("warm-up", invoke, 20, 1);
+      for (const [invokes, concurrency] of [[200, 1], [500, 50]] as const) {
+        pdb.counter.reset();
+        wire.take();
+        const result = await invokeLoop(`graph.invoke + RudderCheckpointSaver, durability ${durability}`, invoke, invokes, concurrency);
+        const counts = pdb.counter.take();
+        const wired = wire.take();
+        figures.push({
+          ...result,
+          statements: sumStatements(counts) / invokes,
+          ...(driver === "postgres" ? { roundTrips: wired.roundTrips / invokes } : {}),
+        });
+      }
+    }
+    return figures;
+  } finally {
+    await pdb.drop();
+  }
+}
+
+function printInvokes(title: string, figures: InvokeFigures[]): void {
+  section(title);
+  console.log(
+    table(
+      ["in-process", "invokes", "concurrency", "invokes/s", "p50 ms", "p99 ms", "Db statements/invoke", "wire round trips/invoke"],
+      figures.map((f) => [f.label, f.invokes, f.concurrency, fixed(f.perSecond, 0), fixed(f.p50, 2), fixed(f.p99, 2), f.statements === undefined ? "-" : fixed(f.statements, 2), f.roundTrips === undefined ? "-" : fixed(f.roundTrips, 2)]),
+    ),
+  );
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1. Throughput and latency of trivial runs; 2. event-to-SSE latency
+
+interface ThroughputRow {
+  /** Cores busy during the measurement: the whole machine, and the server process. */
+  machineCores: number;
+  serverCores: number;
+  driver: Driver;
+  workerConcurrency: number;
+  kind: string;
+  concurrency: number;
+  runs: number;
+  perSecond: number;
+  p50: number;
+  p99: number;
+  /** p50 / p99 of: create sent -> the run's created_at; created_at -> started_at; started_at -> finished_at; finished_at -> join answered. */
+  create: [number, number];
+  queued: [number, number];
+  executed: [number, number];
+  joinLag: [number, number];
+  errors: number;
+}
+
+async function throughput(client: Client, driver: Driver, workerConcurrency: number, withSse: boolean): Promise<{ rows: ThroughputRow[]; sse: SseRow[] }> {
+  const pdb = await openPrivateDb(driver);
+  const bench = await startBench(pdb, { concurrency: workerConcurrency });
+  const rows: ThroughputRow[] = [];
+  const sseRows: SseRow[] = [];
+  try {
+    const base = { url: bench.url, token: bench.token };
+    await client.request<RunsResult>({ kind: "runs", ...base, concurrency: 5, runs: 30, body: ECHO });
+    const measure = async (kind: string, concurrency: number, runs: number, threadIds?: string[]) => {
+      await waitForQuiet(`${kind} c=${concurrency}`);
+      const mark = cpuMark();
+      const result = await client.request<RunsResult>({ kind: "runs", ...base, concurrency, runs, body: ECHO, ...(threadIds ? { threadIds } : {}) });
+      const cpu = cpuSince(mark);
+      if (result.firstError) console.log(`  ! ${result.errors} failed runs; first: ${result.firstError}`);
+      const row: ThroughputRow = {
+        machineCores: cpu.machine,
+        serverCores: cpu.server,
+        driver,
+        workerConcurrency,
+        kind,
+        concurrency,
+        runs: result.latencies.length,
+        perSecond: (result.latencies.length / result.elapsedMs) * 1000,
+        p50: percentile(result.latencies, 50),
+        p99: percentile(result.latencies, 99),
+        create: [percentile(result.createMs, 50), percentile(result.createMs, 99)],
+        queued: [percentile(result.queuedMs, 50), percentile(result.queuedMs, 99)],
+        executed: [percentile(result.executedMs, 50), percentile(result.executedMs, 99)],
+        joinLag: [percentile(result.joinLagMs, 50), percentile(result.joinLagMs, 99)],
+        errors: result.errors,
+      };
+      console.log(`  ${driver} worker=${workerConcurrency} ${kind} c=${concurrency}: ${fixed(row.perSecond, 0)} runs/s, p50 ${fixed(row.p50)} ms, p99 ${fixed(row.p99)} ms (sent->created ${pair(row.create)}, queued ${pair(row.queued)}, executing ${pair(row.executed)}, finish->join ${pair(row.joinLag)}); cores busy: machine ${fixed(cpu.machine, 2)}, server process ${fixed(cpu.server, 2)}`);
+      rows.push(row);
+    };
+    if (withSse) await traceOneRun(client, base, driver, workerConcurrency);
+    await measure("stateless", 1, RUNS_C1);
+    await measure("stateless", 10, RUNS);
+    await measure("stateless", 100, RUNS);
+    const threadIds = await client.request<string[]>({ kind: "threads", ...base, count: RUNS });
+    await measure("thread (one per run)", 10, RUNS, threadIds);
+    if (withSse) {
+      pdb.counter.stampEvents = true;
+      for (const concurrency of [1, 10]) sseRows.push(...(await sseLatency(client, base, pdb, concurrency)));
+      pdb.counter.stampEvents = false;
+    }
+  } finally {
+    await bench.server.close();
+    await pdb.drop();
+  }
+  return { rows, sse: sseRows };
+}
+
+/**
+ * The anatomy of one trivial run at client concurrency 1: every statement the server sent (on
+ * PostgreSQL every round trip on the wire, notifier included) between the create request and the
+ * join's answer, of the median of 7 sequential runs.
+ */
+async function traceOneRun(client: Client, base: { url: string; token: string }, driver: Driver, workerConcurrency: number): Promise<void> {
+  await waitForQuiet("the traced runs");
+  const clock = await client.calibrate();
+  console.log(`  client clock offset ${fixed(clock.offsetMs, 3)} ms (ping round trip ${fixed(clock.rttMs, 3)} ms)`);
+  const entries: TraceEntry[] = [];
+  Object.assign(tracing, { source: driver === "postgres" ? "wire" : "db", entries });
+  let result: RunsResult;
+  try {
+    result = await client.request<RunsResult>({ kind: "runs", ...base, concurrency: 1, runs: 7, body: ECHO });
+  } finally {
+    Object.assign(tracing, { source: undefined, entries: [] });
+  }
+  const runs = result.stamps.map((stamp) => stamp.map((t) => t - client.offset) as [number, number, number]).sort((a, b) => a[2] - a[0] - (b[2] - b[0]));
+  const median = runs[Math.floor(runs.length / 2)];
+  if (!median) return;
+  const [sent, created, joined] = median;
+  const rows: (string | number)[][] = [[fixed(0), "", "client: POST /v1/runs sent"]];
+  const marks = [
+    { at: created, label: "client: 202 received, GET /join sent" },
+    { at: joined, label: "client: join answered (succeeded)" },
+  ];
+  for (const entry of entries.filter((e) => e.start >= sent && e.start <= joined).sort((a, b) => a.start - b.start)) {
+    for (let mark = marks[0]; mark && mark.at <= entry.start; mark = marks[0]) {
+      marks.shift();
+      rows.push([fixed(mark.at - sent), "", mark.label]);
+    }
+    rows.push([fixed(entry.start - sent), fixed(entry.end - entry.start), entry.label]);
+  }
+  for (const mark of marks) rows.push([fixed(mark.at - sent), "", mark.label]);
+  section(`${driver}, worker concurrency ${workerConcurrency}: anatomy of one trivial run (median of 7 sequential, ${fixed(joined - sent)} ms)`);
+  console.log(table(["at ms", "took ms", driver === "postgres" ? "round trip (every pg connection to the database)" : "statement (Db seam)"], rows, ["r", "r", "l"]));
+}
+
+interface SseRow {
+  concurrency: number;
+  what: string;
+  samples: number;
+  p50: number;
+  p99: number;
+  max: number;
+}
+
+async function sseLatency(client: Client, base: { url: string; token: string }, pdb: PrivateDb, concurrency: number): Promise<SseRow[]> {
+  pdb.counter.eventCommits.clear();
+  const runs = concurrency === 1 ? 15 : 50;
+  await waitForQuiet(`SSE c=${concurrency}`);
+  const result = await client.request<SseResult>({ kind: "sse", ...base, concurrency, runs, body: { assistant_id: "ticker", input: TICKER_INPUT } });
+  if (result.firstError) console.log(`  ! ${result.errors} failed streams; first: ${result.firstError}`);
+  const local = (clientTime: number) => clientTime - client.offset;
+  const emitToSse: number[] = [];
+  const commitToSseCustom: number[] = [];
+  const createdToSseCustom: number[] = [];
+  const commitToSseFinal: number[] = [];
+  const emitToCommit: number[] = [];
+  for (const event of result.events) {
+    const received = local(event.receivedAt);
+    const committed = pdb.counter.eventCommits.get(`${event.runId}:${event.sequence}`);
+    if (event.kind === "custom" && event.emittedAt !== undefined) {
+      if (event.emittedAt < local(event.openedAt)) continue; // emitted before the stream was open: a replay, not live
+      emitToSse.push(received - event.emittedAt);
+      createdToSseCustom.push(received - Date.parse(event.createdAt));
+      if (committed !== undefined) {
+        commitToSseCustom.push(received - committed);
+        emitToCommit.push(committed - event.emittedAt);
+      }
+    } else if (event.kind === "run_succeeded" && committed !== undefined) {
+      commitToSseFinal.push(received - committed);
+    }
+  }
+  const row = (what: string, values: number[]): SseRow => ({ concurrency, what, samples: values.length, p50: percentile(values, 50), p99: percentile(values, 99), max: Math.max(...values) });
+  const rows = [
+    row("custom event: graph emit -> SSE client", emitToSse),
+    row("custom event: graph emit -> append commit", emitToCommit),
+    row("custom event: append commit -> SSE client", commitToSseCustom),
+    row("custom event: created_at (db now()) -> SSE client", createdToSseCustom),
+    row("run_succeeded: settle commit -> SSE client", commitToSseFinal),
+  ];
+  for (const r of rows) console.log(`  ${pdb.driver} c=${concurrency} ${r.what}: p50 ${fixed(r.p50)} ms, p99 ${fixed(r.p99)} ms (n=${r.samples})`);
+  return rows;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3. Statements, round trips and commits per trivial run
+
+interface Scenario {
+  name: string;
+  workerConcurrency: number;
+  thread: boolean;
+  durability: "sync" | "exit";
+}
+
+interface CountResult {
+  driver: Driver;
+  scenario: Scenario;
+  runs: number;
+  db: DbCounts;
+  wire: WireCounts | undefined;
+  pgStat: { commits: number; rollbacks: number } | undefined;
+  errors: number;
+}
+
+function sumStatements(counts: DbCounts): number {
+  let total = 0;
+  for (const stat of counts.statements.values()) total += stat.count;
+  return total;
+}
+
+async function countScenario(client: Client, driver: Driver, scenario: Scenario): Promise<CountResult> {
+  const pdb = await openPrivateDb(driver);
+  // No idle polling: only what the runs cause is counted (notices still wake every idle slot).
+  const bench = await startBench(pdb, { concurrency: scenario.workerConcurrency, pollMs: 3_600_000 });
+  let closed = false;
+  try {
+    const base = { url: bench.url, token: bench.token };
+    const body = scenario.durability === "sync" ? ECHO : { ...ECHO, durability: "exit" };
+    const threadIds = scenario.thread ? await client.request<string[]>({ kind: "threads", ...base, count: COUNT_RUNS + 5 }) : undefined;
+    await client.request<RunsResult>({ kind: "runs", ...base, concurrency: 1, runs: 5, body, ...(threadIds ? { threadIds: threadIds.slice(COUNT_RUNS) } : {}) });
+    await sleep(driver === "postgres" ? PG_STATS_SETTLE_MS : 300);
+    const before = pdb.name ? await pgStat(pdb.name) : undefined;
+    pdb.counter.reset();
+    wire.take();
+    const result = await client.request<RunsResult>({ kind: "runs", ...base, concurrency: 1, runs: COUNT_RUNS, body, ...(threadIds ? { threadIds } : {}) });
+    await sleep(300); // the last run's trailing notices and checkpoint cleanup
+    const db = pdb.counter.take();
+    await bench.server.close();
+    await pdb.close(); // backends exit, which flushes their statistics
+    closed = true;
+    await sleep(1000);
+    const after = pdb.name ? await pgStat(pdb.name) : undefined;
+    const wired = driver === "postgres" ? wire.take() : undefined;
+    if (result.firstError) console.log(`  ! ${result.errors} failed runs; first: ${result.firstError}`);
+    return {
+      driver,
+      scenario,
+      runs: result.latencies.length,
+      db,
+      wire: wired,
+      pgStat: before && after ? { commits: after.commits - before.commits, rollbacks: after.rollbacks - before.rollbacks } : undefined,
+      errors: result.errors,
+    };
+  } finally {
+    if (!closed) await bench.server.close();
+    await pdb.drop();
+  }
+}
+
+function printCounts(results: CountResult[]): void {
+  const per = (value: number, r: CountResult) => fixed(value / r.runs, 2);
+  console.log(
+    table(
+      ["scenario", "worker", "runs", "Db stmts/run", "Db tx/run", "autocommit/run", "Db commits/run", "writing (heur.)", "wire round trips/run", "pg_notify/run", "wire commits/run", "writing commits/run", "pg_stat xact_commit/run"],
+      results.map((r) => {
+        const statements = sumStatements(r.db);
+        const commits = r.db.committedTransactions + r.db.autocommitStatements;
+        return [
+          r.scenario.name,
+          r.scenario.workerConcurrency,
+          r.runs,
+          per(statements, r),
+          per(r.db.committedTransactions, r),
+          per(r.db.autocommitStatements, r),
+          per(commits, r),
+          per(r.db.writingCommits, r),
+          r.wire ? per(r.wire.roundTrips, r) : "-",
+          r.wire ? per(r.wire.notifies, r) : "-",
+          r.wire ? per(r.wire.commits + r.wire.autocommits, r) : "-",
+          r.wire ? per(r.wire.writingCommits, r) : "-",
+          r.pgStat ? per(r.pgStat.commits, r) : "-",
+        ];
+      }),
+    ),
+  );
+  for (const r of results) {
+    console.log(`\n  ${r.driver} — ${r.scenario.name}, worker concurrency ${r.scenario.workerConcurrency}: statements per run by SQL (first 64 chars)`);
+    const rows = [...r.db.statements.entries()].sort((a, b) => b[1].count - a[1].count);
+    console.log(
+      indent(
+        table(
+          ["statement", "per run", "in tx", "no rows", "mean ms"],
+          rows.map(([label, stat]) => [label, per(stat.count, r), per(stat.inTransaction, r), per(stat.noRows, r), fixed(stat.totalMs / stat.count, 2)]),
+        ),
+      ),
+    );
+    console.log(`  transactions per run by shape (statements inside, first 40 chars each):`);
+    console.log(indent(table(["transaction", "per run"], [...r.db.transactions.entries()].sort((a, b) => b[1] - a[1]).map(([shape, count]) => [shape, per(count, r)]))));
+    if (r.wire) {
+      const w = r.wire;
+      const clientCommits = w.commits + w.autocommits + w.connections;
+      console.log(
+        `  wire (every pg connection to the database, incl. the notifier's): ${per(w.roundTrips, r)} round trips/run = ${per(w.roundTrips - w.begins - w.commits - w.rollbacks, r)} statements + ${per(w.begins, r)} begin + ${per(w.commits + w.rollbacks, r)} commit/rollback; ` +
+          `${per(w.commits, r)} transaction commits + ${per(w.autocommits, r)} autocommit statements (${per(w.notifies, r)} of them pg_notify); ${w.connections} new connections in the window`,
+      );
+      console.log(
+        `  pg_stat_database: ${r.pgStat?.commits} commits, ${r.pgStat?.rollbacks} rollbacks over ${r.runs} runs; ${(r.pgStat?.commits ?? 0) - clientCommits} more than the client sent ` +
+          `(connection start-ups counted in): the LISTEN backend runs one transaction per notification it receives, plus autovacuum/autoanalyze`,
+      );
+      console.log(`  autocommit statements per run on the wire, and how many wrote (assigned a transaction id, so a WAL flush at commit):`);
+      const byLabel = [...w.autocommitByLabel.entries()].sort((a, b) => b[1].count - a[1].count);
+      console.log(
+        indent(
+          table(
+            ["autocommit statement", "per run", "writing/run"],
+            [...byLabel.map(([label, stat]) => [label, per(stat.count, r), per(stat.writing, r)]), ["(explicit transactions, begin ... commit)", per(w.commits, r), per(w.writingCommits - sumWriting(byLabel), r)]],
+          ),
+        ),
+      );
+    }
+  }
+}
+
+const sumWriting = (rows: [string, { writing: number }][]) => rows.reduce((total, [, stat]) => total + stat.writing, 0);
+
+const indent = (text: string) => text.replace(/^/gm, "    ");
+
+// ---------------------------------------------------------------------------------------------
+
+/** The commit measured, and the server files changed on top of it (the work tree moves while others edit). */
+function sourceState(): string {
+  try {
+    const git = (...gitArgs: string[]) => execFileSync("git", ["-C", ROOT, ...gitArgs], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim();
+    const dirty = git("status", "--porcelain", "--", "packages/server/src").split("\n").filter(Boolean).length;
+    return `${git("log", "-1", "--format=%h %s")}${dirty ? ` + ${dirty} uncommitted change(s) in packages/server/src` : ""}`;
+  } catch {
+    return "unknown (no git)";
+  }
+}
+
+async function machine(): Promise<void> {
+  section("machine");
+  const lines = [
+    `date          ${new Date().toISOString()}`,
+    `cpus          ${os.availableParallelism()} x ${os.cpus()[0]?.model ?? "?"}`,
+    `memory        ${fixed(os.totalmem() / 2 ** 30, 1)} GiB`,
+    `node          ${process.version}`,
+    `load average  ${os.loadavg().map((value) => value.toFixed(2)).join(" ")}`,
+    `source        ${sourceState()}`,
+  ];
+  if (DRIVERS.includes("postgres")) {
+    const [version] = await adminQuery<{ version: string }>("select version()");
+    const [others] = await adminQuery<{ n: number }>("select count(*)::int as n from pg_stat_activity where backend_type = 'client backend' and pid <> pg_backend_pid()");
+    const settings = await adminQuery<{ name: string; setting: string }>(
+      "select name, setting from pg_settings where name in ('synchronous_commit', 'fsync', 'shared_buffers', 'max_connections') order by name",
+    );
+    lines.push(`postgresql    ${version?.version}`);
+    lines.push(`pg settings   ${settings.map((s) => `${s.name}=${s.setting}`).join(", ")}`);
+    lines.push(`pg others     ${others?.n ?? 0} other client connections at start (other users of the server skew the figures)`);
+  }
+  if (DRIVERS.includes("pglite")) {
+    const lite = await createPgliteDb();
+    const [version] = await lite.query<{ version: string }>("select version()");
+    await lite.close();
+    lines.push(`pglite        ${version?.version}`);
+  }
+  console.log(lines.join("\n"));
+}
+
+async function main(): Promise<void> {
+  const began = now();
+  await machine();
+  console.log(`settings      runs: ${RUNS_C1} at c=1, ${RUNS} at c=10/100 and for thread runs; worker concurrency ${WORKER_CONCURRENCIES.join(", ")}; ${COUNT_RUNS} runs per counting scenario`);
+  const client = new Client();
+  const throughputRows: ThroughputRow[] = [];
+  const sseRows: { driver: Driver; rows: SseRow[] }[] = [];
+  const counts: CountResult[] = [];
+  try {
+    if (!SKIP.has("reference")) {
+      printInvokes("reference: in-process graph.invoke of a 1-node graph, no server", await referenceRaw());
+      for (const driver of DRIVERS) printInvokes(`reference: in-process graph.invoke with RudderCheckpointSaver on ${driver}`, await referenceSaver(driver));
+    }
+    for (const driver of DRIVERS) {
+      if (!SKIP.has("throughput")) {
+        section(`${driver}: trivial runs (echo), create + join, per worker concurrency`);
+        for (const [index, workerConcurrency] of WORKER_CONCURRENCIES.entries()) {
+          const { rows, sse } = await throughput(client, driver, workerConcurrency, index === 0 && !SKIP.has("sse"));
+          throughputRows.push(...rows);
+          if (sse.length) sseRows.push({ driver, rows: sse });
+        }
+      }
+      if (!SKIP.has("count")) {
+        section(`${driver}: statements and commits per trivial run (${COUNT_RUNS} sequential runs per scenario)`);
+        const primary = WORKER_CONCURRENCIES[0]!;
+        const scenarios: Scenario[] = [
+          { name: "stateless, durability sync", workerConcurrency: primary, thread: false, durability: "sync" },
+          { name: "stateless, durability exit", workerConcurrency: primary, thread: false, durability: "exit" },
+          { name: "thread, durability sync", workerConcurrency: primary, thread: true, durability: "sync" },
+          { name: "thread, durability exit", workerConcurrency: primary, thread: true, durability: "exit" },
+          ...(primary === 1 ? [] : [{ name: "stateless, durability sync", workerConcurrency: 1, thread: false, durability: "sync" } as Scenario]),
+        ];
+        const results: CountResult[] = [];
+        for (const scenario of scenarios) {
+          const result = await countScenario(client, driver, scenario);
+          console.log(`  counted ${driver} ${scenario.name}, worker ${scenario.workerConcurrency}: ${fixed(sumStatements(result.db) / result.runs, 2)} Db statements/run`);
+          results.push(result);
+        }
+        printCounts(results);
+        counts.push(...results);
+      }
+    }
+  } finally {
+    client.close();
+  }
+
+  section("summary: trivial-run throughput (create + join over HTTP)");
+  console.log(
+    table(
+      ["driver", "worker", "runs", "client c", "runs", "runs/s", "p50 ms", "p99 ms", "sent->created p50/p99", "queued p50/p99", "executing p50/p99", "finish->join p50/p99", "errors", "machine cores busy", "server process cores"],
+      throughputRows.map((r) => [
+        r.driver, r.workerConcurrency, r.kind, r.concurrency, r.runs, fixed(r.perSecond, 0), fixed(r.p50), fixed(r.p99),
+        pair(r.create), pair(r.queued), pair(r.executed), pair(r.joinLag), r.errors, fixed(r.machineCores, 2), fixed(r.serverCores, 2),
+      ]),
+      ["l", "r", "l"],
+    ),
+  );
+  for (const { driver, rows } of sseRows) {
+    section(`summary: event-to-SSE latency, ${driver} (ticker graph: ${TICKER_INPUT.count} custom events ${TICKER_INPUT.interval_ms} ms apart)`);
+    console.log(table(["client c", "measure", "n", "p50 ms", "p99 ms", "max ms"], rows.map((r) => [r.concurrency, r.what, r.samples, fixed(r.p50), fixed(r.p99), fixed(r.max)]), ["r", "l"]));
+  }
+  if (counts.length) {
+    section("summary: statements and commits per trivial run");
+    console.log(
+      table(
+        ["driver", "scenario", "worker", "Db stmts/run", "Db commits/run", "wire round trips/run", "wire commits/run", "writing commits/run", "pg_stat xact_commit/run"],
+        counts.map((r) => [
+          r.driver,
+          r.scenario.name,
+          r.scenario.workerConcurrency,
+          fixed(sumStatements(r.db) / r.runs, 2),
+          fixed((r.db.committedTransactions + r.db.autocommitStatements) / r.runs, 2),
+          r.wire ? fixed(r.wire.roundTrips / r.runs, 2) : "-",
+          r.wire ? fixed((r.wire.commits + r.wire.autocommits) / r.runs, 2) : "-",
+          `${fixed((r.wire?.writingCommits ?? r.db.writingCommits) / r.runs, 2)}${r.wire ? "" : " (heur.)"}`,
+          r.pgStat ? fixed(r.pgStat.commits / r.runs, 2) : "-",
+        ]),
+        ["l", "l"],
+      ),
+    );
+  }
+  console.log(`\ntotal time ${fixed((now() - began) / 1000, 0)} s; load average at end ${os.loadavg().map((value) => value.toFixed(2)).join(" ")}`);
+}
+
+await main();
