@@ -18,6 +18,10 @@
  *   --database-url URL    the PostgreSQL server (default $RUDDER_BENCH_DATABASE_URL or
  *                         postgres://postgres@127.0.0.1:5432/test); a private database
  *                         rudder_bench_<uuid> is created on it per measurement and dropped after
+ *                         (also on Ctrl-C)
+ *   --skip LIST           sections to leave out: reference, throughput, sse, count
+ *
+ * What each section measures, and the figures of a full run, are in docs/benchmarks.md.
  *
  * The server is the real one (startServer: Fastify API + in-process worker, default worker options
  * but the concurrency) over a private database (PGlite in memory, or the fresh PostgreSQL database),
@@ -57,7 +61,7 @@ const { values: args } = parseArgs({
   },
 });
 if (args.help) {
-  console.log("node --import tsx bench/runs.ts [--driver pglite|postgres|both] [--runs N] [--worker-concurrency 10,25] [--count-runs N] [--database-url URL] [--skip reference,throughput,sse,count]");
+  console.log("node --import tsx bench/runs.ts [--driver pglite|postgres|both] [--runs N] [--worker-concurrency 10,25] [--count-runs N] [--database-url URL] [--skip reference,throughput,sse,count] [--quiet-wait S]");
   process.exit(0);
 }
 const DRIVERS: Driver[] = args.driver === "both" ? ["pglite", "postgres"] : [args.driver as Driver];
@@ -767,8 +771,8 @@ async function main(): Promise<void> {
     client.close();
   }
 
-  section("summary: trivial-run throughput (create + join over HTTP)");
-  console.log(
+  if (throughputRows.length) section("summary: trivial-run throughput (create + join over HTTP)");
+  if (throughputRows.length) console.log(
     table(
       ["driver", "worker", "runs", "client c", "runs", "runs/s", "p50 ms", "p99 ms", "sent->created p50/p99", "queued p50/p99", "executing p50/p99", "finish->join p50/p99", "errors", "machine cores busy", "server process cores"],
       throughputRows.map((r) => [
