@@ -9,6 +9,7 @@ import { mintToken } from "../src/auth/authenticator.ts";
 import { startRudder, waitForOutput } from "./support/cli.ts";
 import { createTestDatabase, TEST_DRIVER, type TestDatabase } from "./support/db.ts";
 import { openSse, type SseEvent } from "./support/sse.ts";
+import { allEvents, apiClient, mapLimit, type Api, type RunEvent } from "./support/api.ts";
 
 /**
  * Rudder split over real processes (`rudder serve` for the API, `rudder worker` for execution)
@@ -29,14 +30,6 @@ interface Run {
   created_at: string;
   started_at: string | null;
   finished_at: string | null;
-}
-
-interface RunEvent {
-  run_id: string;
-  sequence: number;
-  kind: string;
-  data: Record<string, unknown>;
-  created_at: string;
 }
 
 /** The child processes of one test, stopped (and awaited) in its finally. */
@@ -81,16 +74,6 @@ class Processes {
 const exited = (child: ChildProcessWithoutNullStreams) => child.exitCode !== null || child.signalCode !== null;
 
 /** A JSON client for one Rudder API with an admin token. */
-function apiClient(url: string, token: string) {
-  return async function api<T = unknown>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> {
-    const headers: Record<string, string> = { authorization: `Bearer ${token}` };
-    if (body !== undefined) headers["content-type"] = "application/json";
-    const response = await fetch(url + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
-    const text = await response.text();
-    return { status: response.status, body: (text ? JSON.parse(text) : undefined) as T };
-  };
-}
-type Api = ReturnType<typeof apiClient>;
 
 async function joinRun(api: Api, runId: string): Promise<Run> {
   for (;;) {
@@ -99,30 +82,6 @@ async function joinRun(api: Api, runId: string): Promise<Run> {
     assert.equal(joined.status, 200, `join ${runId}: ${JSON.stringify(joined.body)}`);
     return joined.body;
   }
-}
-
-async function allEvents(api: Api, runId: string): Promise<RunEvent[]> {
-  const events: RunEvent[] = [];
-  for (;;) {
-    const page = await api<RunEvent[]>("GET", `/v1/runs/${runId}/events?after=${events.length ? events.at(-1)!.sequence : 0}&limit=1000`);
-    assert.equal(page.status, 200, JSON.stringify(page.body));
-    events.push(...page.body);
-    if (page.body.length < 1000) return events;
-  }
-}
-
-/** Maps `items` through `fn`, at most `limit` at a time, keeping the order. */
-async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T, index: number) => Promise<R>): Promise<R[]> {
-  const results = new Array<R>(items.length);
-  let next = 0;
-  const lanes = Array.from({ length: Math.min(limit, items.length) }, async () => {
-    while (next < items.length) {
-      const index = next++;
-      results[index] = await fn(items[index]!, index);
-    }
-  });
-  await Promise.all(lanes);
-  return results;
 }
 
 /** A private database on the test server, plus the environment a `rudder` process needs for it. */
