@@ -10,7 +10,7 @@
  *   a transaction id, so PostgreSQL flushes WAL for them) or read-only from the results.
  */
 import pg from "pg";
-import type { Db, Queryable } from "../packages/server/src/storage/db.ts";
+import type { Db, Queryable, Transaction } from "../packages/server/src/storage/db.ts";
 
 /** Milliseconds on a clock shared by every process of this machine (sub-millisecond resolution). */
 export const now = (): number => performance.timeOrigin + performance.now();
@@ -146,13 +146,14 @@ export function countingDb(db: Db, counter: DbCounter): Db {
     ...(db.url === undefined ? {} : { url: db.url }),
     query: <Row>(sql: string, params?: readonly unknown[]) => run<Row>(db, sql, params, undefined),
     exec: (script: string) => exec(db, script, undefined),
-    async transaction<T>(work: (tx: Queryable) => Promise<T>): Promise<T> {
+    async transaction<T>(work: (tx: Transaction) => Promise<T>): Promise<T> {
       const state: TxState = { labels: [], writes: false, appended: [] };
       try {
         const value = await db.transaction((tx) =>
           work({
             query: <Row>(sql: string, params?: readonly unknown[]) => run<Row>(tx, sql, params, state),
             exec: (script: string) => exec(tx, script, state),
+            afterCommit: (callback) => tx.afterCommit(callback),
           }),
         );
         const committedAt = now();

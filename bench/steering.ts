@@ -23,7 +23,8 @@ const POLL_MS = 1000;
 /** Drops `steering` notices: the worker then finds new rows only by polling storage. */
 function droppingSteering(inner: Notifier): Notifier {
   return {
-    publish: (notice) => (notice.topic === "steering" ? Promise.resolve() : inner.publish(notice)),
+    publish: (...notices) => inner.publish(...notices.filter((notice) => notice.topic !== "steering")),
+    publishWithin: (tx, ...notices) => inner.publishWithin(tx, ...notices.filter((notice) => notice.topic !== "steering")),
     subscribe: (listener) => inner.subscribe(listener),
     close: () => inner.close(),
   };

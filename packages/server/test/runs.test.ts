@@ -116,6 +116,35 @@ describe("runs (with a worker)", () => {
     assert.equal(row!.n, 0);
   });
 
+  test("durability: sync and async checkpoint every step; exit checkpoints once, with the run's outcome", async () => {
+    const checkpointsOf = async (threadId: string) => (await server.request("GET", `/v1/threads/${threadId}/history?limit=100`)).body.length as number;
+    const counts: Record<string, number> = {};
+    for (const durability of ["sync", "async", "exit"]) {
+      const threadId = await newThread();
+      const joined = await joinRun((await createOn(threadId, { assistant_id: "echo", input: { message: durability }, durability })).body.run_id);
+      assert.equal(joined.body.status, "succeeded");
+      assert.equal((await server.request("GET", `/v1/threads/${threadId}/state`)).body.values.reply, durability);
+      counts[durability] = await checkpointsOf(threadId);
+    }
+    assert.equal(counts.exit, 1, "exit writes only the final checkpoint");
+    assert.ok(counts.sync! > 1, "sync writes a checkpoint per step");
+    assert.equal(counts.async, counts.sync, "async writes the same checkpoints as sync");
+
+    // The checkpoint an interrupt leaves with exit is committed with the pause, so a resume continues from it.
+    const threadId = await newThread();
+    const paused = await joinRun((await createOn(threadId, { assistant_id: "approval", input: { request: "ship" }, durability: "exit" })).body.run_id);
+    assert.equal(paused.body.status, "paused");
+    assert.equal((await server.request("GET", `/v1/threads/${threadId}/state`)).body.values.draft, "Plan for: ship");
+    const resumed = await joinRun((await createOn(threadId, { assistant_id: "approval", resume: { approved: true }, durability: "exit" })).body.run_id);
+    assert.equal(resumed.body.status, "succeeded");
+    assert.equal(resumed.body.output.outcome, "done: Plan for: ship");
+
+    const stateless = await joinRun((await server.request("POST", "/v1/runs", { body: { assistant_id: "echo", input: { message: "gone" }, durability: "exit" } })).body.run_id);
+    assert.equal(stateless.body.output.reply, "gone");
+    const [row] = await server.database.db.query<{ n: number }>("select count(*)::int as n from checkpoints where thread_id = $1", [stateless.body.run_id]);
+    assert.equal(row!.n, 0);
+  });
+
   test("context and config merge over the assistant's defaults", async () => {
     const loud = await joinRun((await server.request("POST", "/v1/runs", { body: { assistant_id: "echo-loud", input: { message: "hi" } } })).body.run_id);
     assert.equal(loud.body.output.reply, "hi!!!");

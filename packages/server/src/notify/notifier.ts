@@ -1,5 +1,7 @@
+import { randomUUID } from "node:crypto";
 import { EventEmitter } from "node:events";
 import pg from "pg";
+import type { Queryable, Transaction } from "../storage/db.ts";
 
 /**
  * Wake-up hints. Durable records are the truth: a lost notice only delays whoever waits on it,
@@ -12,7 +14,13 @@ export type Notice =
   | { readonly topic: "steering"; readonly runId: string };
 
 export interface Notifier {
-  publish(notice: Notice): Promise<void>;
+  /** Notices published in one call travel together (one NOTIFY across processes). */
+  publish(...notices: readonly Notice[]): Promise<void>;
+  /**
+   * Publishes with the transaction: heard only once it commits, and across processes sent inside
+   * it, so the notices cost the writer no commit of their own.
+   */
+  publishWithin(tx: Transaction, ...notices: readonly Notice[]): Promise<void>;
   subscribe(listener: (notice: Notice) => void): () => void;
   close(): Promise<void>;
 }
@@ -22,8 +30,13 @@ export function createLocalNotifier(): Notifier {
   const emitter = new EventEmitter();
   emitter.setMaxListeners(0);
   return {
-    async publish(notice) {
-      emitter.emit("notice", notice);
+    async publish(...notices) {
+      for (const notice of notices) emitter.emit("notice", notice);
+    },
+    async publishWithin(tx, ...notices) {
+      tx.afterCommit(() => {
+        for (const notice of notices) emitter.emit("notice", notice);
+      });
     },
     subscribe(listener) {
       emitter.on("notice", listener);
@@ -36,24 +49,37 @@ export function createLocalNotifier(): Notifier {
 }
 
 const CHANNEL = "rudder";
+/** PostgreSQL refuses NOTIFY payloads of 8000 bytes or more; stay well under. */
+const MAX_PAYLOAD_BYTES = 7000;
+
+/** What one NOTIFY carries: the sending process's id (it skips its own) and a batch of notices. */
+interface Envelope {
+  readonly from: string;
+  readonly notices: readonly Notice[];
+}
 
 /**
- * Across processes: PostgreSQL LISTEN/NOTIFY on one channel. A dedicated connection listens and
- * reconnects after a failure; notices published while it is down are lost, which the waiters'
- * timers cover. Every notice, this process's own included, arrives through the listener.
+ * Across processes: PostgreSQL LISTEN/NOTIFY on one channel. This process's own listeners hear a
+ * notice at once; other processes hear it through NOTIFY. Notices published while a NOTIFY is in
+ * flight are batched, duplicates dropped, into the next one (one statement, one commit), so a
+ * busy worker does not pay a commit per notice. A dedicated connection listens and reconnects
+ * after a failure; notices published while it is down are lost, which the waiters' timers cover.
  */
 export function createPostgresNotifier(connectionString: string): Notifier {
   const local = createLocalNotifier();
-  const publisher = new pg.Pool({ connectionString, max: 2 });
+  const origin = randomUUID();
+  const publisher = new pg.Pool({ connectionString, max: 1 });
   publisher.on("error", () => {});
   let listener: pg.Client | undefined;
   let closed = false;
   let retryTimer: NodeJS.Timeout | undefined;
+  const outbox = new Set<string>();
+  let sending: Promise<void> | undefined;
 
   const connect = async (): Promise<void> => {
     const client = new pg.Client({ connectionString });
     client.on("notification", (message) => {
-      if (message.payload) void local.publish(JSON.parse(message.payload) as Notice);
+      void local.publish(...receivedNotices(message.payload, origin));
     });
     client.on("error", () => reconnect(client));
     client.on("end", () => reconnect(client));
@@ -77,20 +103,77 @@ export function createPostgresNotifier(connectionString: string): Notifier {
   };
   const ready = connect();
 
+  /** Sends everything in the outbox, then whatever arrived meanwhile, until it is empty. */
+  const send = async (): Promise<void> => {
+    while (outbox.size > 0) {
+      const notices = [...outbox].map((text) => JSON.parse(text) as Notice);
+      outbox.clear();
+      await notify(publisher, origin, notices).catch(() => {});
+    }
+    sending = undefined;
+  };
+
   return {
-    async publish(notice) {
-      await publisher.query("select pg_notify($1, $2)", [CHANNEL, JSON.stringify(notice)]).catch(() => {});
+    async publish(...notices) {
+      await local.publish(...notices);
+      for (const notice of notices) outbox.add(JSON.stringify(notice));
+      // Started after the current synchronous work, so concurrent publishers share a NOTIFY.
+      sending ??= Promise.resolve().then(send);
+      await sending;
+    },
+    async publishWithin(tx, ...notices) {
+      await notify(tx, origin, notices);
+      await local.publishWithin(tx, ...notices);
     },
     subscribe: (fn) => local.subscribe(fn),
     async close() {
       closed = true;
       clearTimeout(retryTimer);
+      await sending;
       await ready;
       await listener?.end().catch(() => {});
       await publisher.end();
       await local.close();
     },
   };
+}
+
+/** One statement that sends the notices (in as few NOTIFY payloads as fit). */
+async function notify(db: Pick<Queryable, "query">, origin: string, notices: readonly Notice[]): Promise<void> {
+  if (notices.length === 0) return;
+  const payloads = envelopes(origin, notices);
+  await db.query(`select ${payloads.map((_, index) => `pg_notify($1, $${index + 2})`).join(", ")}`, [CHANNEL, ...payloads]);
+}
+
+/** The notices as NOTIFY payloads, each under PostgreSQL's size limit. */
+function envelopes(from: string, notices: readonly Notice[]): string[] {
+  const payloads: string[] = [];
+  let batch: Notice[] = [];
+  const flush = () => {
+    if (batch.length > 0) payloads.push(JSON.stringify({ from, notices: batch } satisfies Envelope));
+    batch = [];
+  };
+  for (const notice of notices) {
+    batch.push(notice);
+    if (Buffer.byteLength(JSON.stringify({ from, notices: batch })) > MAX_PAYLOAD_BYTES) {
+      batch.pop();
+      flush();
+      batch.push(notice);
+    }
+  }
+  flush();
+  return payloads;
+}
+
+/** The notices of a NOTIFY payload from another process; none of this process's own, none of garbage. */
+function receivedNotices(payload: string | undefined, origin: string): readonly Notice[] {
+  if (!payload) return [];
+  try {
+    const envelope = JSON.parse(payload) as Partial<Envelope>;
+    return envelope.from === origin || !Array.isArray(envelope.notices) ? [] : envelope.notices;
+  } catch {
+    return [];
+  }
 }
 
 /**

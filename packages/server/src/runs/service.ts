@@ -63,7 +63,7 @@ export class RunService {
     if (!graph) throw new ApiError("validation_error", `the graph of assistant ${assistant.assistant_id} is not loaded`);
     await validateGraphInput(graph, request.input);
     const hasCommand = request.resume !== undefined || request.update != null || request.goto != null;
-    const { run, replayed, cancelling } = await this.runs.create(
+    const { run, replayed } = await this.runs.create(
       {
         tenantId,
         runId: randomUUID(),
@@ -86,11 +86,8 @@ export class RunService {
         requestHash: requestFingerprint({ thread_id: threadId, ...request }),
       },
       this.limits.queuedRunQuota,
+      (tx, cancelling) => this.notifier.publishWithin(tx, { topic: "run_created" }, ...cancelling.map((runId) => ({ topic: "run_changed", runId }) as const)),
     );
-    if (!replayed) {
-      await this.notifier.publish({ topic: "run_created" });
-      for (const runId of cancelling) await this.notifier.publish({ topic: "run_changed", runId });
-    }
     return { run: publicRun(run), replayed };
   }
 
@@ -128,8 +125,7 @@ export class RunService {
 
   async cancel(tenantId: string, runId: string): Promise<Run> {
     const { run, signalWorker } = await this.runs.cancel(tenantId, runId);
-    await this.notifier.publish({ topic: "run_changed", runId });
-    if (!signalWorker) await this.notifier.publish({ topic: "run_events", runId });
+    await this.notifier.publish({ topic: "run_changed", runId }, ...(signalWorker ? [] : [{ topic: "run_events", runId } as const]));
     return publicRun(run);
   }
 
@@ -140,15 +136,13 @@ export class RunService {
       update: command.update ?? null,
       goto: command.goto ?? null,
     });
-    await this.notifier.publish({ topic: "run_created" });
-    await this.notifier.publish({ topic: "run_changed", runId });
+    await this.notifier.publish({ topic: "run_created" }, { topic: "run_changed", runId });
     return publicRun(run);
   }
 
   async redrive(tenantId: string, runId: string): Promise<Run> {
     const run = await this.runs.redrive(tenantId, runId);
-    await this.notifier.publish({ topic: "run_created" });
-    await this.notifier.publish({ topic: "run_changed", runId });
+    await this.notifier.publish({ topic: "run_created" }, { topic: "run_changed", runId });
     return publicRun(run);
   }
 

@@ -34,8 +34,7 @@ export class SteeringService {
       idempotencyKey: headerKey ?? body.idempotency_key,
     });
     if (!replayed) {
-      await this.notifier.publish({ topic: "steering", runId });
-      await this.notifier.publish({ topic: "run_events", runId });
+      await this.notifier.publish({ topic: "steering", runId }, { topic: "run_events", runId });
     }
     return { id: event.id, run_id: event.run_id, sequence: event.sequence, kind: event.kind, status: event.status, created_at: event.created_at };
   }

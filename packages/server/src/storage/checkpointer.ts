@@ -39,6 +39,33 @@ function commitHookOf(config: RunnableConfig): CheckpointCommitHook | undefined 
   return typeof hook?.pending === "function" ? hook : undefined;
 }
 
+/** Where a run puts its `AttemptCheckpoints` in `config.configurable`. */
+export const ATTEMPT_CHECKPOINTS_KEY = "__rudder_attempt_checkpoints";
+
+/**
+ * What one run attempt's checkpoint traffic may skip. With `defer` (durability "exit", where
+ * LangGraph writes only when the graph exits) writes wait here and commit in the transaction
+ * that settles the attempt, so they land with the run's outcome or not at all; a read flushes
+ * them first. With `knownEmpty` (a stateless run's first attempt: its thread id is the new run's
+ * id) reads of that thread find nothing without asking the database, until something is written.
+ */
+export class AttemptCheckpoints {
+  readonly deferred: ((db: Queryable) => Promise<unknown>)[] = [];
+  /** The last flush a read started: concurrent reads wait for it instead of passing it. */
+  flushing: Promise<void> = Promise.resolve();
+
+  constructor(
+    readonly threadId: string,
+    readonly defer: boolean,
+    public knownEmpty: boolean,
+  ) {}
+}
+
+function attemptOf(config: RunnableConfig): AttemptCheckpoints | undefined {
+  const attempt = config.configurable?.[ATTEMPT_CHECKPOINTS_KEY] as unknown;
+  return attempt instanceof AttemptCheckpoints ? attempt : undefined;
+}
+
 /** One stored write as the read queries aggregate it: task id, channel, serde type, base64 value. */
 type StoredWrite = [taskId: string, channel: string, type: string, value: string];
 
@@ -112,6 +139,7 @@ export class RudderCheckpointSaver extends BaseCheckpointSaver {
   async getTuple(config: RunnableConfig): Promise<CheckpointTuple | undefined> {
     const threadId = config.configurable?.thread_id;
     if (threadId === undefined || threadId === null) return undefined;
+    if (await this.nothingStoredFor(config, String(threadId))) return undefined;
     const ns = config.configurable?.checkpoint_ns ?? "";
     const checkpointId = getCheckpointId(config);
     // Without an id, the latest: a backward scan of the primary key, as uuid6 ids sort by creation time.
@@ -124,6 +152,8 @@ export class RudderCheckpointSaver extends BaseCheckpointSaver {
   }
 
   async *list(config: RunnableConfig, options: CheckpointListOptions = {}): AsyncGenerator<CheckpointTuple> {
+    const threadId = config.configurable?.thread_id;
+    if (threadId !== undefined && threadId !== null && (await this.nothingStoredFor(config, String(threadId)))) return;
     const { sql, params } = listQuery(config, options);
     const rows = await this.db.query<CheckpointRow>(sql, params);
     yield* await this.toTuples(rows);
@@ -143,15 +173,7 @@ export class RudderCheckpointSaver extends BaseCheckpointSaver {
     ]);
     const parentId = config.configurable?.checkpoint_id || null;
     const upsert = (db: Queryable) => db.query(UPSERT_CHECKPOINT, [threadId, ns, checkpoint.id, parentId, type, bytes, metadataJson]);
-    const hook = commitHookOf(config);
-    if (hook?.pending()) {
-      await this.db.transaction(async (tx) => {
-        await upsert(tx);
-        await hook.onPut(tx, ns);
-      });
-    } else {
-      await upsert(this.db);
-    }
+    await this.write(config, upsert, (tx, hook) => hook.onPut(tx, ns));
     return { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: checkpoint.id } };
   }
 
@@ -168,19 +190,57 @@ export class RudderCheckpointSaver extends BaseCheckpointSaver {
     if (rows.length === 0) return;
     const ns = config.configurable?.checkpoint_ns ?? "";
     const params = [threadId, ns, String(checkpointId), taskId, taskPath, ...rows.flat()];
-    const hook = commitHookOf(config);
-    if (hook?.pending()) {
-      await this.db.transaction(async (tx) => {
-        await tx.query(upsertWritesSql(rows.length), params);
-        await hook.onPutWrites(tx, taskId, rows.map(([, channel]) => channel));
-      });
-    } else {
-      await this.db.query(upsertWritesSql(rows.length), params);
-    }
+    const upsert = (db: Queryable) => db.query(upsertWritesSql(rows.length), params);
+    await this.write(config, upsert, (tx, hook) => hook.onPutWrites(tx, taskId, rows.map(([, channel]) => channel)));
   }
 
   async deleteThread(threadId: string): Promise<void> {
     await this.db.query(DELETE_THREAD, [threadId]);
+  }
+
+  /** Commits an attempt's deferred writes inside the caller's transaction (the run's settle). */
+  async flushDeferred(tx: Queryable, attempt: AttemptCheckpoints): Promise<void> {
+    const writes = attempt.deferred.splice(0);
+    for (const write of writes) await write(tx);
+  }
+
+  /**
+   * One checkpoint write: with the run's commit hook pending, in a transaction with it (and any
+   * deferred writes before it, to keep their order); else deferred when the attempt defers;
+   * else on its own.
+   */
+  private async write(
+    config: RunnableConfig,
+    upsert: (db: Queryable) => Promise<unknown>,
+    onCommit: (tx: Queryable, hook: CheckpointCommitHook) => Promise<void>,
+  ): Promise<void> {
+    const attempt = attemptOf(config);
+    if (attempt) attempt.knownEmpty = false;
+    const hook = commitHookOf(config);
+    if (hook?.pending()) {
+      await this.db.transaction(async (tx) => {
+        if (attempt) await this.flushDeferred(tx, attempt);
+        await upsert(tx);
+        await onCommit(tx, hook);
+      });
+    } else if (attempt?.defer) {
+      attempt.deferred.push(upsert);
+    } else {
+      await upsert(this.db);
+    }
+  }
+
+  /**
+   * Before a read: true when the attempt knows the thread holds nothing; else its deferred
+   * writes are committed first, so the read sees them.
+   */
+  private async nothingStoredFor(config: RunnableConfig, threadId: string): Promise<boolean> {
+    const attempt = attemptOf(config);
+    if (!attempt) return false;
+    if (attempt.knownEmpty && attempt.threadId === threadId) return true;
+    attempt.flushing = attempt.flushing.then(() => (attempt.deferred.length > 0 ? this.db.transaction((tx) => this.flushDeferred(tx, attempt)) : undefined));
+    await attempt.flushing;
+    return false;
   }
 
   /** Metadata goes through serde (so LangChain objects survive) and is stored as jsonb text. */

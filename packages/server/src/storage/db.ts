@@ -8,6 +8,11 @@ export interface Queryable {
   exec(script: string): Promise<void>;
 }
 
+/** A transaction's connection; `afterCommit` callbacks run once it has committed (never after a rollback). */
+export interface Transaction extends Queryable {
+  afterCommit(callback: () => void): void;
+}
+
 /**
  * The one seam between Rudder and its database. PostgreSQL (`pg`) and PGlite share it, so every
  * repository is written once, in one SQL dialect, and tested on both drivers.
@@ -17,7 +22,7 @@ export interface Db extends Queryable {
   /** The connection string (PostgreSQL only): other connections, like the LISTEN one, need it. */
   readonly url?: string;
   /** Runs `work` in one transaction: committed when it resolves, rolled back when it throws. */
-  transaction<T>(work: (tx: Queryable) => Promise<T>): Promise<T>;
+  transaction<T>(work: (tx: Transaction) => Promise<T>): Promise<T>;
   close(): Promise<void>;
 }
 
@@ -36,12 +41,14 @@ export function createPostgresDb(connectionString: string, options: { max?: numb
     async exec(script: string) {
       await pool.query(script);
     },
-    async transaction<T>(work: (tx: Queryable) => Promise<T>): Promise<T> {
+    async transaction<T>(work: (tx: Transaction) => Promise<T>): Promise<T> {
       const client = await pool.connect();
+      const committed: (() => void)[] = [];
       let broken: unknown;
       try {
         await client.query("begin");
-        const tx: Queryable = {
+        const tx: Transaction = {
+          afterCommit: (callback) => committed.push(callback),
           async query<Row>(sql: string, params: readonly unknown[] = []) {
             const result = await client.query(sql, params as unknown[]);
             return result.rows as Row[];
@@ -53,6 +60,7 @@ export function createPostgresDb(connectionString: string, options: { max?: numb
         };
         const value = await work(tx);
         await client.query("commit");
+        for (const callback of committed) callback();
         return value;
       } catch (error) {
         await client.query("rollback").catch((rollbackError: unknown) => {
@@ -92,13 +100,18 @@ export function pgliteDb(lite: PGlite): Db {
     driver: "pglite",
     query: <Row>(sql: string, params: readonly unknown[] = []) => run<Row>(lite, sql, params),
     exec: (script: string) => exec(lite, script),
-    transaction: <T>(work: (tx: Queryable) => Promise<T>) =>
-      lite.transaction((liteTx) =>
+    async transaction<T>(work: (tx: Transaction) => Promise<T>): Promise<T> {
+      const committed: (() => void)[] = [];
+      const value = await lite.transaction((liteTx) =>
         work({
           query: <Row>(sql: string, params: readonly unknown[] = []) => run<Row>(liteTx, sql, params),
           exec: (script: string) => exec(liteTx, script),
+          afterCommit: (callback) => committed.push(callback),
         }),
-      ),
+      );
+      for (const callback of committed) callback();
+      return value;
+    },
     async close() {
       await lite.close();
     },

@@ -1,7 +1,7 @@
 import { ApiError, notFound } from "../domain/errors.ts";
 import type { Usage } from "../domain/budget.ts";
 import type { Durability, MultitaskStrategy, RunError, RunStatus } from "../domain/runs.ts";
-import type { Db, Queryable } from "./db.ts";
+import type { Db, Queryable, Transaction } from "./db.ts";
 import { appendEvents } from "./events.ts";
 import { migrateToSuccessor, supersedeAtFinalBoundary } from "./steering.ts";
 import { iso, json } from "./rows.ts";
@@ -151,51 +151,84 @@ export class RunRepository {
   constructor(private readonly db: Db) {}
 
   /**
-   * Creates a run in one transaction, applying (in order) the Idempotency-Key replay rule, the
-   * thread lock that serialises creates on one thread, the tenant's queued-run quota and the
-   * thread's multitask strategy. Returns the run and whether it was a replay; also the ids of
-   * runs cancel_previous moved to cancelling, whose workers must be told.
+   * Creates a run, applying (in order) the Idempotency-Key replay rule, the thread's existence,
+   * the tenant's queued-run quota and the thread's multitask strategy, then `onCreated` in the
+   * same transaction (the notices). Returns the run and whether it was a replay; also the ids of
+   * runs cancel_previous moved to cancelling, whose workers must be told. For `enqueue` (and a
+   * stateless run) the insert is one statement; `reject` and `cancel_previous` decide under the
+   * thread's row lock, which serialises creates on that thread.
    */
-  async create(run: NewRun, queuedRunQuota: number): Promise<{ run: ClaimedRun; replayed: boolean; cancelling: string[] }> {
+  async create(
+    run: NewRun,
+    queuedRunQuota: number,
+    onCreated: (tx: Transaction, cancelling: string[]) => Promise<void>,
+  ): Promise<{ run: ClaimedRun; replayed: boolean; cancelling: string[] }> {
     return this.db.transaction(async (tx) => {
-      if (run.idempotencyKey !== undefined) {
-        const [existing] = await tx.query<RunRow>(`select ${RUN_COLUMNS} from runs where tenant_id = $1 and idempotency_key = $2`, [
-          run.tenantId,
-          run.idempotencyKey,
-        ]);
-        if (existing) {
-          if (existing.request_hash !== run.requestHash) {
-            throw new ApiError("idempotency_conflict", "this Idempotency-Key was used with a different request");
-          }
-          return { run: toClaimed(existing), replayed: true, cancelling: [] };
-        }
-      }
-      if (run.threadId !== null) {
+      let cancelling: string[] = [];
+      if (run.threadId !== null && run.multitaskStrategy !== "enqueue") {
+        const replay = await this.replayOf(tx, run);
+        if (replay) return replay;
         const [thread] = await tx.query("select 1 from threads where tenant_id = $1 and thread_id = $2 for update", [run.tenantId, run.threadId]);
         if (!thread) throw notFound("thread", run.threadId);
+        cancelling = await applyMultitaskStrategy(tx, run.threadId, run.multitaskStrategy);
       }
-      const [{ queued } = { queued: 0 }] = await tx.query<{ queued: number }>(
-        "select count(*)::int as queued from runs where tenant_id = $1 and status = 'pending'",
-        [run.tenantId],
-      );
-      if (queued >= queuedRunQuota) {
-        throw new ApiError("quota_exceeded", `the tenant has ${queued} queued runs, the most it may have`, { retryAfterSeconds: 5 });
-      }
-      const cancelling = run.threadId === null ? [] : await applyMultitaskStrategy(tx, run.threadId, run.multitaskStrategy);
-      const [row] = await tx.query<RunRow>(
-        `insert into runs (run_id, tenant_id, thread_id, assistant_id, graph_id, input, command, context, config, metadata,
-                           multitask_strategy, durability, run_timeout, max_model_calls, max_tool_calls, max_tokens, max_cost,
-                           idempotency_key, request_hash)
-         values ($1, $2, $3, $4, $5, $6::jsonb, $7::jsonb, $8::jsonb, $9::jsonb, $10::jsonb, $11, $12, $13, $14, $15, $16, $17, $18, $19)
-         returning ${RUN_COLUMNS}`,
-        [
-          run.runId, run.tenantId, run.threadId, run.assistantId, run.graphId, json(run.input ?? null), json(run.command),
-          json(run.context), json(run.config), json(run.metadata), run.multitaskStrategy, run.durability, run.runTimeout,
-          run.maxModelCalls, run.maxToolCalls, run.maxTokens, run.maxCost, run.idempotencyKey ?? null, run.requestHash,
-        ],
-      );
-      return { run: toClaimed(row!), replayed: false, cancelling };
+      const created = await this.insert(tx, run, queuedRunQuota, cancelling);
+      if (!created.replayed) await onCreated(tx, cancelling);
+      return created;
     });
+  }
+
+  /**
+   * The insert, with the quota, the thread check and the idempotency key as its conditions: when
+   * it writes nothing, the reads after it say which one stopped it.
+   */
+  private async insert(db: Queryable, run: NewRun, queuedRunQuota: number, cancelling: string[]) {
+    const rows = db.query<RunRow>(
+      `insert into runs (run_id, tenant_id, thread_id, assistant_id, graph_id, input, command, context, config, metadata,
+                         multitask_strategy, durability, run_timeout, max_model_calls, max_tool_calls, max_tokens, max_cost,
+                         idempotency_key, request_hash)
+       select $1, $2, $3, $4, $5, $6::jsonb, $7::jsonb, $8::jsonb, $9::jsonb, $10::jsonb, $11, $12, $13, $14, $15, $16, $17, $18, $19
+        where ($3::uuid is null or exists (select 1 from threads where tenant_id = $2 and thread_id = $3::uuid))
+          and (select count(*) from runs where tenant_id = $2 and status = 'pending') < $20
+       on conflict (tenant_id, idempotency_key) where idempotency_key is not null do nothing
+       returning ${RUN_COLUMNS}`,
+      [
+        run.runId, run.tenantId, run.threadId, run.assistantId, run.graphId, json(run.input ?? null), json(run.command),
+        json(run.context), json(run.config), json(run.metadata), run.multitaskStrategy, run.durability, run.runTimeout,
+        run.maxModelCalls, run.maxToolCalls, run.maxTokens, run.maxCost, run.idempotencyKey ?? null, run.requestHash, queuedRunQuota,
+      ],
+    );
+    const [row] = await rows.catch((error: unknown) => {
+      // The thread was deleted between the check and the insert.
+      if ((error as { code?: string }).code === "23503" && run.threadId !== null) throw notFound("thread", run.threadId);
+      throw error;
+    });
+    if (row) return { run: toClaimed(row), replayed: false, cancelling };
+    const replay = await this.replayOf(db, run);
+    if (replay) return replay;
+    if (run.threadId !== null) {
+      const [thread] = await db.query("select 1 from threads where tenant_id = $1 and thread_id = $2", [run.tenantId, run.threadId]);
+      if (!thread) throw notFound("thread", run.threadId);
+    }
+    const [{ queued } = { queued: 0 }] = await db.query<{ queued: number }>(
+      "select count(*)::int as queued from runs where tenant_id = $1 and status = 'pending'",
+      [run.tenantId],
+    );
+    throw new ApiError("quota_exceeded", `the tenant has ${queued} queued runs, the most it may have`, { retryAfterSeconds: 5 });
+  }
+
+  /** The run an Idempotency-Key already names: a replay when the request is the same, else 409. */
+  private async replayOf(db: Queryable, run: NewRun): Promise<{ run: ClaimedRun; replayed: true; cancelling: string[] } | undefined> {
+    if (run.idempotencyKey === undefined) return undefined;
+    const [existing] = await db.query<RunRow>(`select ${RUN_COLUMNS} from runs where tenant_id = $1 and idempotency_key = $2`, [
+      run.tenantId,
+      run.idempotencyKey,
+    ]);
+    if (!existing) return undefined;
+    if (existing.request_hash !== run.requestHash) {
+      throw new ApiError("idempotency_conflict", "this Idempotency-Key was used with a different request");
+    }
+    return { run: toClaimed(existing), replayed: true, cancelling: [] };
   }
 
   async get(tenantId: string, runId: string): Promise<ClaimedRun | undefined> {
@@ -213,43 +246,44 @@ export class RunRepository {
   }
 
   /**
-   * Claims the oldest runnable run: a pending run whose backoff has passed and whose thread has
-   * no active run and no older pending run (FIFO per thread), or a running run whose lease
-   * expired (its worker died). One statement, `for update skip locked`, so concurrent workers
-   * never claim the same row; the unique index on active runs per thread backs the thread rule.
+   * Claims up to `limit` of the oldest runnable runs: pending runs whose backoff has passed and
+   * whose thread has no active run and no older pending run (FIFO per thread, so at most one run
+   * per thread qualifies), and running runs whose lease expired (their worker died). One
+   * statement, `for update skip locked`, so concurrent workers never claim the same row; it also
+   * marks the claimed runs' threads busy. The unique index on active runs per thread backs the
+   * thread rule: a claim that loses that race claims nothing and the caller tries again.
    */
-  async claim(owner: string, leaseMs: number): Promise<ClaimedRun | undefined> {
+  async claim(owner: string, leaseMs: number, limit: number): Promise<ClaimedRun[]> {
     try {
-      return await this.db.transaction(async (tx) => {
-        const [row] = await tx.query<RunRow>(
-          `with candidate as (
-             select r.run_id from runs r
-              where (r.status = 'pending' and r.available_at <= now()
-                     and (r.thread_id is null or (
-                       not exists (select 1 from runs a where a.thread_id = r.thread_id and a.status in ('running', 'cancelling'))
-                       and not exists (select 1 from runs p where p.thread_id = r.thread_id and p.status = 'pending'
-                                        and (p.created_at, p.run_id) < (r.created_at, r.run_id)))))
-                 or (r.status = 'running' and r.lease_expires_at < now())
-              order by r.created_at, r.run_id
-              limit 1
-              for update skip locked
-           )
+      const rows = await this.db.query<RunRow>(
+        `with candidate as (
+           select r.run_id from runs r
+            where (r.status = 'pending' and r.available_at <= now()
+                   and (r.thread_id is null or (
+                     not exists (select 1 from runs a where a.thread_id = r.thread_id and a.status in ('running', 'cancelling'))
+                     and not exists (select 1 from runs p where p.thread_id = r.thread_id and p.status = 'pending'
+                                      and (p.created_at, p.run_id) < (r.created_at, r.run_id)))))
+               or (r.status = 'running' and r.lease_expires_at < now())
+            order by r.created_at, r.run_id
+            limit $3
+            for update skip locked
+         ), claimed as (
            update runs r set status = 'running', attempt = r.attempt + 1, lease_owner = $1, steering_closed = false,
                   lease_expires_at = now() + $2 * interval '1 millisecond',
                   started_at = coalesce(r.started_at, clock_timestamp()), updated_at = now()
              from candidate where r.run_id = candidate.run_id
-           returning ${runColumns("r")}`,
-          [owner, leaseMs],
-        );
-        if (!row) return undefined;
-        if (row.thread_id !== null) {
-          await tx.query("update threads set status = 'busy', updated_at = now() where thread_id = $1", [row.thread_id]);
-        }
-        return toClaimed(row);
-      });
+           returning ${runColumns("r")}
+         ), busy as (
+           update threads t set status = 'busy', updated_at = now()
+             from claimed where t.thread_id = claimed.thread_id::uuid
+         )
+         select * from claimed order by created_at, run_id`,
+        [owner, leaseMs, limit],
+      );
+      return rows.map(toClaimed);
     } catch (error) {
       // Another worker made a run of the same thread active first: nothing to claim right now.
-      if ((error as { code?: string }).code === "23505") return undefined;
+      if ((error as { code?: string }).code === "23505") return [];
       throw error;
     }
   }
@@ -279,10 +313,13 @@ export class RunRepository {
   }
 
   /**
-   * Ends an attempt in one transaction, fenced by the lease: the run's new status, the events the
-   * worker had not written yet, at a final boundary the supersede of steering the run still
-   * holds, then the outcome's own events (run_succeeded …), and the thread's status. Returns
-   * false, writing nothing, when the lease was lost.
+   * Ends an attempt in one transaction, fenced by the lease: the run's new status and its thread's
+   * (one statement, which also drops a finished stateless run's checkpoints), whatever the caller
+   * must commit with it (deferred checkpoint writes, notices), at a final boundary the supersede of steering
+   * the run still holds, and one append of the events the worker had not written yet, the
+   * supersede events and the outcome's own events (run_succeeded …), in that order. Returns
+   * undefined, writing nothing, when the lease was lost; else whether a claim may now find work:
+   * the run went back to the queue, or its thread has a run waiting for it.
    */
   async settle(
     lease: Lease,
@@ -300,29 +337,42 @@ export class RunRepository {
       /** The outcome's own events, written last. */
       outcomeEvents: readonly PendingEvent[];
     },
-  ): Promise<boolean> {
+    withinTransaction: (tx: Transaction, settled: { queueChanged: boolean }) => Promise<void>,
+  ): Promise<{ queueChanged: boolean } | undefined> {
+    const final = outcome.status !== "pending" && outcome.status !== "paused";
     return this.db.transaction(async (tx) => {
-      const final = outcome.status !== "pending" && outcome.status !== "paused";
-      const [row] = await tx.query<{ thread_id: string | null }>(
-        `update runs set status = $4, output = $5::jsonb, error = $6::jsonb, lease_owner = null, lease_expires_at = null,
-                finished_at = case when $7 then now() else finished_at end,
-                available_at = now() + $8 * interval '1 millisecond', usage = $9::jsonb, updated_at = now()
-          where run_id = $1 and attempt = $2 and lease_owner = $3
-          returning thread_id::text as thread_id`,
+      const [row] = await tx.query<{ steered: boolean; thread_has_queued: boolean }>(
+        `with settled as (
+           update runs set status = $4, output = $5::jsonb, error = $6::jsonb, lease_owner = null, lease_expires_at = null,
+                  finished_at = case when $7 then now() else finished_at end,
+                  available_at = now() + $8 * interval '1 millisecond', usage = $9::jsonb, updated_at = now()
+            where run_id = $1 and attempt = $2 and lease_owner = $3
+            returning run_id, thread_id, last_steering_sequence
+         ), thread as (
+           update threads t set status = $10, updated_at = now()
+             from settled where t.thread_id = settled.thread_id and $10::text is not null
+         ), stateless_writes as (
+           delete from checkpoint_writes w using settled
+            where $7 and settled.thread_id is null and w.thread_id = settled.run_id::text
+         ), stateless_checkpoints as (
+           delete from checkpoints c using settled
+            where $7 and settled.thread_id is null and c.thread_id = settled.run_id::text
+         )
+         select last_steering_sequence > 0 as steered,
+                exists (select 1 from runs p where p.thread_id = settled.thread_id and p.status = 'pending') as thread_has_queued
+           from settled`,
         [
           lease.runId, lease.attempt, lease.owner, outcome.status, json(outcome.output ?? null), json(outcome.error ?? null),
-          final, outcome.retryDelayMs ?? 0, json(outcome.usage),
+          final, outcome.retryDelayMs ?? 0, json(outcome.usage), outcome.threadStatus ?? null,
         ],
       );
-      if (!row) return false;
-      // The fence held and the row stays locked to commit: the appends below need no lease.
-      await appendEvents(tx, lease.runId, outcome.events);
-      if (final) await supersedeAtFinalBoundary(tx, lease.runId);
-      await appendEvents(tx, lease.runId, outcome.outcomeEvents);
-      if (row.thread_id !== null && outcome.threadStatus) {
-        await tx.query("update threads set status = $2, updated_at = now() where thread_id = $1", [row.thread_id, outcome.threadStatus]);
-      }
-      return true;
+      if (!row) return undefined;
+      // The fence held and the row stays locked to commit: nothing below needs the lease.
+      const settled = { queueChanged: outcome.status === "pending" || row.thread_has_queued };
+      await withinTransaction(tx, settled);
+      const superseded = final && row.steered ? await supersedeAtFinalBoundary(tx, lease.runId) : [];
+      await appendEvents(tx, lease.runId, [...outcome.events, ...superseded, ...outcome.outcomeEvents]);
+      return settled;
     });
   }
 

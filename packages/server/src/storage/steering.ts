@@ -203,15 +203,16 @@ export class SteeringRepository {
 
 /**
  * At the final boundary, inside the transaction that writes the run's final state: every row the
- * run still holds becomes superseded, with its run.steer.superseded event.
+ * run still holds becomes superseded. Returns their run.steer.superseded events, in sequence
+ * order, for the caller to append with the run's last events.
  */
-export async function supersedeAtFinalBoundary(tx: Queryable, runId: string): Promise<void> {
+export async function supersedeAtFinalBoundary(tx: Queryable, runId: string): Promise<PendingEvent[]> {
   const rows = await tx.query<SteeringRow>(
     `update steering_events set status = 'superseded' where run_id = $1 and status in ('pending', 'delivered') returning ${COLUMNS}`,
     [runId],
   );
   const events = rows.map(toEvent).sort((a, b) => a.sequence - b.sequence);
-  await appendEvents(tx, runId, events.map((row) => supersededEvent(row, "unconsumed_at_final_boundary", null)));
+  return events.map((row) => supersededEvent(row, "unconsumed_at_final_boundary", null));
 }
 
 /**

@@ -1,9 +1,9 @@
-import { Command, type BaseCheckpointSaver, type LangGraphRunnableConfig } from "@langchain/langgraph";
+import { Command, type LangGraphRunnableConfig } from "@langchain/langgraph";
 import { RUDDER_METER_KEY, RUDDER_STEERING_KEY, type SteeringChannel, type UsageRecorder } from "@rudder/graph";
 import { UsageMeter } from "../domain/budget.ts";
 import { BudgetCallbackHandler, type ModelPrice } from "./budget-callbacks.ts";
 import type { GraphRegistry } from "../graphs/registry.ts";
-import { CHECKPOINT_HOOK_KEY, type CheckpointCommitHook } from "../storage/checkpointer.ts";
+import { ATTEMPT_CHECKPOINTS_KEY, AttemptCheckpoints, CHECKPOINT_HOOK_KEY, type CheckpointCommitHook } from "../storage/checkpointer.ts";
 import type { ClaimedRun, PendingEvent } from "../storage/runs.ts";
 
 /** A run's budget limits, as the meter takes them. */
@@ -34,14 +34,21 @@ export async function executeAttempt(
     prices: Readonly<Record<string, ModelPrice>>;
     channel: SteeringChannel;
     commitHook: CheckpointCommitHook;
+    checkpoints: AttemptCheckpoints;
   },
 ): Promise<AttemptResult> {
   const base = runConfig(run, deps.signal, deps.meter, deps.prices);
   // One steering channel for the run: subgraphs inherit `configurable`, so they share it, and
-  // LangGraph hands the same configurable to the checkpointer, which runs the commit hook.
+  // LangGraph hands the same configurable to the checkpointer, which runs the commit hook and
+  // defers or skips what the attempt allows.
   const config = {
     ...base,
-    configurable: { ...base.configurable, [RUDDER_STEERING_KEY]: deps.channel, [CHECKPOINT_HOOK_KEY]: deps.commitHook },
+    configurable: {
+      ...base.configurable,
+      [RUDDER_STEERING_KEY]: deps.channel,
+      [CHECKPOINT_HOOK_KEY]: deps.commitHook,
+      [ATTEMPT_CHECKPOINTS_KEY]: deps.checkpoints,
+    },
   };
   let lastValues: Record<string, unknown> = {};
   const interrupts = new Map<unknown, unknown>();
@@ -92,8 +99,13 @@ export function runConfig(run: ClaimedRun, signal?: AbortSignal, meter?: UsageMe
 /** A stateless run keeps its checkpoints under its own id, deleted when it ends. */
 export const checkpointThreadId = (run: Pick<ClaimedRun, "thread_id" | "run_id">): string => run.thread_id ?? run.run_id;
 
-export async function discardStatelessCheckpoints(run: ClaimedRun, checkpointer: BaseCheckpointSaver): Promise<void> {
-  if (run.thread_id === null) await checkpointer.deleteThread(run.run_id);
+/**
+ * An attempt's checkpoint shortcuts: with durability "exit" its writes commit with the settle;
+ * a stateless run's first attempt knows its own thread is empty (a redriven run's checkpoints
+ * were dropped when it ended).
+ */
+export function attemptCheckpoints(run: ClaimedRun): AttemptCheckpoints {
+  return new AttemptCheckpoints(checkpointThreadId(run), run.durability === "exit", run.thread_id === null && run.attempt === 1);
 }
 
 /** At an interrupt LangGraph emits a values chunk holding only `__interrupt__`: keep the state before it. */

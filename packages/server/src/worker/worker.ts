@@ -1,17 +1,17 @@
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
-import type { BaseCheckpointSaver } from "@langchain/langgraph";
 import type { FastifyBaseLogger } from "fastify";
 import { UsageMeter } from "../domain/budget.ts";
 import { isRetryableError, retryDelayMs, runErrorOf, type RunError } from "../domain/runs.ts";
 import type { GraphRegistry } from "../graphs/registry.ts";
-import { waitForNotice, type Notifier } from "../notify/notifier.ts";
+import type { Notifier } from "../notify/notifier.ts";
 import type { ClaimedRun, Lease, PendingEvent, RunRepository } from "../storage/runs.ts";
 import type { SteeringRepository } from "../storage/steering.ts";
+import type { AttemptCheckpoints, RudderCheckpointSaver } from "../storage/checkpointer.ts";
 import { steeringChannel } from "./steering-channel.ts";
 import { EventBuffer } from "./event-buffer.ts";
 import type { ModelPrice } from "./budget-callbacks.ts";
-import { budgetOf, discardStatelessCheckpoints, executeAttempt, type AttemptResult } from "./executor.ts";
+import { attemptCheckpoints, budgetOf, executeAttempt, type AttemptResult } from "./executor.ts";
 
 export interface WorkerOptions {
   /** Runs executed at once by this process. */
@@ -51,7 +51,7 @@ export const DEFAULT_WORKER_OPTIONS: WorkerOptions = {
 interface WorkerDeps {
   readonly runs: RunRepository;
   readonly graphs: GraphRegistry;
-  readonly checkpointer: BaseCheckpointSaver;
+  readonly checkpointer: RudderCheckpointSaver;
   readonly notifier: Notifier;
   readonly log: FastifyBaseLogger;
   /** Model prices for max_cost, by model name. */
@@ -63,15 +63,19 @@ interface WorkerDeps {
 type StopReason = "cancelled" | "lease_lost" | "shutdown" | "timed_out" | "attempts_exhausted";
 
 /**
- * Claims runs from the queue and executes them: `concurrency` slots, each looping claim → run →
- * settle, sleeping between empty claims until a run_created notice or the poll interval.
+ * Claims runs from the queue and executes them, up to `concurrency` at once. One claim loop per
+ * process claims as many runs as it has free slots in one statement, and only when there may be
+ * work: after a run_created notice, after a claim that filled every free slot (the queue may hold
+ * more), or on the poll timer (a lost notice, a retry whose backoff passed, an expired lease).
+ * Idle slots never query the queue on their own, so a notice costs one claim, not one per slot.
  */
 export class Worker {
   readonly id = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
   private stopping = false;
-  private readonly idle = new AbortController();
+  private readonly wakeUp = new Wakeup();
   private readonly active = new Map<string, AbortController & { reason?: StopReason }>();
-  private slots: Promise<void>[] = [];
+  private readonly running = new Set<Promise<void>>();
+  private loop: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly deps: WorkerDeps,
@@ -79,7 +83,7 @@ export class Worker {
   ) {}
 
   start(): void {
-    this.slots = Array.from({ length: this.options.concurrency }, () => this.slot());
+    this.loop = this.claimLoop();
   }
 
   /**
@@ -88,48 +92,77 @@ export class Worker {
    */
   async stop(graceMs = this.options.shutdownGraceMs): Promise<void> {
     this.stopping = true;
-    this.idle.abort();
-    const drained = Promise.all(this.slots);
+    this.wakeUp.wake();
+    await this.loop;
     const timer = setTimeout(() => {
       for (const controller of this.active.values()) {
         controller.reason = "shutdown";
         controller.abort();
       }
     }, graceMs);
-    await drained;
+    await Promise.all(this.running);
     clearTimeout(timer);
   }
 
-  private async slot(): Promise<void> {
-    while (!this.stopping) {
-      const wake = waitForNotice(this.deps.notifier, (n) => n.topic === "run_created", this.options.pollMs, this.idle.signal);
-      let run: ClaimedRun | undefined;
-      try {
-        run = await this.deps.runs.claim(this.id, this.options.leaseMs);
-      } catch (error) {
-        this.deps.log.warn({ err: error }, "claiming a run failed; retrying");
+  private async claimLoop(): Promise<void> {
+    let wanted = true;
+    let lastClaim = 0;
+    const unsubscribe = this.deps.notifier.subscribe((notice) => {
+      if (notice.topic !== "run_created") return;
+      wanted = true;
+      this.wakeUp.wake();
+    });
+    try {
+      while (!this.stopping) {
+        const free = this.options.concurrency - this.running.size;
+        if (wanted && free > 0) {
+          // Cleared before the claim: a notice that arrives while it is in flight sets it again.
+          wanted = false;
+          lastClaim = Date.now();
+          const claimed = await this.claim(free);
+          if (claimed.length === free) wanted = true;
+          if (claimed.length === 0) await this.reapAbandonedCancels();
+          continue;
+        }
+        // Woken by a notice, a finished run (a slot is free) or stop. The poll counts from the
+        // last claim, so finishing runs cannot keep postponing it.
+        const untilPoll = lastClaim + this.options.pollMs - Date.now();
+        if (untilPoll <= 0) {
+          wanted = true;
+          if (free > 0) continue;
+        }
+        if (!(await this.wakeUp.wait(untilPoll > 0 ? untilPoll : this.options.pollMs))) wanted = true;
       }
-      if (!run) await this.reapAbandonedCancels();
-      if (run) {
-        wake.cancel();
-        await this.process(run).catch((error: unknown) => this.deps.log.error({ err: error, runId: run.run_id }, "run processing failed"));
-      } else {
-        await wake.promise;
-      }
+    } finally {
+      unsubscribe();
     }
+  }
+
+  private async claim(limit: number): Promise<ClaimedRun[]> {
+    const claimed = await this.deps.runs.claim(this.id, this.options.leaseMs, limit).catch((error: unknown) => {
+      this.deps.log.warn({ err: error }, "claiming runs failed; retrying");
+      return [];
+    });
+    for (const run of claimed) {
+      const processing = this.process(run)
+        .catch((error: unknown) => this.deps.log.error({ err: error, runId: run.run_id }, "run processing failed"))
+        .finally(() => {
+          this.running.delete(processing);
+          this.wakeUp.wake();
+        });
+      this.running.add(processing);
+    }
+    return claimed;
   }
 
   private lastReap = 0;
 
-  /** At most once per poll interval, an idle slot cancels cancelling runs whose worker died. */
+  /** At most once per poll interval, an idle worker cancels cancelling runs whose worker died. */
   private async reapAbandonedCancels(): Promise<void> {
     if (Date.now() - this.lastReap < this.options.pollMs) return;
     this.lastReap = Date.now();
     const reaped = await this.deps.runs.reapAbandonedCancels().catch(() => []);
-    for (const runId of reaped) {
-      await this.deps.notifier.publish({ topic: "run_changed", runId });
-      await this.deps.notifier.publish({ topic: "run_events", runId });
-    }
+    await this.deps.notifier.publish(...reaped.flatMap((runId) => [{ topic: "run_changed", runId } as const, { topic: "run_events", runId } as const]));
   }
 
   private async process(run: ClaimedRun): Promise<void> {
@@ -153,6 +186,7 @@ export class Worker {
     const meter = new UsageMeter(budgetOf(run), run.usage);
     const watch = this.watchLease(run, lease, meter, stop);
     const deadline = this.armRunTimeout(run, stop);
+    const checkpoints = attemptCheckpoints(run);
     try {
       await this.options.hooks?.afterClaim?.(run.run_id, run.attempt);
       buffer.push({ kind: "run_started", data: { attempt: run.attempt, worker: this.id } });
@@ -165,6 +199,7 @@ export class Worker {
         signal: controller.signal,
         meter,
         prices: this.deps.prices,
+        checkpoints,
         ...steeringChannel(lease, this.deps.steering, this.deps.notifier, this.options.steeringPollMs),
       });
       watch.stop();
@@ -172,7 +207,7 @@ export class Worker {
         stop("lease_lost");
         return [];
       });
-      await this.settle(run, lease, result, controller.reason, events, meter);
+      await this.settle(run, lease, result, controller.reason, { events, meter, checkpoints });
     } finally {
       watch.stop();
       clearTimeout(deadline);
@@ -215,8 +250,7 @@ export class Worker {
     lease: Lease,
     result: AttemptResult,
     stopped: StopReason | undefined,
-    events: PendingEvent[],
-    meter: UsageMeter,
+    { events, meter, checkpoints }: { events: PendingEvent[]; meter: UsageMeter; checkpoints: AttemptCheckpoints },
   ): Promise<void> {
     if (stopped === "lease_lost") return; // another worker owns the run now; write nothing
     const outcome = this.outcomeOf(run, result, stopped);
@@ -227,13 +261,18 @@ export class Worker {
       if (!(await this.deps.steering.closeAdmission(lease))) return;
       await this.options.hooks?.afterSteeringClosed?.(run.run_id);
     }
-    const written = await this.deps.runs.settle(lease, { ...outcome, usage: meter.usage, events, outcomeEvents: outcome.events });
-    if (!written) return;
-    if (outcome.status !== "paused" && outcome.status !== "pending") await discardStatelessCheckpoints(run, this.deps.checkpointer).catch(() => {});
-    await this.deps.notifier.publish({ topic: "run_changed", runId: run.run_id });
-    await this.deps.notifier.publish({ topic: "run_events", runId: run.run_id });
-    // The thread is free again: the next run queued on it may now be claimed.
-    await this.deps.notifier.publish({ topic: "run_created" });
+    // A finished stateless run's checkpoints are dropped by the settle: its deferred ones need not be written first.
+    const keepCheckpoints = !(final && run.thread_id === null);
+    await this.deps.runs.settle(lease, { ...outcome, usage: meter.usage, events, outcomeEvents: outcome.events }, async (tx, { queueChanged }) => {
+      if (keepCheckpoints) await this.deps.checkpointer.flushDeferred(tx, checkpoints);
+      await this.deps.notifier.publishWithin(
+        tx,
+        { topic: "run_changed", runId: run.run_id },
+        { topic: "run_events", runId: run.run_id },
+        // Back in the queue, or its thread is free for the run waiting on it: a claim may find it now.
+        ...(queueChanged ? [{ topic: "run_created" } as const] : []),
+      );
+    });
   }
 
   private outcomeOf(run: ClaimedRun, result: AttemptResult, stopped: StopReason | undefined) {
@@ -269,5 +308,32 @@ export class Worker {
       return { status: "dead_letter" as const, error: dead, threadStatus: "error" as const, events: [{ kind: "run_dead_letter", data: { error: dead } }] };
     }
     return { status: "failed" as const, error, threadStatus: "error" as const, events: [{ kind: "run_failed", data: { error } }] };
+  }
+}
+
+/** A resettable wake-up for one waiter: `wait` resolves true when woken, false when the timeout passes first. */
+class Wakeup {
+  private resolve: ((woken: boolean) => void) | undefined;
+  private woken = false;
+
+  wake(): void {
+    if (this.resolve) this.resolve(true);
+    else this.woken = true;
+  }
+
+  wait(timeoutMs: number): Promise<boolean> {
+    if (this.woken) {
+      this.woken = false;
+      return Promise.resolve(true);
+    }
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => finish(false), timeoutMs);
+      const finish = (woken: boolean) => {
+        clearTimeout(timer);
+        this.resolve = undefined;
+        resolve(woken);
+      };
+      this.resolve = finish;
+    });
   }
 }
