@@ -1,0 +1,93 @@
+import { describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import { fileURLToPath } from "node:url";
+import type { Db, Queryable, Transaction } from "../src/storage/db.ts";
+import { RunRepository, type NewRun } from "../src/storage/runs.ts";
+import { createTestDatabase, TEST_DRIVER, type TestDatabase } from "./support/db.ts";
+import { startTestServer } from "./support/server.ts";
+
+const TESTING_CONFIG = fileURLToPath(new URL("./fixtures/testing.rudder.json", import.meta.url));
+
+/** Every claim statement the server sends, with how many runs it took. */
+interface ClaimLog {
+  claims: number[];
+}
+
+/** The database, with each claim statement (the worker's queue read) recorded. */
+function recordingClaims(database: TestDatabase): { database: TestDatabase; log: ClaimLog } {
+  const log: ClaimLog = { claims: [] };
+  const record = async <Row,>(target: Queryable, sql: string, params?: readonly unknown[]): Promise<Row[]> => {
+    const rows = await target.query<Row>(sql, params);
+    if (sql.trimStart().startsWith("with candidate as")) log.claims.push(rows.length);
+    return rows;
+  };
+  const inner = database.db;
+  const db: Db = {
+    driver: inner.driver,
+    ...(inner.url === undefined ? {} : { url: inner.url }),
+    query: (sql, params) => record(inner, sql, params),
+    exec: (script) => inner.exec(script),
+    transaction: (work) =>
+      inner.transaction((tx: Transaction) =>
+        work({ query: (sql, params) => record(tx, sql, params), exec: (script) => tx.exec(script), afterCommit: (callback) => tx.afterCommit(callback) }),
+      ),
+    close: () => inner.close(),
+  };
+  return { database: { ...database, db }, log };
+}
+
+function stateless(tenantId: string, input: unknown): NewRun {
+  return {
+    tenantId, runId: randomUUID(), threadId: null, assistantId: "echo", graphId: "echo", input, command: null, context: {}, config: {},
+    metadata: {}, multitaskStrategy: "enqueue", durability: "sync", runTimeout: null, maxModelCalls: null, maxToolCalls: null,
+    maxTokens: null, maxCost: null, idempotencyKey: undefined, requestHash: randomUUID(),
+  };
+}
+
+describe(`the worker's claim loop on ${TEST_DRIVER}`, () => {
+  test("a new run costs one claim, not one per idle slot", async () => {
+    const { database, log } = recordingClaims(await createTestDatabase());
+    // No poll within the test: only notices and finished runs may trigger a claim.
+    const server = await startTestServer({ configFile: TESTING_CONFIG, database, worker: { concurrency: 10, pollMs: 600_000 } });
+    try {
+      await server.request("GET", "/health");
+      for (let round = 0; round < 5; round++) {
+        const before = log.claims.length;
+        const created = await server.request("POST", "/v1/runs", { body: { assistant_id: "echo", input: { message: `r${round}` } } });
+        const joined = await server.request("GET", `/v1/runs/${created.body.run_id}/join?timeout=20`);
+        assert.equal(joined.body.status, "succeeded");
+        const claims = log.claims.slice(before);
+        // One claim takes the run; a second, empty one may follow a startup claim still in flight.
+        assert.ok(claims.length >= 1 && claims.length <= 2, `claims for one run: ${JSON.stringify(claims)}`);
+        assert.equal(claims.filter((taken) => taken === 1).length, 1);
+      }
+    } finally {
+      await server.close();
+    }
+  });
+
+  test("one claim fills every free slot; the rest are claimed as slots free up, each run once", async () => {
+    const raw = await createTestDatabase();
+    const repository = new RunRepository(raw.db);
+    const runIds: string[] = [];
+    for (let index = 0; index < 25; index++) {
+      const { run } = await repository.create(stateless("t1", { message: `m${index}` }), 1000, async () => {});
+      runIds.push(run.run_id);
+    }
+    const { database, log } = recordingClaims(raw);
+    const server = await startTestServer({ configFile: TESTING_CONFIG, database, worker: { concurrency: 10, pollMs: 600_000 } });
+    try {
+      for (const runId of runIds) {
+        const joined = await server.request("GET", `/v1/runs/${runId}/join?timeout=30`);
+        assert.equal(joined.body.status, "succeeded");
+        assert.equal(joined.body.attempt, 1, "claimed exactly once");
+      }
+      assert.equal(log.claims[0], 10, `the first claim takes ten runs: ${JSON.stringify(log.claims)}`);
+      assert.equal(log.claims.reduce((sum, taken) => sum + taken, 0), 25);
+      assert.ok(Math.max(...log.claims) <= 10, "never more than the free slots");
+    } finally {
+      await server.close();
+    }
+  });
+});
