@@ -153,6 +153,7 @@ export function countingDb(db: Db, counter: DbCounter): Db {
           work({
             query: <Row>(sql: string, params?: readonly unknown[]) => run<Row>(tx, sql, params, state),
             exec: (script: string) => exec(tx, script, state),
+            beforeCommit: (statement) => tx.beforeCommit(statement),
             afterCommit: (callback) => tx.afterCommit(callback),
           }),
         );
@@ -270,7 +271,16 @@ export class WireCounter {
   }
 
   private finished(client: object, text: string, error: unknown, result: PgResult | PgResult[] | undefined): void {
-    const verb = text.trim().toLowerCase();
+    let verb = text.trim().toLowerCase();
+    // Statements sent with the commit (Transaction.beforeCommit: the notices) share its round trip.
+    const pending = this.inTransaction.get(client);
+    if (pending && /;\s*commit$/.test(verb)) {
+      if (/\bpg_notify\b/.test(verb)) {
+        this.counts.notifies++;
+        pending.writes = true;
+      }
+      verb = "commit";
+    }
     if (verb === "begin") {
       this.counts.begins++;
       this.inTransaction.set(client, { writes: false });

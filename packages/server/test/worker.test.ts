@@ -30,7 +30,12 @@ function recordingClaims(database: TestDatabase): { database: TestDatabase; log:
     exec: (script) => inner.exec(script),
     transaction: (work) =>
       inner.transaction((tx: Transaction) =>
-        work({ query: (sql, params) => record(tx, sql, params), exec: (script) => tx.exec(script), afterCommit: (callback) => tx.afterCommit(callback) }),
+        work({
+          query: (sql, params) => record(tx, sql, params),
+          exec: (script) => tx.exec(script),
+          beforeCommit: (statement) => tx.beforeCommit(statement),
+          afterCommit: (callback) => tx.afterCommit(callback),
+        }),
       ),
     close: () => inner.close(),
   };

@@ -18,7 +18,7 @@ export interface Notifier {
   publish(...notices: readonly Notice[]): Promise<void>;
   /**
    * Publishes with the transaction: heard only once it commits, and across processes sent inside
-   * it, so the notices cost the writer no commit of their own.
+   * it (with its commit), so the notices cost the writer no commit or round trip of their own.
    */
   publishWithin(tx: Transaction, ...notices: readonly Notice[]): Promise<void>;
   subscribe(listener: (notice: Notice) => void): () => void;
@@ -122,7 +122,9 @@ export function createPostgresNotifier(connectionString: string): Notifier {
       await sending;
     },
     async publishWithin(tx, ...notices) {
-      await notify(tx, origin, notices);
+      if (notices.length === 0) return;
+      const calls = envelopes(origin, notices).map((payload) => `pg_notify('${CHANNEL}', ${pg.escapeLiteral(payload)})`);
+      tx.beforeCommit(`select ${calls.join(", ")}`);
       await local.publishWithin(tx, ...notices);
     },
     subscribe: (fn) => local.subscribe(fn),
@@ -140,7 +142,6 @@ export function createPostgresNotifier(connectionString: string): Notifier {
 
 /** One statement that sends the notices (in as few NOTIFY payloads as fit). */
 async function notify(db: Pick<Queryable, "query">, origin: string, notices: readonly Notice[]): Promise<void> {
-  if (notices.length === 0) return;
   const payloads = envelopes(origin, notices);
   await db.query(`select ${payloads.map((_, index) => `pg_notify($1, $${index + 2})`).join(", ")}`, [CHANNEL, ...payloads]);
 }

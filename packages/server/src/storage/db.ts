@@ -8,8 +8,14 @@ export interface Queryable {
   exec(script: string): Promise<void>;
 }
 
-/** A transaction's connection; `afterCommit` callbacks run once it has committed (never after a rollback). */
+/** A transaction's connection. */
 export interface Transaction extends Queryable {
+  /**
+   * A statement without parameters to run last, just before the commit; on PostgreSQL it travels
+   * with the `commit` in one round trip. If it fails, the transaction rolls back.
+   */
+  beforeCommit(statement: string): void;
+  /** Runs once the transaction has committed (never after a rollback). */
   afterCommit(callback: () => void): void;
 }
 
@@ -43,11 +49,13 @@ export function createPostgresDb(connectionString: string, options: { max?: numb
     },
     async transaction<T>(work: (tx: Transaction) => Promise<T>): Promise<T> {
       const client = await pool.connect();
+      const last: string[] = [];
       const committed: (() => void)[] = [];
       let broken: unknown;
       try {
         await client.query("begin");
         const tx: Transaction = {
+          beforeCommit: (statement) => last.push(statement),
           afterCommit: (callback) => committed.push(callback),
           async query<Row>(sql: string, params: readonly unknown[] = []) {
             const result = await client.query(sql, params as unknown[]);
@@ -59,7 +67,8 @@ export function createPostgresDb(connectionString: string, options: { max?: numb
           },
         };
         const value = await work(tx);
-        await client.query("commit");
+        // Without parameters pg uses the simple protocol, which takes several statements at once.
+        await client.query([...last, "commit"].join("; "));
         for (const callback of committed) callback();
         return value;
       } catch (error) {
@@ -101,14 +110,18 @@ export function pgliteDb(lite: PGlite): Db {
     query: <Row>(sql: string, params: readonly unknown[] = []) => run<Row>(lite, sql, params),
     exec: (script: string) => exec(lite, script),
     async transaction<T>(work: (tx: Transaction) => Promise<T>): Promise<T> {
+      const last: string[] = [];
       const committed: (() => void)[] = [];
-      const value = await lite.transaction((liteTx) =>
-        work({
+      const value = await lite.transaction(async (liteTx) => {
+        const result = await work({
           query: <Row>(sql: string, params: readonly unknown[] = []) => run<Row>(liteTx, sql, params),
           exec: (script: string) => exec(liteTx, script),
+          beforeCommit: (statement) => last.push(statement),
           afterCommit: (callback) => committed.push(callback),
-        }),
-      );
+        });
+        if (last.length > 0) await exec(liteTx, last.join("; "));
+        return result;
+      });
       for (const callback of committed) callback();
       return value;
     },
