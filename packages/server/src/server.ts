@@ -89,7 +89,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     : undefined;
   const log: FastifyBaseLogger = app?.log ?? pino({ level: options.logger === false ? "silent" : config.logLevel });
   const worker = options.worker
-    ? new Worker({ runs, steering, graphs, checkpointer, notifier, log, prices: config.modelPrices }, { ...DEFAULT_WORKER_OPTIONS, concurrency: config.workerConcurrency, leaseMs: config.leaseMs, heartbeatMs: config.heartbeatMs, ...options.worker })
+    ? new Worker({ runs, steering, graphs, checkpointer, notifier, log, prices: config.modelPrices }, { ...DEFAULT_WORKER_OPTIONS, concurrency: config.workerConcurrency, leaseMs: config.leaseMs, heartbeatMs: config.heartbeatMs, pollMs: config.workerPollMs, ...options.worker })
     : undefined;
   worker?.start();
   let url: string | undefined;

@@ -121,7 +121,12 @@ describe(`rudder serve and rudder worker as separate processes on ${TEST_DRIVER}
     try {
       // A long heartbeat: a stream that progressed only on its heartbeat timer (a notice not
       // crossing processes, or not sent) would stall for 30 s, far past the bound asserted below.
-      const [url] = await Promise.all([startApi(processes, { RUDDER_STREAM_HEARTBEAT_MS: "30000" }), startWorker(processes, "worker")]);
+      // A 10-minute worker poll: the worker claims these runs only if the API process's
+      // run_created notices reach it.
+      const [url] = await Promise.all([
+        startApi(processes, { RUDDER_STREAM_HEARTBEAT_MS: "30000" }),
+        startWorker(processes, "worker", { RUDDER_WORKER_POLL_MS: "600000" }),
+      ]);
       const token = await mintToken(SECRET, { tenantId: "multiprocess", roles: ["admin"] });
       const api = apiClient(url, token);
       const streamUrl = (runId: string) => `${url}/v1/runs/${runId}/stream`;

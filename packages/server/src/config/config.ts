@@ -66,6 +66,8 @@ export interface RudderConfig {
   readonly leaseMs: number;
   /** A worker renews its leases this often (well under leaseMs). */
   readonly heartbeatMs: number;
+  /** A worker re-checks the queue this often when no notice arrives. */
+  readonly workerPollMs: number;
   /** A quiet SSE stream gets a heartbeat comment this often. */
   readonly streamHeartbeatMs: number;
   /** Per-token model prices for max_cost, by model name (`pricing` in the config file). */
@@ -108,6 +110,7 @@ export function resolveConfig(flags: ConfigFlags, env: Env = process.env, cwd = 
     workerConcurrency: positiveInteger(env, "RUDDER_WORKER_CONCURRENCY", 10),
     leaseMs: positiveInteger(env, "RUDDER_LEASE_MS", 30 * SECOND),
     heartbeatMs: positiveInteger(env, "RUDDER_HEARTBEAT_MS", 5 * SECOND),
+    workerPollMs: positiveInteger(env, "RUDDER_WORKER_POLL_MS", SECOND),
     streamHeartbeatMs: positiveInteger(env, "RUDDER_STREAM_HEARTBEAT_MS", 15 * SECOND),
     modelPrices: parsePricing(file.pricing, configFile),
   };
