@@ -1,14 +1,13 @@
-import { describe, test, type TestContext } from "node:test";
+import { describe, test } from "node:test";
 import assert from "node:assert/strict";
-import type { ChildProcessWithoutNullStreams } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { mintToken } from "../src/auth/authenticator.ts";
-import { startRudder, waitForOutput } from "./support/cli.ts";
-import { createTestDatabase, TEST_DRIVER, type TestDatabase } from "./support/db.ts";
+import { TEST_DRIVER, type TestDatabase } from "./support/db.ts";
+import { setUpProcesses, startApi, startWorker, type Processes } from "./support/processes.ts";
 import { openSse, type SseConnection, type SseEvent } from "./support/sse.ts";
 import { allEvents, apiClient, mapLimit, type Api, type RunEvent } from "./support/api.ts";
 
@@ -21,7 +20,6 @@ import { allEvents, apiClient, mapLimit, type Api, type RunEvent } from "./suppo
 
 const TESTING_CONFIG = fileURLToPath(new URL("./fixtures/testing.rudder.json", import.meta.url));
 const SECRET = "rudder-crash-test-secret-rudder-crash-test-secret";
-const SKIP_REASON = "needs PostgreSQL: runs in npm run test:pg";
 const WORKER_ENV = { RUDDER_LEASE_MS: "2000", RUDDER_HEARTBEAT_MS: "400", RUDDER_WORKER_CONCURRENCY: "10" };
 
 interface Run {
@@ -33,85 +31,6 @@ interface Run {
   started_at: string | null;
   finished_at: string | null;
 }
-
-interface ChildEntry {
-  readonly name: string;
-  readonly child: ChildProcessWithoutNullStreams;
-  readonly stderr: string[];
-  /** Log lines (pino JSON on stdout) at warn level or above. */
-  readonly logs: string[];
-  readonly exited: Promise<void>;
-}
-
-/** The child processes of one test: started, SIGKILLed one by one, and all stopped in its finally. */
-class Processes {
-  private readonly children: ChildEntry[] = [];
-  /** Set by stopAll: a kill-and-replace still running after a failure must not leave a new child behind. */
-  private closed = false;
-
-  constructor(private readonly env: Record<string, string | undefined>) {}
-
-  /** Starts `rudder ...args` and resolves with its stdout once it matches `ready`. */
-  async start(name: string, args: string[], ready: RegExp, env: Record<string, string | undefined> = {}): Promise<string> {
-    if (this.closed) throw new Error(`not starting ${name}: the test is stopping its processes`);
-    const child = startRudder(args, { ...this.env, ...env });
-    const stderr: string[] = [];
-    child.stderr.on("data", (chunk: Buffer) => stderr.push(chunk.toString()));
-    const logs: string[] = [];
-    let partial = "";
-    child.stdout.on("data", (chunk: Buffer) => {
-      const lines = (partial + chunk.toString()).split("\n");
-      partial = lines.pop()!;
-      logs.push(...lines.filter((line) => line.startsWith("{")));
-    });
-    const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-    this.children.push({ name, child, stderr, logs, exited });
-    return waitForOutput(child, ready, 60_000);
-  }
-
-  /** SIGKILL: no handler runs, no lease is released, connections just drop. */
-  async kill(name: string): Promise<void> {
-    const entry = this.children.find((candidate) => candidate.name === name);
-    assert.ok(entry, `no process ${name}`);
-    if (!exited(entry.child)) entry.child.kill("SIGKILL");
-    await entry.exited;
-  }
-
-  /** The tail of what each child wrote to stderr and logged, for failure messages. */
-  stderr(): string {
-    return this.children
-      .map(({ name, stderr, logs }) => `--- ${name} stderr ---\n${stderr.join("").slice(-3000)}\n--- ${name} log ---\n${logs.join("\n").slice(-3000)}`)
-      .join("\n");
-  }
-
-  /** How many warn (40) and error (50+) lines the children logged, and the distinct messages. */
-  logSummary(): string {
-    const lines = this.children.flatMap(({ logs }) => logs);
-    const level = (line: string) => Number(/"level":(\d+)/.exec(line)?.[1] ?? 0);
-    const messages = new Set(lines.map((line) => /"msg":"([^"]*)"/.exec(line)?.[1] ?? line.slice(0, 120)));
-    return `${lines.filter((line) => level(line) === 40).length} warn, ${lines.filter((line) => level(line) >= 50).length} error log lines${messages.size ? `: ${[...messages].slice(0, 5).join("; ")}` : ""}`;
-  }
-
-  /** SIGTERM to all, SIGKILL to any still running after `graceMs`; resolves once every child exited. */
-  async stopAll(graceMs = 10_000): Promise<void> {
-    this.closed = true;
-    await Promise.all(
-      this.children.map(async ({ child, exited: closed }) => {
-        if (exited(child)) return;
-        child.kill("SIGTERM");
-        let timer: NodeJS.Timeout | undefined;
-        const late = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), graceMs)));
-        if (await Promise.race([closed.then(() => false), late])) {
-          child.kill("SIGKILL");
-          await closed;
-        }
-        clearTimeout(timer);
-      }),
-    );
-  }
-}
-
-const exited = (child: ChildProcessWithoutNullStreams) => child.exitCode !== null || child.signalCode !== null;
 
 /** The test's `rudder worker` processes, by worker id (which names the lease owner in the runs table). */
 class Workers {
@@ -126,9 +45,7 @@ class Workers {
   add(): Promise<string> {
     const name = `worker-${++this.started}`;
     const ready = (async () => {
-      const banner = await this.processes.start(name, ["worker", "--config", TESTING_CONFIG], /rudder worker: \S+ executing/, WORKER_ENV);
-      const id = /rudder worker: (\S+) executing/.exec(banner)?.[1];
-      assert.ok(id, banner);
+      const id = await startWorker(this.processes, name, TESTING_CONFIG, WORKER_ENV);
       this.live.set(id, name);
       return id;
     })();
@@ -195,24 +112,6 @@ async function within<T>(promise: Promise<T>, ms: number, message: string): Prom
   }
 }
 
-/** A private database on the test server (kept open for the test's own SQL), and the processes' environment. */
-async function setUp(t: TestContext): Promise<{ database: TestDatabase; processes: Processes } | undefined> {
-  if (TEST_DRIVER === "pglite") {
-    t.skip(SKIP_REASON);
-    return undefined;
-  }
-  const database = await createTestDatabase();
-  const processes = new Processes({ DATABASE_URL: database.url, RUDDER_JWT_SECRET: SECRET, RUDDER_LOG_LEVEL: "warn" });
-  return { database, processes };
-}
-
-async function startApi(processes: Processes): Promise<string> {
-  const banner = await processes.start("serve", ["serve", "--config", TESTING_CONFIG, "--port", "0"], /listening at http:\/\/\S+/);
-  const url = /listening at (http:\/\/[^\s]+)/.exec(banner)?.[1];
-  assert.ok(url, banner);
-  return url;
-}
-
 /** What the runs table says, for failure messages. */
 async function runSummary(sql: TestDatabase["db"]): Promise<string> {
   const rows = await sql.query<{ status: string; attempt: number; n: number }>(
@@ -226,7 +125,7 @@ const range = (from: number, to: number) => Array.from({ length: Math.max(0, to 
 
 describe(`SIGKILLed workers on ${TEST_DRIVER}`, () => {
   test("runs survive SIGKILLed workers", { timeout: 170_000 }, async (t) => {
-    const setup = await setUp(t);
+    const setup = await setUpProcesses(t, SECRET);
     if (!setup) return;
     const { database, processes } = setup;
     const sql = database.db;
@@ -238,7 +137,7 @@ describe(`SIGKILLed workers on ${TEST_DRIVER}`, () => {
     const RUNS = 100;
     const STEPS = 4;
     try {
-      const [url] = await Promise.all([startApi(processes), workers.add(), workers.add()]);
+      const [url] = await Promise.all([startApi(processes, TESTING_CONFIG), workers.add(), workers.add()]);
       const began = Date.now();
       const phase = (name: string) => t.diagnostic(`${name} at ${Date.now() - began} ms`);
       phase("processes ready");
@@ -376,7 +275,7 @@ describe(`SIGKILLed workers on ${TEST_DRIVER}`, () => {
   });
 
   test("steering chaos: every accepted event is consumed exactly once or superseded", { timeout: 170_000 }, async (t) => {
-    const setup = await setUp(t);
+    const setup = await setUpProcesses(t, SECRET);
     if (!setup) return;
     const { database, processes } = setup;
     const sql = database.db;
@@ -384,7 +283,7 @@ describe(`SIGKILLed workers on ${TEST_DRIVER}`, () => {
     const RUNS = 50;
     const STEERS = 1000;
     try {
-      const [url] = await Promise.all([startApi(processes), workers.add(), workers.add()]);
+      const [url] = await Promise.all([startApi(processes, TESTING_CONFIG), workers.add(), workers.add()]);
       const began = Date.now();
       const phase = (name: string) => t.diagnostic(`${name} at ${Date.now() - began} ms`);
       phase("processes ready");

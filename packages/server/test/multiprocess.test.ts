@@ -1,13 +1,12 @@
-import { describe, test, type TestContext } from "node:test";
+import { describe, test } from "node:test";
 import assert from "node:assert/strict";
-import type { ChildProcessWithoutNullStreams } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { mintToken } from "../src/auth/authenticator.ts";
-import { startRudder, waitForOutput } from "./support/cli.ts";
-import { createTestDatabase, TEST_DRIVER, type TestDatabase } from "./support/db.ts";
+import { TEST_DRIVER } from "./support/db.ts";
+import { setUpProcesses, startApi, startWorker } from "./support/processes.ts";
 import { openSse, type SseEvent } from "./support/sse.ts";
 import { allEvents, apiClient, mapLimit, type Api, type RunEvent } from "./support/api.ts";
 
@@ -20,7 +19,6 @@ import { allEvents, apiClient, mapLimit, type Api, type RunEvent } from "./suppo
 
 const TESTING_CONFIG = fileURLToPath(new URL("./fixtures/testing.rudder.json", import.meta.url));
 const SECRET = "rudder-multiprocess-secret-rudder-multiprocess";
-const SKIP_REASON = "needs PostgreSQL: runs in npm run test:pg";
 
 interface Run {
   run_id: string;
@@ -31,47 +29,6 @@ interface Run {
   started_at: string | null;
   finished_at: string | null;
 }
-
-/** The child processes of one test, stopped (and awaited) in its finally. */
-class Processes {
-  private readonly children: { name: string; child: ChildProcessWithoutNullStreams; stderr: string[] }[] = [];
-
-  constructor(private readonly env: Record<string, string | undefined>) {}
-
-  /** Starts `rudder ...args` and resolves with its stdout once it matches `ready`. */
-  async start(name: string, args: string[], ready: RegExp, env: Record<string, string | undefined> = {}): Promise<string> {
-    const child = startRudder(args, { ...this.env, ...env });
-    const stderr: string[] = [];
-    child.stderr.on("data", (chunk: Buffer) => stderr.push(chunk.toString()));
-    this.children.push({ name, child, stderr });
-    return waitForOutput(child, ready, 60_000);
-  }
-
-  /** What the children wrote to stderr, for failure messages. */
-  stderr(): string {
-    return this.children.map(({ name, stderr }) => `--- ${name} stderr ---\n${stderr.join("")}`).join("\n");
-  }
-
-  /** SIGTERM to all, SIGKILL to any still running after `graceMs`; resolves once every child exited. */
-  async stopAll(graceMs = 15_000): Promise<void> {
-    await Promise.all(
-      this.children.map(async ({ child }) => {
-        if (exited(child)) return;
-        const closed = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-        child.kill("SIGTERM");
-        let timer: NodeJS.Timeout | undefined;
-        const late = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), graceMs)));
-        if (await Promise.race([closed.then(() => false), late])) {
-          child.kill("SIGKILL");
-          await closed;
-        }
-        clearTimeout(timer);
-      }),
-    );
-  }
-}
-
-const exited = (child: ChildProcessWithoutNullStreams) => child.exitCode !== null || child.signalCode !== null;
 
 /** A JSON client for one Rudder API with an admin token. */
 
@@ -84,38 +41,12 @@ async function joinRun(api: Api, runId: string): Promise<Run> {
   }
 }
 
-/** A private database on the test server, plus the environment a `rudder` process needs for it. */
-async function setUp(t: TestContext): Promise<{ database: TestDatabase; processes: Processes } | undefined> {
-  if (TEST_DRIVER === "pglite") {
-    t.skip(SKIP_REASON);
-    return undefined;
-  }
-  const database = await createTestDatabase();
-  await database.db.close();
-  const processes = new Processes({ DATABASE_URL: database.url, RUDDER_JWT_SECRET: SECRET, RUDDER_LOG_LEVEL: "warn" });
-  return { database, processes };
-}
-
-async function startApi(processes: Processes, env: Record<string, string> = {}): Promise<string> {
-  const banner = await processes.start("serve", ["serve", "--config", TESTING_CONFIG, "--port", "0"], /listening at http:\/\/\S+/, env);
-  const url = /listening at (http:\/\/[^\s]+)/.exec(banner)?.[1];
-  assert.ok(url, banner);
-  return url;
-}
-
-async function startWorker(processes: Processes, name: string, env: Record<string, string> = {}): Promise<string> {
-  const banner = await processes.start(name, ["worker", "--config", TESTING_CONFIG], /rudder worker: \S+ executing/, env);
-  const id = /rudder worker: (\S+) executing/.exec(banner)?.[1];
-  assert.ok(id, banner);
-  return id;
-}
-
 const sequencesOf = (events: readonly SseEvent[]) => events.map((event) => Number(event.id));
 const range = (from: number, to: number) => Array.from({ length: Math.max(0, to - from + 1) }, (_, i) => from + i);
 
 describe(`rudder serve and rudder worker as separate processes on ${TEST_DRIVER}`, () => {
   test("events written by a worker in one process reach an SSE stream served by another", { timeout: 90_000 }, async (t) => {
-    const setup = await setUp(t);
+    const setup = await setUpProcesses(t, SECRET);
     if (!setup) return;
     const { database, processes } = setup;
     try {
@@ -124,8 +55,8 @@ describe(`rudder serve and rudder worker as separate processes on ${TEST_DRIVER}
       // A 10-minute worker poll: the worker claims these runs only if the API process's
       // run_created notices reach it.
       const [url] = await Promise.all([
-        startApi(processes, { RUDDER_STREAM_HEARTBEAT_MS: "30000" }),
-        startWorker(processes, "worker", { RUDDER_WORKER_POLL_MS: "600000" }),
+        startApi(processes, TESTING_CONFIG, { RUDDER_STREAM_HEARTBEAT_MS: "30000" }),
+        startWorker(processes, "worker", TESTING_CONFIG, { RUDDER_WORKER_POLL_MS: "600000" }),
       ]);
       const token = await mintToken(SECRET, { tenantId: "multiprocess", roles: ["admin"] });
       const api = apiClient(url, token);
@@ -220,7 +151,7 @@ describe(`rudder serve and rudder worker as separate processes on ${TEST_DRIVER}
   });
 
   test("two worker processes compete for 200 runs", { timeout: 110_000 }, async (t) => {
-    const setup = await setUp(t);
+    const setup = await setUpProcesses(t, SECRET);
     if (!setup) return;
     const { database, processes } = setup;
     const dir = mkdtempSync(join(tmpdir(), "rudder-multiprocess-"));
@@ -231,9 +162,9 @@ describe(`rudder serve and rudder worker as separate processes on ${TEST_DRIVER}
       const phase = (name: string) => t.diagnostic(`${name} at ${Date.now() - began} ms`);
       const workerEnv = { RUDDER_WORKER_CONCURRENCY: "8" };
       const [url, ...workerIds] = await Promise.all([
-        startApi(processes),
-        startWorker(processes, "worker-a", workerEnv),
-        startWorker(processes, "worker-b", workerEnv),
+        startApi(processes, TESTING_CONFIG),
+        startWorker(processes, "worker-a", TESTING_CONFIG, workerEnv),
+        startWorker(processes, "worker-b", TESTING_CONFIG, workerEnv),
       ]);
       assert.notEqual(workerIds[0], workerIds[1]);
       phase("processes ready");
