@@ -2,6 +2,7 @@ import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { fileURLToPath } from "node:url";
+import { createLocalNotifier, type Notifier } from "../src/notify/notifier.ts";
 import type { Db, Queryable, Transaction } from "../src/storage/db.ts";
 import { RunRepository, type NewRun } from "../src/storage/runs.ts";
 import { createTestDatabase, TEST_DRIVER, type TestDatabase } from "./support/db.ts";
@@ -67,6 +68,22 @@ describe(`the worker's claim loop on ${TEST_DRIVER}`, () => {
         assert.ok(claims.length >= 1 && claims.length <= 2, `claims for one run: ${JSON.stringify(claims)}`);
         assert.equal(claims.filter((taken) => taken === 1).length, 1);
       }
+    } finally {
+      await server.close();
+    }
+  });
+
+  test("with every notice lost, the poll still claims new runs", async () => {
+    const inner = createLocalNotifier();
+    const deaf: Notifier = { publish: async () => {}, publishWithin: async () => {}, subscribe: (listener) => inner.subscribe(listener), close: () => inner.close() };
+    const { database, log } = recordingClaims(await createTestDatabase());
+    const server = await startTestServer({ configFile: TESTING_CONFIG, database, notifier: deaf, worker: { concurrency: 2, pollMs: 300 } });
+    try {
+      const created = await server.request("POST", "/v1/runs", { body: { assistant_id: "echo", input: { message: "unheard" } } });
+      // join wakes on notices too; without them it re-reads storage every second.
+      const joined = await server.request("GET", `/v1/runs/${created.body.run_id}/join?timeout=20`);
+      assert.equal(joined.body.status, "succeeded");
+      assert.ok(log.claims.includes(1), "a poll's claim took the run");
     } finally {
       await server.close();
     }
