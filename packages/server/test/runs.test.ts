@@ -204,6 +204,24 @@ describe("runs (with a worker)", () => {
     assert.equal((await joinRun(accepted.body.run_id)).body.status, "succeeded");
   });
 
+  test("creates racing settles on one thread, every strategy at once: no error, every run ends, the last one succeeds", async () => {
+    // cancel_previous and reject lock the thread's runs and then the thread, the order settles and
+    // claims use; a create taking them the other way round deadlocks against a settle.
+    const strategies = ["enqueue", "cancel_previous", "reject"] as const;
+    for (let round = 0; round < 6; round++) {
+      const threadId = await newThread();
+      const created = await Promise.all(
+        Array.from({ length: 12 }, (_, i) => createOn(threadId, { assistant_id: "echo", input: { message: `m${i}` }, multitask_strategy: strategies[i % 3] })),
+      );
+      for (const response of created) assert.ok(response.status === 202 || (response.status === 409 && response.body.code === "concurrent_run"), JSON.stringify(response.body));
+      const accepted = created.filter((response) => response.status === 202).map((response) => response.body.run_id as string);
+      const ended = await Promise.all(accepted.map((runId) => joinRun(runId)));
+      for (const joined of ended) assert.ok(["succeeded", "cancelled"].includes(joined.body.status), JSON.stringify(joined.body));
+      const last = await createOn(threadId, { assistant_id: "echo", input: { message: "last" }, multitask_strategy: "cancel_previous" });
+      assert.equal((await joinRun(last.body.run_id)).body.status, "succeeded");
+    }
+  });
+
   test("cancel_previous: the running run is stopped, the queued one cancelled, the new one runs", async () => {
     const threadId = await newThread();
     const running = (await createOn(threadId, { assistant_id: "steps", input: { steps: 20, delayMs: 200 } })).body.run_id;

@@ -180,7 +180,8 @@ export class RunRepository {
 
   /**
    * The insert, with the quota, the thread check and the idempotency key as its conditions: when
-   * it writes nothing, the reads after it say which one stopped it.
+   * it writes nothing, the reads after it say which one stopped it. The thread row is share-locked
+   * so a create and a settle of the thread's previous run are ordered (see `settle`).
    */
   private async insert(db: Queryable, run: NewRun, queuedRunQuota: number, cancelling: string[]) {
     const rows = db.query<RunRow>(
@@ -188,7 +189,7 @@ export class RunRepository {
                          multitask_strategy, durability, run_timeout, max_model_calls, max_tool_calls, max_tokens, max_cost,
                          idempotency_key, request_hash)
        select $1, $2, $3, $4, $5, $6::jsonb, $7::jsonb, $8::jsonb, $9::jsonb, $10::jsonb, $11, $12, $13, $14, $15, $16, $17, $18, $19
-        where ($3::uuid is null or exists (select 1 from threads where tenant_id = $2 and thread_id = $3::uuid))
+        where ($3::uuid is null or exists (select 1 from threads where tenant_id = $2 and thread_id = $3::uuid for share))
           and (select count(*) from runs where tenant_id = $2 and status = 'pending') < $20
        on conflict (tenant_id, idempotency_key) where idempotency_key is not null do nothing
        returning ${RUN_COLUMNS}`,
@@ -250,7 +251,9 @@ export class RunRepository {
    * whose thread has no active run and no older pending run (FIFO per thread, so at most one run
    * per thread qualifies), and running runs whose lease expired (their worker died). One
    * statement, `for update skip locked`, so concurrent workers never claim the same row; it also
-   * marks the claimed runs' threads busy. The unique index on active runs per thread backs the
+   * marks the claimed runs' threads busy. It locks a pending run's thread before the run, and
+   * skips a thread someone else holds (a create deciding its multitask strategy, a settle): a
+   * claim never waits, so it cannot deadlock against them; their commit's notice brings it back. The unique index on active runs per thread backs the
    * thread rule: a claim that loses that race claims nothing and the caller tries again.
    */
   async claim(owner: string, leaseMs: number, limit: number): Promise<ClaimedRun[]> {
@@ -262,7 +265,8 @@ export class RunRepository {
                    and (r.thread_id is null or (
                      not exists (select 1 from runs a where a.thread_id = r.thread_id and a.status in ('running', 'cancelling'))
                      and not exists (select 1 from runs p where p.thread_id = r.thread_id and p.status = 'pending'
-                                      and (p.created_at, p.run_id) < (r.created_at, r.run_id)))))
+                                      and (p.created_at, p.run_id) < (r.created_at, r.run_id))
+                     and exists (select 1 from threads t where t.thread_id = r.thread_id for update skip locked))))
                or (r.status = 'running' and r.lease_expires_at < now())
             order by r.created_at, r.run_id
             limit $3
@@ -323,6 +327,7 @@ export class RunRepository {
    */
   async settle(
     lease: Lease,
+    threadId: string | null,
     outcome: {
       status: RunStatus;
       output?: unknown;
@@ -341,6 +346,12 @@ export class RunRepository {
   ): Promise<{ queueChanged: boolean } | undefined> {
     const final = outcome.status !== "pending" && outcome.status !== "paused";
     return this.db.transaction(async (tx) => {
+      // The thread before the run, the order a create deciding its multitask strategy takes them
+      // in, so the two cannot deadlock. Locked first, it also orders this settle with creates on
+      // the thread (they share-lock it): the statement below, whose snapshot starts after the
+      // lock, sees every run created before it, and a create after it waits for this commit, then
+      // its own notice finds the thread free. Either way a waiting run gets a wake-up.
+      if (threadId !== null) await tx.query("select 1 from threads where thread_id = $1 for update", [threadId]);
       const [row] = await tx.query<{ steered: boolean; thread_has_queued: boolean }>(
         `with settled as (
            update runs set status = $4, output = $5::jsonb, error = $6::jsonb, lease_owner = null, lease_expires_at = null,

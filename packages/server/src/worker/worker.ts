@@ -263,7 +263,7 @@ export class Worker {
     }
     // A finished stateless run's checkpoints are dropped by the settle: its deferred ones need not be written first.
     const keepCheckpoints = !(final && run.thread_id === null);
-    await this.deps.runs.settle(lease, { ...outcome, usage: meter.usage, events, outcomeEvents: outcome.events }, async (tx, { queueChanged }) => {
+    await this.deps.runs.settle(lease, run.thread_id, { ...outcome, usage: meter.usage, events, outcomeEvents: outcome.events }, async (tx, { queueChanged }) => {
       if (keepCheckpoints) await this.deps.checkpointer.flushDeferred(tx, checkpoints);
       await this.deps.notifier.publishWithin(
         tx,
