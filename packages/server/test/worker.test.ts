@@ -89,6 +89,29 @@ describe(`the worker's claim loop on ${TEST_DRIVER}`, () => {
     }
   });
 
+  test("a cancelling run whose worker died is cancelled once its lease expires, and its thread freed", async () => {
+    const database = await createTestDatabase();
+    const threadId = randomUUID();
+    await database.db.query("insert into threads (thread_id, tenant_id, status) values ($1, 't1', 'busy')", [threadId]);
+    const { run } = await new RunRepository(database.db).create({ ...stateless("t1", { message: "orphan" }), threadId }, 1000, async () => {});
+    // As a worker leaves it when it dies after the cancel request reached the run.
+    await database.db.query(
+      "update runs set status = 'cancelling', attempt = 1, lease_owner = 'dead-worker', lease_expires_at = now() - interval '1 second' where run_id = $1",
+      [run.run_id],
+    );
+    const server = await startTestServer({ configFile: TESTING_CONFIG, database, worker: { pollMs: 200 } });
+    try {
+      const joined = await server.request("GET", `/v1/runs/${run.run_id}/join?timeout=20`);
+      assert.equal(joined.body.status, "cancelled");
+      assert.equal(joined.body.error.code, "run_cancelled");
+      const events = (await server.request("GET", `/v1/runs/${run.run_id}/events`)).body as { kind: string; data: { reason?: string } }[];
+      assert.deepEqual(events.map((event) => [event.kind, event.data.reason]), [["run_cancelled", "lease_expired"]]);
+      assert.equal((await server.request("GET", `/v1/threads/${threadId}`)).body.status, "idle");
+    } finally {
+      await server.close();
+    }
+  });
+
   test("one claim fills every free slot; the rest are claimed as slots free up, each run once", async () => {
     const raw = await createTestDatabase();
     const repository = new RunRepository(raw.db);

@@ -484,11 +484,19 @@ export class RunRepository {
    */
   async reapAbandonedCancels(): Promise<string[]> {
     return this.db.transaction(async (tx) => {
+      // Thread before run, skipping what others hold, as the claim does: a late settle of the same
+      // run (it takes the thread first) and the reaper cannot deadlock.
       const rows = await tx.query<{ run_id: string; thread_id: string | null }>(
-        `update runs set status = 'cancelled', finished_at = now(), updated_at = now(), lease_owner = null, lease_expires_at = null,
+        `with abandoned as (
+           select r.run_id from runs r
+            where r.status = 'cancelling' and r.lease_expires_at < now()
+              and (r.thread_id is null or exists (select 1 from threads t where t.thread_id = r.thread_id for update skip locked))
+            for update skip locked
+         )
+         update runs r set status = 'cancelled', finished_at = now(), updated_at = now(), lease_owner = null, lease_expires_at = null,
                 error = '{"code":"run_cancelled","message":"cancelled by request (its worker stopped)","retryable":false}'::jsonb
-          where status = 'cancelling' and lease_expires_at < now()
-          returning run_id::text as run_id, thread_id::text as thread_id`,
+           from abandoned where r.run_id = abandoned.run_id
+          returning r.run_id::text as run_id, r.thread_id::text as thread_id`,
       );
       for (const row of rows) {
         await appendEvents(tx, row.run_id, [{ kind: "run_cancelled", data: { reason: "lease_expired" } }]);
