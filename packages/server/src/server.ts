@@ -3,7 +3,7 @@ import { join } from "node:path";
 import type { FastifyBaseLogger, FastifyServerOptions } from "fastify";
 import { pino } from "pino";
 import { createAuthenticator } from "./auth/authenticator.ts";
-import type { RudderConfig } from "./config/config.ts";
+import { ConfigError, type RudderConfig } from "./config/config.ts";
 import { AssistantCatalog } from "./graphs/assistants.ts";
 import { GraphRegistry } from "./graphs/registry.ts";
 import { ThreadStateReader } from "./graphs/thread-state.ts";
@@ -91,14 +91,19 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
   const worker = options.worker
     ? new Worker({ runs, steering, graphs, checkpointer, notifier, log, prices: config.modelPrices }, { ...DEFAULT_WORKER_OPTIONS, concurrency: config.workerConcurrency, leaseMs: config.leaseMs, heartbeatMs: config.heartbeatMs, pollMs: config.workerPollMs, ...options.worker })
     : undefined;
-  worker?.start();
   let url: string | undefined;
   if (app) {
-    await app.listen({ host: config.host, port: config.port });
+    await listen(app, config.host, config.port).catch(async (error: unknown) => {
+      await app.close();
+      await notifier.close();
+      throw error;
+    });
     const address = app.server.address();
     const port = typeof address === "object" && address ? address.port : config.port;
     url = `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`;
   }
+  // Only once the API listens: a server that failed to start must not have claimed runs.
+  worker?.start();
   return {
     app,
     url,
@@ -121,5 +126,18 @@ async function prepareSchema(db: Db, mode: StartOptions["schema"]): Promise<void
     throw new SchemaOutdatedError(
       `the database schema is at revision ${status.current} but this server needs ${status.latest}; run \`rudder migrate\` first`,
     );
+  }
+}
+
+/** Listens, turning the usual operator mistakes (port taken, not allowed) into a one-line ConfigError. */
+async function listen(app: App, host: string, port: number): Promise<void> {
+  try {
+    await app.listen({ host, port });
+  } catch (error) {
+    const code = (error as { code?: string }).code;
+    if (code === "EADDRINUSE") throw new ConfigError(`cannot listen on ${host}:${port}: the address is in use (choose another with --port or PORT)`);
+    if (code === "EACCES") throw new ConfigError(`cannot listen on ${host}:${port}: permission denied (choose a port above 1023 with --port or PORT)`);
+    if (code === "EADDRNOTAVAIL") throw new ConfigError(`cannot listen on ${host}:${port}: no such local address (check --host or HOST)`);
+    throw error;
   }
 }

@@ -2,6 +2,7 @@ import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { once } from "node:events";
 import { mkdtempSync } from "node:fs";
+import { createServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -63,6 +64,21 @@ describe(`the rudder command on ${TEST_DRIVER}`, () => {
       assert.equal(result.code, 1);
       assert.match(result.stderr, /graph "lonely" in .*broken\.ts failed to compile/);
     } finally {
+      await target.drop();
+    }
+  });
+
+  test("a port already in use stops startup with one line saying so", async () => {
+    const target = await devTarget();
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve));
+    try {
+      const port = (taken.address() as AddressInfo).port;
+      const result = await runRudder(["dev", "--port", String(port), "--data-dir", target.dataDir], target.env);
+      assert.equal(result.code, 1);
+      assert.equal(result.stderr.trim(), `rudder dev: cannot listen on 127.0.0.1:${port}: the address is in use (choose another with --port or PORT)`);
+    } finally {
+      taken.close();
       await target.drop();
     }
   });
