@@ -338,6 +338,17 @@ describe("runs (queue only, no worker)", () => {
     assert.equal(row!.n, 2);
   });
 
+  test("Idempotency-Key under concurrency: same-key creates at once make one run; the rest replay it", async () => {
+    for (let round = 0; round < 5; round++) {
+      const headers = { "idempotency-key": `burst-${round}` };
+      const body = { assistant_id: "echo", input: { message: `burst ${round}` } };
+      // One tenant per round, so the queue-only server's quota of 3 is never what answers.
+      const answers = await Promise.all(Array.from({ length: 8 }, () => createStateless(body, { tenant: `burst-${round}`, headers })));
+      assert.deepEqual(answers.map((answer) => answer.status), Array(8).fill(202), JSON.stringify(answers.map((answer) => answer.body)));
+      assert.equal(new Set(answers.map((answer) => answer.body.run_id)).size, 1);
+    }
+  });
+
   test("the queued-run quota is per tenant: 429 quota_exceeded with Retry-After", async () => {
     for (let i = 0; i < 3; i++) assert.equal((await createStateless({ assistant_id: "echo" }, { tenant: "quota" })).status, 202);
     const over = await createStateless({ assistant_id: "echo" }, { tenant: "quota" });
