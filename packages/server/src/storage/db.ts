@@ -99,6 +99,11 @@ export async function createPgliteDb(options: { dataDir?: string; loadDataDir?: 
 /** Wraps an open PGlite, which has a single connection and serialises transactions itself. */
 export function pgliteDb(lite: PGlite): Db {
   const run = async <Row>(target: Pick<PGlite, "query">, sql: string, params: readonly unknown[]) => {
+    // PGlite executes on this thread and resolves in microtasks, so a chain of queries (a settle,
+    // a claim after it) would never let the event loop read sockets: under load some HTTP requests
+    // waited seconds (p99 5.5 s at 100 clients). One macrotask turn per query keeps it fair (1.3 s,
+    // the queue's own wait; docs/benchmarks.md).
+    await new Promise((resolve) => setImmediate(resolve));
     const result = await target.query<Row>(sql, params as unknown[]);
     return result.rows;
   };
