@@ -153,8 +153,8 @@ export class RunRepository {
   /**
    * Creates a run, applying (in order) the Idempotency-Key replay rule, the thread's existence,
    * the tenant's queued-run quota and the thread's multitask strategy, then `onCreated` in the
-   * same transaction (the notices). Returns the run and whether it was a replay; also the ids of
-   * runs cancel_previous moved to cancelling, whose workers must be told. For `enqueue` (and a
+   * same transaction (the notices; it gets the ids of runs cancel_previous moved to cancelling,
+   * whose workers must be told). Returns the run and whether it was a replay. For `enqueue` (and a
    * stateless run) the insert is one statement; `reject` and `cancel_previous` decide under the
    * thread's row lock, which serialises creates on that thread.
    */
@@ -162,7 +162,7 @@ export class RunRepository {
     run: NewRun,
     queuedRunQuota: number,
     onCreated: (tx: Transaction, cancelling: string[]) => Promise<void>,
-  ): Promise<{ run: ClaimedRun; replayed: boolean; cancelling: string[] }> {
+  ): Promise<{ run: ClaimedRun; replayed: boolean }> {
     return this.db.transaction(async (tx) => {
       let cancelling: string[] = [];
       if (run.threadId !== null && run.multitaskStrategy !== "enqueue") {
@@ -172,7 +172,7 @@ export class RunRepository {
         if (!thread) throw notFound("thread", run.threadId);
         cancelling = await applyMultitaskStrategy(tx, run.threadId, run.multitaskStrategy);
       }
-      const created = await this.insert(tx, run, queuedRunQuota, cancelling);
+      const created = await this.insert(tx, run, queuedRunQuota);
       if (!created.replayed) await onCreated(tx, cancelling);
       return created;
     });
@@ -183,7 +183,7 @@ export class RunRepository {
    * it writes nothing, the reads after it say which one stopped it. The thread row is share-locked
    * so a create and a settle of the thread's previous run are ordered (see `settle`).
    */
-  private async insert(db: Queryable, run: NewRun, queuedRunQuota: number, cancelling: string[]) {
+  private async insert(db: Queryable, run: NewRun, queuedRunQuota: number): Promise<{ run: ClaimedRun; replayed: boolean }> {
     const rows = db.query<RunRow>(
       `insert into runs (run_id, tenant_id, thread_id, assistant_id, graph_id, input, command, context, config, metadata,
                          multitask_strategy, durability, run_timeout, max_model_calls, max_tool_calls, max_tokens, max_cost,
@@ -204,7 +204,7 @@ export class RunRepository {
       if ((error as { code?: string }).code === "23503" && run.threadId !== null) throw notFound("thread", run.threadId);
       throw error;
     });
-    if (row) return { run: toClaimed(row), replayed: false, cancelling };
+    if (row) return { run: toClaimed(row), replayed: false };
     const replay = await this.replayOf(db, run);
     if (replay) return replay;
     if (run.threadId !== null) {
@@ -219,7 +219,7 @@ export class RunRepository {
   }
 
   /** The run an Idempotency-Key already names: a replay when the request is the same, else 409. */
-  private async replayOf(db: Queryable, run: NewRun): Promise<{ run: ClaimedRun; replayed: true; cancelling: string[] } | undefined> {
+  private async replayOf(db: Queryable, run: NewRun): Promise<{ run: ClaimedRun; replayed: true } | undefined> {
     if (run.idempotencyKey === undefined) return undefined;
     const [existing] = await db.query<RunRow>(`select ${RUN_COLUMNS} from runs where tenant_id = $1 and idempotency_key = $2`, [
       run.tenantId,
@@ -229,7 +229,7 @@ export class RunRepository {
     if (existing.request_hash !== run.requestHash) {
       throw new ApiError("idempotency_conflict", "this Idempotency-Key was used with a different request");
     }
-    return { run: toClaimed(existing), replayed: true, cancelling: [] };
+    return { run: toClaimed(existing), replayed: true };
   }
 
   async get(tenantId: string, runId: string): Promise<ClaimedRun | undefined> {
@@ -319,11 +319,11 @@ export class RunRepository {
   /**
    * Ends an attempt in one transaction, fenced by the lease: the run's new status and its thread's
    * (one statement, which also drops a finished stateless run's checkpoints), whatever the caller
-   * must commit with it (deferred checkpoint writes, notices), at a final boundary the supersede of steering
-   * the run still holds, and one append of the events the worker had not written yet, the
-   * supersede events and the outcome's own events (run_succeeded …), in that order. Returns
-   * undefined, writing nothing, when the lease was lost; else whether a claim may now find work:
-   * the run went back to the queue, or its thread has a run waiting for it.
+   * must commit with it (deferred checkpoint writes, notices; it learns whether a claim may now
+   * find work: the run went back to the queue, or its thread has a run waiting), at a final
+   * boundary the supersede of steering the run still holds, and one append of the events the
+   * worker had not written yet, the supersede events and the outcome's own events
+   * (run_succeeded …), in that order. Returns false, writing nothing, when the lease was lost.
    */
   async settle(
     lease: Lease,
@@ -343,7 +343,7 @@ export class RunRepository {
       outcomeEvents: readonly PendingEvent[];
     },
     withinTransaction: (tx: Transaction, settled: { queueChanged: boolean }) => Promise<void>,
-  ): Promise<{ queueChanged: boolean } | undefined> {
+  ): Promise<boolean> {
     const final = outcome.status !== "pending" && outcome.status !== "paused";
     return this.db.transaction(async (tx) => {
       // The thread before the run, the order a create deciding its multitask strategy takes them
@@ -377,13 +377,13 @@ export class RunRepository {
           final, outcome.retryDelayMs ?? 0, json(outcome.usage), outcome.threadStatus ?? null,
         ],
       );
-      if (!row) return undefined;
+      if (!row) return false;
       // The fence held and the row stays locked to commit: nothing below needs the lease.
       const settled = { queueChanged: outcome.status === "pending" || row.thread_has_queued };
       await withinTransaction(tx, settled);
       const superseded = final && row.steered ? await supersedeAtFinalBoundary(tx, lease.runId) : [];
       await appendEvents(tx, lease.runId, [...outcome.events, ...superseded, ...outcome.outcomeEvents]);
-      return settled;
+      return true;
     });
   }
 
