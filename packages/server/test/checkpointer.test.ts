@@ -3,6 +3,7 @@ import assert from "node:assert/strict";
 import { Annotation, Command, END, INTERRUPT, START, StateGraph, interrupt } from "@langchain/langgraph";
 import { emptyCheckpoint, uuid6, type CheckpointMetadata, type CheckpointTuple } from "@langchain/langgraph-checkpoint";
 import type { RunnableConfig } from "@langchain/core/runnables";
+import { checkpointWrite, CheckpointWriteBatcher } from "../src/storage/checkpoint-writes.ts";
 import { RudderCheckpointSaver } from "../src/storage/checkpointer.ts";
 import type { Db } from "../src/storage/db.ts";
 import { createTestDatabase } from "./support/db.ts";
@@ -219,6 +220,44 @@ test("put, putWrites and getTuple each take one round trip", async () => {
     assert.equal(queries, 4);
     await collect(counted.list({ configurable: { thread_id: "rt" } }));
     assert.equal(queries, 5);
+  });
+});
+
+test("concurrent writes of many threads share statements (group commit), each intact", async () => {
+  await withSaver(async (_saver, db) => {
+    let statements = 0;
+    const counting: Db = { ...db, query: (sql, params) => (statements++, db.query(sql, params)) };
+    const saver = new RudderCheckpointSaver(counting);
+    const threads = Array.from({ length: 40 }, (_, index) => `group-${index}`);
+    const configs = await Promise.all(
+      threads.map((threadId) => saver.put({ configurable: { thread_id: threadId } }, { ...emptyCheckpoint(), id: uuid6(-1) }, LOOP, {})),
+    );
+    await Promise.all(configs.map((config, index) => saver.putWrites(config, [["a", index], [INTERRUPT, `i${index}`]], `task-${index}`)));
+    // 80 writes; one at a time would be 80 statements.
+    assert.ok(statements <= 10, `${statements} statements for 80 concurrent writes`);
+    for (const [index, config] of configs.entries()) {
+      const tuple = await saver.getTuple(config);
+      assert.equal(tuple?.config.configurable?.thread_id, threads[index]);
+      assert.deepEqual(tuple?.pendingWrites, [[`task-${index}`, INTERRUPT, `i${index}`], [`task-${index}`, "a", index]]);
+    }
+  });
+});
+
+test("group commit keeps each caller's outcome: one failing write fails alone; writes of one row keep their order", async () => {
+  await withSaver(async (_saver, db) => {
+    const batcher = new CheckpointWriteBatcher(db);
+    const row = (threadId: string, metadata: string) => checkpointWrite([threadId, "", "c1", null, "json", new TextEncoder().encode("{}"), metadata]);
+    const outcomes = await Promise.allSettled(
+      Array.from({ length: 10 }, (_, index) => batcher.write(row(`iso-${index}`, index === 4 ? "not json" : `{"n":${index}}`))),
+    );
+    assert.deepEqual(outcomes.map((outcome) => outcome.status), Array.from({ length: 10 }, (_, index) => (index === 4 ? "rejected" : "fulfilled")));
+    const [stored] = await db.query<{ n: number }>("select count(*)::int as n from checkpoints where thread_id like 'iso-%'");
+    assert.equal(stored?.n, 9);
+
+    // The same checkpoint row written three times at once: the last content wins, as in sequence.
+    await Promise.all([1, 2, 3].map((n) => batcher.write(row("same", `{"n":${n}}`))));
+    const [last] = await db.query<{ n: number }>("select (metadata->>'n')::int as n from checkpoints where thread_id = 'same'");
+    assert.equal(last?.n, 3);
   });
 });
 

@@ -16,6 +16,7 @@ import {
   type SerializerProtocol,
 } from "@langchain/langgraph-checkpoint";
 
+import { checkpointWrite, CheckpointWriteBatcher, taskWrites, writeAll, type CheckpointWrite } from "./checkpoint-writes.ts";
 import type { Db, Queryable } from "./db.ts";
 
 /** Where a run puts its checkpoint-commit hook in `config.configurable`. */
@@ -50,7 +51,7 @@ export const ATTEMPT_CHECKPOINTS_KEY = "__rudder_attempt_checkpoints";
  * id) reads of that thread find nothing without asking the database, until something is written.
  */
 export class AttemptCheckpoints {
-  readonly deferred: ((db: Queryable) => Promise<unknown>)[] = [];
+  readonly deferred: CheckpointWrite[] = [];
   /** The last flush a read started: concurrent reads wait for it instead of passing it. */
   flushing: Promise<void> = Promise.resolve();
 
@@ -104,13 +105,6 @@ const SELECT_TUPLE = `select c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.pa
   ) as pending_writes
 from checkpoints c`;
 
-/** LangGraph may put a checkpoint id again: the latest content wins, the parent link stays. */
-const UPSERT_CHECKPOINT = `insert into checkpoints
-  (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint_type, checkpoint, metadata)
-values ($1, $2, $3, $4, $5, $6, $7::jsonb)
-on conflict (thread_id, checkpoint_ns, checkpoint_id) do update
-  set checkpoint_type = excluded.checkpoint_type, checkpoint = excluded.checkpoint, metadata = excluded.metadata`;
-
 /** Legacy (v < 4) checkpoints kept their pending sends as TASKS writes on the parent checkpoint. */
 const SELECT_PENDING_SENDS = `select w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.value_type, w.value
 from checkpoint_writes w
@@ -129,11 +123,14 @@ delete from checkpoints where thread_id = $1`;
  * metadata as jsonb so Rudder can filter and read it in SQL.
  */
 export class RudderCheckpointSaver extends BaseCheckpointSaver {
+  private readonly batcher: CheckpointWriteBatcher;
+
   constructor(
     private readonly db: Db,
     serde?: SerializerProtocol,
   ) {
     super(serde);
+    this.batcher = new CheckpointWriteBatcher(db);
   }
 
   async getTuple(config: RunnableConfig): Promise<CheckpointTuple | undefined> {
@@ -172,8 +169,7 @@ export class RudderCheckpointSaver extends BaseCheckpointSaver {
       this.dumpMetadata(withRunMetadata(config, metadata)),
     ]);
     const parentId = config.configurable?.checkpoint_id || null;
-    const upsert = (db: Queryable) => db.query(UPSERT_CHECKPOINT, [threadId, ns, checkpoint.id, parentId, type, bytes, metadataJson]);
-    await this.write(config, upsert, (tx, hook) => hook.onPut(tx, ns));
+    await this.write(config, checkpointWrite([threadId, ns, checkpoint.id, parentId, type, bytes, metadataJson]), (tx, hook) => hook.onPut(tx, ns));
     return { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: checkpoint.id } };
   }
 
@@ -189,9 +185,8 @@ export class RudderCheckpointSaver extends BaseCheckpointSaver {
     );
     if (rows.length === 0) return;
     const ns = config.configurable?.checkpoint_ns ?? "";
-    const params = [threadId, ns, String(checkpointId), taskId, taskPath, ...rows.flat()];
-    const upsert = (db: Queryable) => db.query(upsertWritesSql(rows.length), params);
-    await this.write(config, upsert, (tx, hook) => hook.onPutWrites(tx, taskId, rows.map(([, channel]) => channel)));
+    const write = taskWrites({ threadId, ns, checkpointId: String(checkpointId), taskId, taskPath }, rows);
+    await this.write(config, write, (tx, hook) => hook.onPutWrites(tx, taskId, rows.map(([, channel]) => channel)));
   }
 
   async deleteThread(threadId: string): Promise<void> {
@@ -200,33 +195,28 @@ export class RudderCheckpointSaver extends BaseCheckpointSaver {
 
   /** Commits an attempt's deferred writes inside the caller's transaction (the run's settle). */
   async flushDeferred(tx: Queryable, attempt: AttemptCheckpoints): Promise<void> {
-    const writes = attempt.deferred.splice(0);
-    for (const write of writes) await write(tx);
+    await writeAll(tx, attempt.deferred.splice(0));
   }
 
   /**
    * One checkpoint write: with the run's commit hook pending, in a transaction with it (and any
    * deferred writes before it, to keep their order); else deferred when the attempt defers;
-   * else on its own.
+   * else through the group commit, with whatever other runs write at the same moment.
    */
-  private async write(
-    config: RunnableConfig,
-    upsert: (db: Queryable) => Promise<unknown>,
-    onCommit: (tx: Queryable, hook: CheckpointCommitHook) => Promise<void>,
-  ): Promise<void> {
+  private async write(config: RunnableConfig, write: CheckpointWrite, onCommit: (tx: Queryable, hook: CheckpointCommitHook) => Promise<void>): Promise<void> {
     const attempt = attemptOf(config);
     if (attempt) attempt.knownEmpty = false;
     const hook = commitHookOf(config);
     if (hook?.pending()) {
       await this.db.transaction(async (tx) => {
         if (attempt) await this.flushDeferred(tx, attempt);
-        await upsert(tx);
+        await writeAll(tx, [write]);
         await onCommit(tx, hook);
       });
     } else if (attempt?.defer) {
-      attempt.deferred.push(upsert);
+      attempt.deferred.push(write);
     } else {
-      await upsert(this.db);
+      await this.batcher.write(write);
     }
   }
 
@@ -358,24 +348,6 @@ function dedupeByIndex(writes: PendingWrite[]): { idx: number; channel: string; 
     byIndex.set(idx, { idx, channel, value });
   });
   return [...byIndex.values()];
-}
-
-/**
- * One multi-row insert for all of a task's writes. Ordinary writes are insert-if-absent (a replayed
- * task must not change what was recorded); special writes (negative index) are upserts.
- */
-function upsertWritesSql(rowCount: number): string {
-  const values = Array.from({ length: rowCount }, (_, row) => {
-    const base = 6 + row * 4;
-    return `($1, $2, $3, $4, $5, $${base}::integer, $${base + 1}, $${base + 2}, $${base + 3}::bytea)`;
-  });
-  return `insert into checkpoint_writes
-  (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, value_type, value)
-values ${values.join(", ")}
-on conflict (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) do update
-  set channel = excluded.channel, value_type = excluded.value_type, value = excluded.value,
-      task_path = excluded.task_path
-  where checkpoint_writes.idx < 0`;
 }
 
 /**

@@ -1,0 +1,128 @@
+import type { Db, Queryable } from "./db.ts";
+
+/**
+ * The checkpoint saver's writes as data, so that several can go to the database in one statement:
+ * a checkpoint row (`put`) or a task's write rows (`putWrites`).
+ */
+export interface CheckpointWrite {
+  /** Identity of every row it writes: two writes of one row never share a statement. */
+  readonly keys: readonly string[];
+  /** thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint_type, checkpoint, metadata (json text). */
+  readonly checkpoints: readonly (readonly unknown[])[];
+  /** thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, value_type, value. */
+  readonly writes: readonly (readonly unknown[])[];
+}
+
+export function checkpointWrite(row: [threadId: string, ns: string, checkpointId: string, parentId: string | null, type: string, bytes: Uint8Array, metadata: string]): CheckpointWrite {
+  return { keys: [`c|${row[0]}|${row[1]}|${row[2]}`], checkpoints: [row], writes: [] };
+}
+
+export function taskWrites(
+  target: { threadId: string; ns: string; checkpointId: string; taskId: string; taskPath: string },
+  rows: readonly (readonly [idx: number, channel: string, type: string, bytes: Uint8Array])[],
+): CheckpointWrite {
+  const { threadId, ns, checkpointId, taskId, taskPath } = target;
+  return {
+    keys: rows.map(([idx]) => `w|${threadId}|${ns}|${checkpointId}|${taskId}|${idx}`),
+    checkpoints: [],
+    writes: rows.map(([idx, channel, type, bytes]) => [threadId, ns, checkpointId, taskId, taskPath, idx, channel, type, bytes]),
+  };
+}
+
+/** The most rows one statement carries (PostgreSQL takes at most 65,535 parameters). */
+const MAX_ROWS = 500;
+
+/** Writes in order, as few statements as the rule "one row at most once per statement" allows. */
+export async function writeAll(db: Queryable, writes: readonly CheckpointWrite[]): Promise<void> {
+  for (let start = 0; start < writes.length; ) {
+    const batch = distinctPrefix(writes, start);
+    await writeOnce(db, batch);
+    start += batch.length;
+  }
+}
+
+/**
+ * Group commit for writes that need not wait for anything else (durability `sync` and `async`):
+ * the first goes at once; those that arrive while it is in flight go together in the next
+ * statement, one commit for all. Each caller's promise settles with its own write: if a shared
+ * statement fails, its writes are retried one by one, so one bad write fails alone.
+ */
+export class CheckpointWriteBatcher {
+  private readonly queue: { write: CheckpointWrite; done: (error?: unknown) => void }[] = [];
+  private draining = false;
+
+  constructor(private readonly db: Db) {}
+
+  write(write: CheckpointWrite): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.queue.push({ write, done: (error) => (error === undefined ? resolve() : reject(error)) });
+      if (!this.draining) void this.drain();
+    });
+  }
+
+  private async drain(): Promise<void> {
+    this.draining = true;
+    while (this.queue.length > 0) {
+      const batch = this.queue.splice(0, distinctPrefix(this.queue.map((entry) => entry.write), 0).length);
+      try {
+        await writeOnce(this.db, batch.map((entry) => entry.write));
+        for (const entry of batch) entry.done();
+      } catch (error) {
+        if (batch.length === 1) batch[0]!.done(error);
+        else for (const entry of batch) await writeOnce(this.db, [entry.write]).then(() => entry.done(), (single: unknown) => entry.done(single ?? error));
+      }
+    }
+    this.draining = false;
+  }
+}
+
+/** The longest run of writes from `start` whose rows are all distinct (and within MAX_ROWS). */
+function distinctPrefix(writes: readonly CheckpointWrite[], start: number): CheckpointWrite[] {
+  const seen = new Set<string>();
+  const batch: CheckpointWrite[] = [];
+  let rows = 0;
+  for (let index = start; index < writes.length; index++) {
+    const write = writes[index]!;
+    if (batch.length > 0 && (write.keys.some((key) => seen.has(key)) || rows + write.keys.length > MAX_ROWS)) break;
+    for (const key of write.keys) seen.add(key);
+    rows += write.keys.length;
+    batch.push(write);
+  }
+  return batch;
+}
+
+/** One statement: the checkpoint rows and the write rows of `writes`, which must all be distinct. */
+async function writeOnce(db: Queryable, writes: readonly CheckpointWrite[]): Promise<void> {
+  const params: unknown[] = [];
+  const values = (rows: readonly (readonly unknown[])[], casts: readonly string[]) =>
+    rows
+      .map((row) => {
+        params.push(...row);
+        const base = params.length - row.length;
+        return `(${casts.map((cast, column) => `$${base + column + 1}::${cast}`).join(", ")})`;
+      })
+      .join(", ");
+  const checkpointRows = writes.flatMap((write) => write.checkpoints);
+  const writeRows = writes.flatMap((write) => write.writes);
+  const statements: string[] = [];
+  if (checkpointRows.length > 0) statements.push(`${INSERT_CHECKPOINTS} values ${values(checkpointRows, CHECKPOINT_CASTS)} ${ON_CHECKPOINT_CONFLICT}`);
+  if (writeRows.length > 0) statements.push(`${INSERT_WRITES} values ${values(writeRows, WRITE_CASTS)} ${ON_WRITE_CONFLICT}`);
+  if (statements.length === 0) return;
+  const sql = statements.length === 1 ? statements[0]! : `with checkpoints_written as (${statements[0]}) ${statements[1]}`;
+  await db.query(sql, params);
+}
+
+const INSERT_CHECKPOINTS = `insert into checkpoints
+  (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint_type, checkpoint, metadata)`;
+const CHECKPOINT_CASTS = ["text", "text", "text", "text", "text", "bytea", "jsonb"];
+/** LangGraph may put a checkpoint id again: the latest content wins, the parent link stays. */
+const ON_CHECKPOINT_CONFLICT = `on conflict (thread_id, checkpoint_ns, checkpoint_id) do update
+  set checkpoint_type = excluded.checkpoint_type, checkpoint = excluded.checkpoint, metadata = excluded.metadata`;
+
+const INSERT_WRITES = `insert into checkpoint_writes
+  (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, value_type, value)`;
+const WRITE_CASTS = ["text", "text", "text", "text", "text", "integer", "text", "text", "bytea"];
+/** Ordinary writes are insert-if-absent (a replayed task must not change what was recorded); special writes (negative index) are upserts. */
+const ON_WRITE_CONFLICT = `on conflict (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) do update
+  set channel = excluded.channel, value_type = excluded.value_type, value = excluded.value, task_path = excluded.task_path
+  where checkpoint_writes.idx < 0`;
