@@ -410,6 +410,10 @@ interface ThroughputRow {
   executed: [number, number];
   joinLag: [number, number];
   errors: number;
+  /** Per run, while this measurement ran: statements through the Db seam, and commits (wire on PostgreSQL, Db seam on PGlite). */
+  statementsPerRun: number;
+  commitsPerRun: number;
+  writingCommitsPerRun: number;
 }
 
 async function throughput(client: Client, driver: Driver, workerConcurrency: number, withSse: boolean): Promise<{ rows: ThroughputRow[]; sse: SseRow[] }> {
@@ -423,8 +427,13 @@ async function throughput(client: Client, driver: Driver, workerConcurrency: num
     const measure = async (kind: string, concurrency: number, runs: number, threadIds?: string[]) => {
       await waitForQuiet(`${kind} c=${concurrency}`);
       const mark = cpuMark();
+      pdb.counter.reset();
+      wire.take();
       const result = await client.request<RunsResult>({ kind: "runs", ...base, concurrency, runs, body: ECHO, ...(threadIds ? { threadIds } : {}) });
       const cpu = cpuSince(mark);
+      const counted = pdb.counter.take();
+      const wired = driver === "postgres" ? wire.take() : undefined;
+      const done = Math.max(1, result.latencies.length);
       if (result.firstError) console.log(`  ! ${result.errors} failed runs; first: ${result.firstError}`);
       const row: ThroughputRow = {
         machineCores: cpu.machine,
@@ -442,6 +451,9 @@ async function throughput(client: Client, driver: Driver, workerConcurrency: num
         executed: [percentile(result.executedMs, 50), percentile(result.executedMs, 99)],
         joinLag: [percentile(result.joinLagMs, 50), percentile(result.joinLagMs, 99)],
         errors: result.errors,
+        statementsPerRun: sumStatements(counted) / done,
+        commitsPerRun: (wired ? wired.commits + wired.autocommits : counted.committedTransactions + counted.autocommitStatements) / done,
+        writingCommitsPerRun: (wired ? wired.writingCommits : counted.writingCommits) / done,
       };
       console.log(`  ${driver} worker=${workerConcurrency} ${kind} c=${concurrency}: ${fixed(row.perSecond, 0)} runs/s, p50 ${fixed(row.p50)} ms, p99 ${fixed(row.p99)} ms (sent->created ${pair(row.create)}, queued ${pair(row.queued)}, executing ${pair(row.executed)}, finish->join ${pair(row.joinLag)}); cores busy: machine ${fixed(cpu.machine, 2)}, server process ${fixed(cpu.server, 2)}`);
       rows.push(row);
@@ -774,10 +786,11 @@ async function main(): Promise<void> {
   if (throughputRows.length) section("summary: trivial-run throughput (create + join over HTTP)");
   if (throughputRows.length) console.log(
     table(
-      ["driver", "worker", "runs", "client c", "runs", "runs/s", "p50 ms", "p99 ms", "sent->created p50/p99", "queued p50/p99", "executing p50/p99", "finish->join p50/p99", "errors", "machine cores busy", "server process cores"],
+      ["driver", "worker", "runs", "client c", "runs", "runs/s", "p50 ms", "p99 ms", "sent->created p50/p99", "queued p50/p99", "executing p50/p99", "finish->join p50/p99", "errors", "machine cores busy", "server process cores", "Db stmts/run", "commits/run", "writing/run"],
       throughputRows.map((r) => [
         r.driver, r.workerConcurrency, r.kind, r.concurrency, r.runs, fixed(r.perSecond, 0), fixed(r.p50), fixed(r.p99),
         pair(r.create), pair(r.queued), pair(r.executed), pair(r.joinLag), r.errors, fixed(r.machineCores, 2), fixed(r.serverCores, 2),
+        fixed(r.statementsPerRun, 1), fixed(r.commitsPerRun, 1), fixed(r.writingCommitsPerRun, 1),
       ]),
       ["l", "r", "l"],
     ),
