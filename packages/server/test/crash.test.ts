@@ -1,4 +1,4 @@
-import { describe, test } from "node:test";
+import { describe, test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -120,6 +120,16 @@ async function runSummary(sql: TestDatabase["db"]): Promise<string> {
   return rows.map(({ status, attempt, n }) => `${n} ${status} (attempt ${attempt})`).join(", ");
 }
 
+/** The API and two workers, an admin client of the test tenant, and a timeline for diagnostics. */
+async function startCluster(t: TestContext, processes: Processes, workers: Workers) {
+  const [url] = await Promise.all([startApi(processes, TESTING_CONFIG), workers.add(), workers.add()]);
+  const began = Date.now();
+  const phase = (name: string) => t.diagnostic(`${name} at ${Date.now() - began} ms`);
+  phase("processes ready");
+  const token = await mintToken(SECRET, { tenantId: "crash", roles: ["admin"] });
+  return { url, token, api: apiClient(url, token), phase, began };
+}
+
 const sequencesOf = (events: readonly SseEvent[]) => events.map((event) => Number(event.id));
 const range = (from: number, to: number) => Array.from({ length: Math.max(0, to - from + 1) }, (_, i) => from + i);
 
@@ -137,12 +147,7 @@ describe(`SIGKILLed workers on ${TEST_DRIVER}`, () => {
     const RUNS = 100;
     const STEPS = 4;
     try {
-      const [url] = await Promise.all([startApi(processes, TESTING_CONFIG), workers.add(), workers.add()]);
-      const began = Date.now();
-      const phase = (name: string) => t.diagnostic(`${name} at ${Date.now() - began} ms`);
-      phase("processes ready");
-      const token = await mintToken(SECRET, { tenantId: "crash", roles: ["admin"] });
-      const api = apiClient(url, token);
+      const { url, token, api, phase, began } = await startCluster(t, processes, workers);
       const auth = { authorization: `Bearer ${token}` };
 
       // 100 stateless runs, created 50 ms apart (about 5 s), so runs are in flight at every kill.
@@ -283,12 +288,7 @@ describe(`SIGKILLed workers on ${TEST_DRIVER}`, () => {
     const RUNS = 50;
     const STEERS = 1000;
     try {
-      const [url] = await Promise.all([startApi(processes, TESTING_CONFIG), workers.add(), workers.add()]);
-      const began = Date.now();
-      const phase = (name: string) => t.diagnostic(`${name} at ${Date.now() - began} ms`);
-      phase("processes ready");
-      const token = await mintToken(SECRET, { tenantId: "crash", roles: ["admin"] });
-      const api = apiClient(url, token);
+      const { api, phase, began } = await startCluster(t, processes, workers);
 
       // 50 runs that loop on steering until "stop". Two workers of 10 slots run 20 of them; the
       // other 30 stay queued, collecting steering, until "stop" frees slots.
