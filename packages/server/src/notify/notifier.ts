@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { EventEmitter } from "node:events";
 import pg from "pg";
-import type { Queryable, Transaction } from "../storage/db.ts";
+import type { Transaction } from "../storage/db.ts";
 
 /**
  * Wake-up hints. Durable records are the truth: a lost notice only delays whoever waits on it,
@@ -108,7 +108,7 @@ export function createPostgresNotifier(connectionString: string): Notifier {
     while (outbox.size > 0) {
       const notices = [...outbox].map((text) => JSON.parse(text) as Notice);
       outbox.clear();
-      await notify(publisher, origin, notices).catch(() => {});
+      await publisher.query(notifyStatement(origin, notices)).catch(() => {});
     }
     sending = undefined;
   };
@@ -123,8 +123,7 @@ export function createPostgresNotifier(connectionString: string): Notifier {
     },
     async publishWithin(tx, ...notices) {
       if (notices.length === 0) return;
-      const calls = envelopes(origin, notices).map((payload) => `pg_notify('${CHANNEL}', ${pg.escapeLiteral(payload)})`);
-      tx.beforeCommit(`select ${calls.join(", ")}`);
+      tx.beforeCommit(notifyStatement(origin, notices));
       await local.publishWithin(tx, ...notices);
     },
     subscribe: (fn) => local.subscribe(fn),
@@ -140,10 +139,13 @@ export function createPostgresNotifier(connectionString: string): Notifier {
   };
 }
 
-/** One statement that sends the notices (in as few NOTIFY payloads as fit). */
-async function notify(db: Pick<Queryable, "query">, origin: string, notices: readonly Notice[]): Promise<void> {
-  const payloads = envelopes(origin, notices);
-  await db.query(`select ${payloads.map((_, index) => `pg_notify($1, $${index + 2})`).join(", ")}`, [CHANNEL, ...payloads]);
+/**
+ * One statement, without parameters, that sends the notices in as few NOTIFY payloads as fit:
+ * on its own, or appended to a transaction's commit.
+ */
+function notifyStatement(origin: string, notices: readonly Notice[]): string {
+  const calls = envelopes(origin, notices).map((payload) => `pg_notify('${CHANNEL}', ${pg.escapeLiteral(payload)})`);
+  return `select ${calls.join(", ")}`;
 }
 
 /** The notices as NOTIFY payloads, each under PostgreSQL's size limit. */

@@ -112,6 +112,13 @@ function runColumns(alias = ""): string {
 
 const RUN_COLUMNS = runColumns();
 
+/**
+ * For a candidate run `r`: locks its thread row, or is false when another transaction holds it.
+ * Claims and the reaper take the thread before the run this way and never wait, so they cannot
+ * deadlock with creates and settles, which lock the thread first and may wait.
+ */
+const THREAD_LOCKED_UNLESS_HELD = "exists (select 1 from threads t where t.thread_id = r.thread_id for update skip locked)";
+
 function toClaimed(row: RunRow): ClaimedRun & { idempotency_key: string | null; request_hash: string | null } {
   return {
     ...row,
@@ -253,8 +260,9 @@ export class RunRepository {
    * statement, `for update skip locked`, so concurrent workers never claim the same row; it also
    * marks the claimed runs' threads busy. It locks a pending run's thread before the run, and
    * skips a thread someone else holds (a create deciding its multitask strategy, a settle): a
-   * claim never waits, so it cannot deadlock against them; their commit's notice brings it back. The unique index on active runs per thread backs the
-   * thread rule: a claim that loses that race claims nothing and the caller tries again.
+   * claim never waits, so it cannot deadlock against them; their commit's notice brings it back.
+   * The unique index on active runs per thread backs the thread rule: a claim that loses that
+   * race claims nothing and the caller tries again.
    */
   async claim(owner: string, leaseMs: number, limit: number): Promise<ClaimedRun[]> {
     try {
@@ -266,7 +274,7 @@ export class RunRepository {
                      not exists (select 1 from runs a where a.thread_id = r.thread_id and a.status in ('running', 'cancelling'))
                      and not exists (select 1 from runs p where p.thread_id = r.thread_id and p.status = 'pending'
                                       and (p.created_at, p.run_id) < (r.created_at, r.run_id))
-                     and exists (select 1 from threads t where t.thread_id = r.thread_id for update skip locked))))
+                     and ${THREAD_LOCKED_UNLESS_HELD})))
                or (r.status = 'running' and r.lease_expires_at < now())
             order by r.created_at, r.run_id
             limit $3
@@ -490,7 +498,7 @@ export class RunRepository {
         `with abandoned as (
            select r.run_id from runs r
             where r.status = 'cancelling' and r.lease_expires_at < now()
-              and (r.thread_id is null or exists (select 1 from threads t where t.thread_id = r.thread_id for update skip locked))
+              and (r.thread_id is null or ${THREAD_LOCKED_UNLESS_HELD})
             for update skip locked
          )
          update runs r set status = 'cancelled', finished_at = now(), updated_at = now(), lease_owner = null, lease_expires_at = null,
