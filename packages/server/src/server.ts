@@ -15,7 +15,6 @@ import { AssistantRepository } from "./storage/assistants.ts";
 import { RudderCheckpointSaver } from "./storage/checkpointer.ts";
 import { createPgliteDb, createPostgresDb, type Db } from "./storage/db.ts";
 import { migrate, migrationStatus } from "./storage/migrate.ts";
-import { RunRepository } from "./storage/runs.ts";
 import { SteeringRepository } from "./storage/steering.ts";
 import { ThreadRepository } from "./storage/threads.ts";
 import { VERSION } from "./version.ts";
@@ -67,7 +66,6 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
   const graphs = await GraphRegistry.load(config.graphs, checkpointer);
   const notifier: Notifier =
     options.notifier ?? (db.driver === "postgres" && db.url ? createPostgresNotifier(db.url) : createLocalNotifier());
-  const runs = new RunRepository(db);
   const steering = new SteeringRepository(db);
   const assistants = new AssistantCatalog(new AssistantRepository(db), graphs, config.assistants);
   const services: AppServices = {
@@ -77,8 +75,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     assistants,
     threads: new ThreadRepository(db),
     threadState: new ThreadStateReader(graphs, checkpointer),
-    runs,
-    runService: new RunService(runs, assistants, graphs, notifier, { queuedRunQuota: config.queuedRunQuota }),
+    runService: new RunService(db, assistants, graphs, notifier, { queuedRunQuota: config.queuedRunQuota }),
     steeringService: new SteeringService(steering, notifier),
     notifier,
     streamHeartbeatMs: config.streamHeartbeatMs,
@@ -89,7 +86,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     : undefined;
   const log: FastifyBaseLogger = app?.log ?? pino({ level: options.logger === false ? "silent" : config.logLevel });
   const worker = options.worker
-    ? new Worker({ runs, steering, graphs, checkpointer, notifier, log, prices: config.modelPrices }, { ...DEFAULT_WORKER_OPTIONS, concurrency: config.workerConcurrency, leaseMs: config.leaseMs, heartbeatMs: config.heartbeatMs, pollMs: config.workerPollMs, ...options.worker })
+    ? new Worker({ db, steering, graphs, checkpointer, notifier, log, prices: config.modelPrices }, { ...DEFAULT_WORKER_OPTIONS, concurrency: config.workerConcurrency, leaseMs: config.leaseMs, heartbeatMs: config.heartbeatMs, pollMs: config.workerPollMs, ...options.worker })
     : undefined;
   let url: string | undefined;
   if (app) {

@@ -4,7 +4,7 @@ import { randomUUID } from "node:crypto";
 import { fileURLToPath } from "node:url";
 import { createLocalNotifier, type Notifier } from "../src/notify/notifier.ts";
 import type { Db, Queryable, Transaction } from "../src/storage/db.ts";
-import { RunRepository, type NewRun } from "../src/storage/runs.ts";
+import { insertRun, type NewRun } from "../src/storage/runs.ts";
 import { createTestDatabase, TEST_DRIVER, type TestDatabase } from "./support/db.ts";
 import { startTestServer } from "./support/server.ts";
 
@@ -93,7 +93,7 @@ describe(`the worker's claim loop on ${TEST_DRIVER}`, () => {
     const database = await createTestDatabase();
     const threadId = randomUUID();
     await database.db.query("insert into threads (thread_id, tenant_id, status) values ($1, 't1', 'busy')", [threadId]);
-    const { run } = await new RunRepository(database.db).create({ ...stateless("t1", { message: "orphan" }), threadId }, 1000, async () => {});
+    const run = (await insertRun(database.db, { ...stateless("t1", { message: "orphan" }), threadId }, 1000))!;
     // As a worker leaves it when it dies after the cancel request reached the run.
     await database.db.query(
       "update runs set status = 'cancelling', attempt = 1, lease_owner = 'dead-worker', lease_expires_at = now() - interval '1 second' where run_id = $1",
@@ -114,10 +114,9 @@ describe(`the worker's claim loop on ${TEST_DRIVER}`, () => {
 
   test("one claim fills every free slot; the rest are claimed as slots free up, each run once", async () => {
     const raw = await createTestDatabase();
-    const repository = new RunRepository(raw.db);
     const runIds: string[] = [];
     for (let index = 0; index < 25; index++) {
-      const { run } = await repository.create(stateless("t1", { message: `m${index}` }), 1000, async () => {});
+      const run = (await insertRun(raw.db, stateless("t1", { message: `m${index}` }), 1000))!;
       runIds.push(run.run_id);
     }
     const { database, log } = recordingClaims(raw);

@@ -24,6 +24,9 @@ export const isSettled = (status: RunStatus): boolean => isTerminal(status) || s
 /** Statuses that hold a thread: the next run on it waits (enqueue) or is refused (reject). */
 export const ACTIVE_STATUSES: readonly RunStatus[] = ["pending", "running", "cancelling"];
 
+/** Statuses in which a worker holds the run's lease. */
+export const LEASED_STATUSES: readonly RunStatus[] = ["running", "cancelling"];
+
 export const MULTITASK_STRATEGIES = ["enqueue", "reject", "cancel_previous"] as const;
 export type MultitaskStrategy = (typeof MULTITASK_STRATEGIES)[number];
 

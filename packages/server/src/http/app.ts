@@ -22,7 +22,6 @@ import type { Db } from "../storage/db.ts";
 import type { Notifier } from "../notify/notifier.ts";
 import type { RunService } from "../runs/service.ts";
 import type { SteeringService } from "../runs/steering.ts";
-import type { RunRepository } from "../storage/runs.ts";
 import type { ThreadRepository } from "../storage/threads.ts";
 import { authPlugin } from "./auth.ts";
 import { sendProblem, toApiError } from "./problem.ts";
@@ -41,7 +40,6 @@ export interface AppServices {
   readonly assistants: AssistantCatalog;
   readonly threads: ThreadRepository;
   readonly threadState: ThreadStateReader;
-  readonly runs: RunRepository;
   readonly runService: RunService;
   readonly steeringService: SteeringService;
   readonly notifier: Notifier;

@@ -1,11 +1,17 @@
 import { randomUUID } from "node:crypto";
 import { ApiError, notFound } from "../domain/errors.ts";
-import { isSettled, requestFingerprint, type Durability, type MultitaskStrategy } from "../domain/runs.ts";
+import { isRefusal, transitionFor, type RunTrigger } from "../domain/run-lifecycle.ts";
+import { ACTIVE_STATUSES, isSettled, requestFingerprint, type Durability, type MultitaskStrategy, type RunStatus } from "../domain/runs.ts";
 import type { AssistantCatalog } from "../graphs/assistants.ts";
 import { validateGraphInput } from "../graphs/input.ts";
 import type { GraphRegistry } from "../graphs/registry.ts";
-import { waitForNotice, type Notifier } from "../notify/notifier.ts";
-import { publicRun, type ClaimedRun, type Run, type RunEvent, type RunRepository } from "../storage/runs.ts";
+import type { Notifier } from "../notify/notifier.ts";
+import { wakeups } from "../notify/wakeups.ts";
+import type { Db, Queryable, Transaction } from "../storage/db.ts";
+import * as runRows from "../storage/runs.ts";
+import { publicRun, type ClaimedRun, type NewRun, type Run, type RunEvent } from "../storage/runs.ts";
+import { migrateToSuccessor } from "../storage/steering.ts";
+import { applyTransition } from "./transitions.ts";
 
 /** The spec's run creation request fields. */
 export interface CreateRunRequest {
@@ -30,27 +36,55 @@ export interface RunLimits {
   readonly queuedRunQuota: number;
 }
 
-/** How often a waiter re-reads storage when no notice arrives (notices are only hints). */
+/** What a follower of a run sees: new events, a quiet interval, or the run's end (terminal or paused). */
+export type FollowUpdate =
+  | { readonly type: "events"; readonly events: RunEvent[] }
+  | { readonly type: "quiet" }
+  | { readonly type: "settled"; readonly status: RunStatus };
+
+export interface FollowOptions {
+  /** Events after this sequence (default 0: from the start). */
+  readonly after?: number;
+  /** Whether to read events at all (join needs only the status). */
+  readonly events?: boolean;
+  /** Re-read storage this often when no notice arrives (notices are only hints). */
+  readonly recheckMs?: number;
+  readonly signal?: AbortSignal;
+}
+
+/** How often a waiter re-reads storage when no notice arrives. */
 const RECHECK_MS = 1000;
+/** Events read per statement while following a run. */
+const EVENT_PAGE = 500;
 
 /**
- * Creating, reading, joining and cancelling runs: the rules the HTTP API, the scheduler and the
- * gateways share. Storage decides atomically; this layer resolves assistants and validates input.
+ * Creating, reading, following and controlling runs: the rules the HTTP API, the scheduler and the
+ * gateways share. Each operation is one unit of work: it opens the transaction (or joins the
+ * caller's), applies the lifecycle's decision, and storage only runs statements.
  */
 export class RunService {
   constructor(
-    private readonly runs: RunRepository,
+    private readonly db: Db,
     private readonly assistants: AssistantCatalog,
     private readonly graphs: GraphRegistry,
     private readonly notifier: Notifier,
     private readonly limits: RunLimits,
   ) {}
 
+  /**
+   * Creates a run: the Idempotency-Key replay rule, the thread's existence, the tenant's
+   * queued-run quota and the thread's multitask strategy, in that order, with the notices in the
+   * same transaction. Pass `tx` to create it inside the caller's transaction (the scheduler commits
+   * a run with its schedule's advance). For `enqueue` (and a stateless run) the insert is one
+   * statement; `reject` and `cancel_previous` decide under the thread's row lock, which
+   * serialises creates on that thread.
+   */
   async create(
     tenantId: string,
     threadId: string | null,
     request: CreateRunRequest,
     idempotencyKey?: string,
+    tx?: Transaction,
   ): Promise<{ run: Run; replayed: boolean }> {
     const assistant = await this.assistants.get(tenantId, request.assistant_id).catch((error: unknown) => {
       // An unknown assistant is a fault in the body, not a missing resource at this URL.
@@ -63,96 +97,186 @@ export class RunService {
     if (!graph) throw new ApiError("validation_error", `the graph of assistant ${assistant.assistant_id} is not loaded`);
     await validateGraphInput(graph, request.input);
     const hasCommand = request.resume !== undefined || request.update != null || request.goto != null;
-    const { run, replayed } = await this.runs.create(
-      {
-        tenantId,
-        runId: randomUUID(),
-        threadId,
-        assistantId: assistant.assistant_id,
-        graphId: assistant.graph_id,
-        input: request.input ?? null,
-        command: hasCommand ? { resume: request.resume, update: request.update ?? null, goto: request.goto ?? null } : null,
-        context: { ...assistant.context, ...request.context },
-        config: mergeConfig(assistant.config, request.config ?? {}),
-        metadata: request.metadata ?? {},
-        multitaskStrategy: request.multitask_strategy ?? "enqueue",
-        durability: request.durability ?? "sync",
-        runTimeout: request.run_timeout ?? null,
-        maxModelCalls: request.max_model_calls ?? null,
-        maxToolCalls: request.max_tool_calls ?? null,
-        maxTokens: request.max_tokens ?? null,
-        maxCost: request.max_cost ?? null,
-        idempotencyKey,
-        requestHash: requestFingerprint({ thread_id: threadId, ...request }),
-      },
-      this.limits.queuedRunQuota,
-      (tx, cancelling) => this.notifier.publishWithin(tx, { topic: "run_created" }, ...cancelling.map((runId) => ({ topic: "run_changed", runId }) as const)),
-    );
-    return { run: publicRun(run), replayed };
+    const run: NewRun = {
+      tenantId,
+      runId: randomUUID(),
+      threadId,
+      assistantId: assistant.assistant_id,
+      graphId: assistant.graph_id,
+      input: request.input ?? null,
+      command: hasCommand ? { resume: request.resume, update: request.update ?? null, goto: request.goto ?? null } : null,
+      context: { ...assistant.context, ...request.context },
+      config: mergeConfig(assistant.config, request.config ?? {}),
+      metadata: request.metadata ?? {},
+      multitaskStrategy: request.multitask_strategy ?? "enqueue",
+      durability: request.durability ?? "sync",
+      runTimeout: request.run_timeout ?? null,
+      maxModelCalls: request.max_model_calls ?? null,
+      maxToolCalls: request.max_tool_calls ?? null,
+      maxTokens: request.max_tokens ?? null,
+      maxCost: request.max_cost ?? null,
+      idempotencyKey,
+      requestHash: requestFingerprint({ thread_id: threadId, ...request }),
+    };
+    const created = await (tx ? this.createIn(tx, run) : this.db.transaction((own) => this.createIn(own, run)));
+    return { run: publicRun(created.run), replayed: created.replayed };
   }
 
-  async get(tenantId: string, runId: string): Promise<Run> {
-    return publicRun(await this.own(tenantId, runId));
+  private async createIn(tx: Transaction, run: NewRun): Promise<{ run: ClaimedRun; replayed: boolean }> {
+    if (run.threadId !== null && run.multitaskStrategy !== "enqueue") {
+      const replay = await this.replayOf(tx, run);
+      if (replay) return replay;
+      if (!(await runRows.lockThread(tx, run.tenantId, run.threadId))) throw notFound("thread", run.threadId);
+      await this.applyMultitaskStrategy(tx, run.threadId, run.multitaskStrategy);
+    }
+    const inserted = await runRows.insertRun(tx, run, this.limits.queuedRunQuota).catch((error: unknown) => {
+      // The thread was deleted between the check and the insert.
+      if ((error as { code?: string }).code === "23503" && run.threadId !== null) throw notFound("thread", run.threadId);
+      throw error;
+    });
+    if (inserted) {
+      await this.notifier.publishWithin(tx, { topic: "run_created" });
+      return { run: inserted, replayed: false };
+    }
+    // The insert's conditions stopped it: say which.
+    const replay = await this.replayOf(tx, run);
+    if (replay) return replay;
+    if (run.threadId !== null && !(await runRows.threadExists(tx, run.tenantId, run.threadId))) throw notFound("thread", run.threadId);
+    const queued = await runRows.countPending(tx, run.tenantId);
+    throw new ApiError("quota_exceeded", `the tenant has ${queued} queued runs, the most it may have`, { retryAfterSeconds: 5 });
   }
 
-  async listByThread(tenantId: string, threadId: string, page: { limit: number; offset: number }): Promise<Run[]> {
-    return (await this.runs.listByThread(tenantId, threadId, page)).map(publicRun);
+  /** The run an Idempotency-Key already names: a replay when the request is the same, else 409. */
+  private async replayOf(db: Queryable, run: NewRun): Promise<{ run: ClaimedRun; replayed: true } | undefined> {
+    if (run.idempotencyKey === undefined) return undefined;
+    const existing = await runRows.findByIdempotencyKey(db, run.tenantId, run.idempotencyKey);
+    if (!existing) return undefined;
+    if (existing.request_hash !== run.requestHash) {
+      throw new ApiError("idempotency_conflict", "this Idempotency-Key was used with a different request");
+    }
+    return { run: existing, replayed: true };
   }
 
-  /**
-   * Waits until the run is terminal or paused, waking on its change notices (and re-reading
-   * storage every second in case a notice was lost). 408 join_timeout when the wait ends first.
-   */
-  async join(tenantId: string, runId: string, timeoutSeconds: number, signal?: AbortSignal): Promise<Run> {
-    const deadline = Date.now() + timeoutSeconds * 1000;
-    for (;;) {
-      const wait = waitForNotice(this.notifier, (n) => n.topic === "run_changed" && n.runId === runId, Math.min(RECHECK_MS, Math.max(0, deadline - Date.now())), signal);
-      const run = await this.own(tenantId, runId).catch((error: unknown) => {
-        wait.cancel();
-        throw error;
-      });
-      if (isSettled(run.status)) {
-        wait.cancel();
-        return publicRun(run);
-      }
-      if (Date.now() >= deadline || signal?.aborted) {
-        wait.cancel();
-        throw new ApiError("join_timeout", `run ${runId} is still ${run.status} after ${timeoutSeconds} s; join again to keep waiting`);
-      }
-      await wait.promise;
+  /** reject: 409 while the thread has an active run. cancel_previous: its pending and running runs are cancelled first. */
+  private async applyMultitaskStrategy(tx: Transaction, threadId: string, strategy: MultitaskStrategy): Promise<void> {
+    if (strategy === "reject") {
+      const active = await runRows.lockRunsOfThread(tx, threadId, ACTIVE_STATUSES);
+      if (active.length) throw new ApiError("concurrent_run", `thread ${threadId} has an active run (multitask_strategy "reject")`);
+      return;
+    }
+    if (strategy !== "cancel_previous") return;
+    for (const previous of await runRows.lockRunsOfThread(tx, threadId, ["pending", "running"])) {
+      await this.transition(tx, previous, "cancel_previous");
     }
   }
 
+  /** Applies the lifecycle's rule for `trigger`, or throws its refusal as the API error. */
+  private async transition(tx: Transaction, run: ClaimedRun, trigger: RunTrigger): Promise<ClaimedRun> {
+    const decision = transitionFor(run, trigger);
+    if (isRefusal(decision)) {
+      const link = run.superseded_by_run_id ? { fields: { superseded_by_run_id: run.superseded_by_run_id } } : {};
+      throw new ApiError(decision.refused, decision.detail, link);
+    }
+    return applyTransition(tx, this.notifier, run, trigger, decision);
+  }
+
+  async get(tenantId: string, runId: string): Promise<Run> {
+    return publicRun(await this.own(this.db, tenantId, runId));
+  }
+
+  async listByThread(tenantId: string, threadId: string, page: { limit: number; offset: number }): Promise<Run[]> {
+    return (await runRows.listRunsOfThread(this.db, tenantId, threadId, page)).map(publicRun);
+  }
+
+  /**
+   * A run's events after `after` and its end, as they become durable: one iterator for SSE, join
+   * and the gateways. It reads the log, then the status; the final status commits with the last
+   * events, so after a settled status one more read finds everything. It wakes on the run's
+   * notices and re-reads storage every `recheckMs` in case one was lost ("quiet" then, when
+   * nothing new came). The caller checks the run is its tenant's first (`get`).
+   */
+  async *follow(runId: string, options: FollowOptions = {}): AsyncGenerator<FollowUpdate, void, undefined> {
+    const withEvents = options.events ?? true;
+    let cursor = options.after ?? 0;
+    const readPage = async () => {
+      const events = await runRows.readEvents(this.db, runId, cursor, EVENT_PAGE);
+      if (events.length) cursor = events.at(-1)!.sequence;
+      return events;
+    };
+    const relevant = (topic: string) => topic === "run_changed" || (withEvents && topic === "run_events");
+    for await (const wakeup of wakeups(this.notifier, (n) => relevant(n.topic) && "runId" in n && n.runId === runId, {
+      intervalMs: options.recheckMs ?? RECHECK_MS,
+      signal: options.signal,
+    })) {
+      let news = false;
+      if (withEvents) {
+        for (let page = await readPage(); page.length; page = page.length === EVENT_PAGE ? await readPage() : []) {
+          news = true;
+          yield { type: "events", events: page };
+        }
+      }
+      const status = await runRows.runStatus(this.db, runId);
+      if (status === undefined || isSettled(status)) {
+        if (withEvents) for (let rest = await readPage(); rest.length; rest = await readPage()) yield { type: "events", events: rest };
+        if (status !== undefined) yield { type: "settled", status };
+        return;
+      }
+      if (!news && wakeup === "recheck") yield { type: "quiet" };
+    }
+  }
+
+  /** Waits until the run is terminal or paused; 408 join_timeout when the wait ends first. */
+  async join(tenantId: string, runId: string, timeoutSeconds: number, signal?: AbortSignal): Promise<Run> {
+    await this.own(this.db, tenantId, runId);
+    const deadline = AbortSignal.timeout(timeoutSeconds * 1000);
+    for await (const update of this.follow(runId, { events: false, signal: signal ? AbortSignal.any([signal, deadline]) : deadline })) {
+      if (update.type === "settled") return this.get(tenantId, runId);
+    }
+    const run = await this.own(this.db, tenantId, runId);
+    if (isSettled(run.status)) return publicRun(run);
+    throw new ApiError("join_timeout", `run ${runId} is still ${run.status} after ${timeoutSeconds} s; join again to keep waiting`);
+  }
+
+  /** Cancel: pending and paused runs end cancelled at once; a running run goes to cancelling and its worker stops it. */
   async cancel(tenantId: string, runId: string): Promise<Run> {
-    const { run, signalWorker } = await this.runs.cancel(tenantId, runId);
-    await this.notifier.publish({ topic: "run_changed", runId }, ...(signalWorker ? [] : [{ topic: "run_events", runId } as const]));
-    return publicRun(run);
-  }
-
-  /** 202 with the new run that continues a paused one (spec section 3, "paused → POST resume"). */
-  async resume(tenantId: string, runId: string, command: { resume?: unknown; update?: Record<string, unknown> | null; goto?: string | null }): Promise<Run> {
-    const run = await this.runs.resume(tenantId, runId, randomUUID(), {
-      resume: command.resume,
-      update: command.update ?? null,
-      goto: command.goto ?? null,
+    return this.db.transaction(async (tx) => {
+      const run = await this.own(tx, tenantId, runId, { lock: true });
+      return publicRun(await this.transition(tx, run, "cancel"));
     });
-    await this.notifier.publish({ topic: "run_created" }, { topic: "run_changed", runId });
-    return publicRun(run);
   }
 
+  /**
+   * Resumes a paused run (spec section 3, "paused → POST resume"): in one transaction, the run that
+   * continues it and the old run's typed link; its unconsumed steering moves along. The row lock
+   * makes one of concurrent resumes win; the others find the link set (409 run_resume_conflict).
+   * The new run is claimable only once this commits.
+   */
+  async resume(tenantId: string, runId: string, command: { resume?: unknown; update?: Record<string, unknown> | null; goto?: string | null }): Promise<Run> {
+    return this.db.transaction(async (tx) => {
+      const old = await this.own(tx, tenantId, runId, { lock: true });
+      await this.transition(tx, old, "resume");
+      const successor = await runRows.insertSuccessor(tx, runId, randomUUID(), { resume: command.resume, update: command.update ?? null, goto: command.goto ?? null });
+      await migrateToSuccessor(tx, runId, successor.run_id);
+      await this.notifier.publishWithin(tx, { topic: "run_created" });
+      return publicRun(successor);
+    });
+  }
+
+  /** Re-queues a failed or dead-lettered run as it was (same id, input, config, graph); attempts start over. */
   async redrive(tenantId: string, runId: string): Promise<Run> {
-    const run = await this.runs.redrive(tenantId, runId);
-    await this.notifier.publish({ topic: "run_created" }, { topic: "run_changed", runId });
-    return publicRun(run);
+    return this.db.transaction(async (tx) => {
+      const run = await this.own(tx, tenantId, runId, { lock: true });
+      return publicRun(await this.transition(tx, run, "redrive"));
+    });
   }
 
   async events(tenantId: string, runId: string, after: number, limit: number): Promise<RunEvent[]> {
-    await this.own(tenantId, runId);
-    return this.runs.readEvents(runId, after, limit);
+    await this.own(this.db, tenantId, runId);
+    return runRows.readEvents(this.db, runId, after, limit);
   }
 
-  private async own(tenantId: string, runId: string): Promise<ClaimedRun> {
-    const run = await this.runs.get(tenantId, runId);
+  private async own(db: Queryable, tenantId: string, runId: string, options: { lock?: boolean } = {}): Promise<ClaimedRun> {
+    const run = await runRows.getRun(db, tenantId, runId, options);
     if (!run) throw notFound("run", runId);
     return run;
   }

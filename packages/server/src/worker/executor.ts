@@ -12,10 +12,8 @@ export function budgetOf(run: ClaimedRun) {
 }
 
 /** How one attempt of a run ended, as far as the graph is concerned. */
-export type AttemptResult =
-  | { kind: "succeeded"; output: Record<string, unknown> }
-  | { kind: "paused"; output: Record<string, unknown>; interrupts: unknown[] }
-  | { kind: "threw"; error: unknown };
+import type { AttemptResult } from "../domain/run-lifecycle.ts";
+export type { AttemptResult };
 
 const STREAM_MODES = ["values", "updates", "custom", "messages", "tasks"] as const;
 

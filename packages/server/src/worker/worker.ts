@@ -2,10 +2,14 @@ import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import type { FastifyBaseLogger } from "fastify";
 import { UsageMeter } from "../domain/budget.ts";
-import { isRetryableError, retryDelayMs, runErrorOf, type RunError } from "../domain/runs.ts";
+import { attemptOutcome, isRefusal, transitionFor, RUN_TRANSITIONS, type StopReason } from "../domain/run-lifecycle.ts";
 import type { GraphRegistry } from "../graphs/registry.ts";
 import type { Notifier } from "../notify/notifier.ts";
-import type { ClaimedRun, Lease, PendingEvent, RunRepository } from "../storage/runs.ts";
+import { applyTransition } from "../runs/transitions.ts";
+import type { Db } from "../storage/db.ts";
+import { appendEvents } from "../storage/events.ts";
+import { claimRuns, heartbeat, lockAbandonedCancels, lockThread, settleAttempt, type ClaimedRun, type Lease, type PendingEvent } from "../storage/runs.ts";
+import { supersedeAtFinalBoundary } from "../storage/steering.ts";
 import type { SteeringRepository } from "../storage/steering.ts";
 import type { AttemptCheckpoints, RudderCheckpointSaver } from "../storage/checkpointer.ts";
 import { steeringChannel } from "./steering-channel.ts";
@@ -49,7 +53,7 @@ export const DEFAULT_WORKER_OPTIONS: WorkerOptions = {
 };
 
 interface WorkerDeps {
-  readonly runs: RunRepository;
+  readonly db: Db;
   readonly graphs: GraphRegistry;
   readonly checkpointer: RudderCheckpointSaver;
   readonly notifier: Notifier;
@@ -59,8 +63,8 @@ interface WorkerDeps {
   readonly steering: SteeringRepository;
 }
 
-/** Why an attempt's execution was stopped from outside the graph. */
-type StopReason = "cancelled" | "lease_lost" | "shutdown" | "timed_out" | "attempts_exhausted";
+/** The lifecycle's claim rule: the status and thread status a claim writes. */
+const CLAIM_RULE = RUN_TRANSITIONS.find((rule) => rule.trigger === "claim" && rule.from.includes("pending"))!;
 
 /**
  * Claims runs from the queue and executes them, up to `concurrency` at once. One claim loop per
@@ -139,7 +143,7 @@ export class Worker {
   }
 
   private async claim(limit: number): Promise<ClaimedRun[]> {
-    const claimed = await this.deps.runs.claim(this.id, this.options.leaseMs, limit).catch((error: unknown) => {
+    const claimed = await claimRuns(this.deps.db, this.id, this.options.leaseMs, limit, { to: CLAIM_RULE.to as "running", thread: CLAIM_RULE.thread! }).catch((error: unknown) => {
       this.deps.log.warn({ err: error }, "claiming runs failed; retrying");
       return [];
     });
@@ -161,8 +165,14 @@ export class Worker {
   private async reapAbandonedCancels(): Promise<void> {
     if (Date.now() - this.lastReap < this.options.pollMs) return;
     this.lastReap = Date.now();
-    const reaped = await this.deps.runs.reapAbandonedCancels().catch(() => []);
-    await this.deps.notifier.publish(...reaped.flatMap((runId) => [{ topic: "run_changed", runId } as const, { topic: "run_events", runId } as const]));
+    await this.deps.db
+      .transaction(async (tx) => {
+        for (const run of await lockAbandonedCancels(tx)) {
+          const rule = transitionFor(run, "reap");
+          if (!isRefusal(rule)) await applyTransition(tx, this.deps.notifier, run, "reap", rule);
+        }
+      })
+      .catch((error: unknown) => this.deps.log.warn({ err: error }, "reaping abandoned cancels failed; retrying on the next poll"));
   }
 
   private async process(run: ClaimedRun): Promise<void> {
@@ -176,7 +186,7 @@ export class Worker {
     };
     const buffer = new EventBuffer(
       async (events) => {
-        if (!(await this.deps.runs.appendLeased(lease, events))) stop("lease_lost");
+        if ((await appendEvents(this.deps.db, lease.runId, events, lease)).length === 0) stop("lease_lost");
         else await this.deps.notifier.publish({ topic: "run_events", runId: run.run_id });
       },
       this.options.eventFlushMs,
@@ -228,7 +238,7 @@ export class Worker {
   /** Heartbeats the lease; a cancel (seen on a heartbeat or a run_changed notice) or a lost lease stops the attempt. */
   private watchLease(run: ClaimedRun, lease: Lease, meter: UsageMeter, stop: (reason: StopReason) => void): { stop: () => void } {
     const beat = async () => {
-      const status = await this.deps.runs.heartbeat(lease, this.options.leaseMs, meter.usage).catch(() => "error" as const);
+      const status = await heartbeat(this.deps.db, lease, this.options.leaseMs, meter.usage).catch(() => "error" as const);
       if (status === undefined) stop("lease_lost");
       else if (status === "cancelling") stop("cancelled");
     };
@@ -244,7 +254,15 @@ export class Worker {
     };
   }
 
-  /** Writes the attempt's outcome, fenced by the lease, with its last events, in one transaction. */
+  /**
+   * Ends the attempt as the lifecycle decides (`attemptOutcome`), in one transaction fenced by the
+   * lease: the thread before the run (the order a create deciding its multitask strategy takes them
+   * in, so the two cannot deadlock; it also orders this settle with creates on the thread, so a
+   * waiting run always gets a wake-up), the run's and thread's new status, deferred checkpoint
+   * writes, the notices, at a final boundary the supersede of steering the run still holds, and one
+   * append of the events not written yet, the supersede events and the outcome's event. Writes
+   * nothing when the lease was lost.
+   */
   private async settle(
     run: ClaimedRun,
     lease: Lease,
@@ -253,61 +271,39 @@ export class Worker {
     { events, meter, checkpoints }: { events: PendingEvent[]; meter: UsageMeter; checkpoints: AttemptCheckpoints },
   ): Promise<void> {
     if (stopped === "lease_lost") return; // another worker owns the run now; write nothing
-    const outcome = this.outcomeOf(run, result, stopped);
-    const final = outcome.status !== "pending" && outcome.status !== "paused";
-    if (final) {
+    const outcome = attemptOutcome(run, result, stopped, this.options);
+    const { rule } = outcome;
+    if (rule.finishes) {
       // The graph has its result: close steering admission before the final flush, so a steer
       // that arrives now is refused (run_finalizing) rather than silently superseded.
       if (!(await this.deps.steering.closeAdmission(lease))) return;
       await this.options.hooks?.afterSteeringClosed?.(run.run_id);
     }
     // A finished stateless run's checkpoints are dropped by the settle: its deferred ones need not be written first.
-    const keepCheckpoints = !(final && run.thread_id === null);
-    await this.deps.runs.settle(lease, run.thread_id, { ...outcome, usage: meter.usage, events, outcomeEvents: outcome.events }, async (tx, { queueChanged }) => {
+    const keepCheckpoints = !(rule.finishes && run.thread_id === null);
+    await this.deps.db.transaction(async (tx) => {
+      if (run.thread_id !== null) await lockThread(tx, run.tenant_id, run.thread_id);
+      const settled = await settleAttempt(tx, lease, {
+        status: outcome.status,
+        output: outcome.output,
+        error: outcome.error,
+        finishes: rule.finishes,
+        retryDelayMs: outcome.retryDelayMs,
+        threadStatus: rule.thread,
+        usage: meter.usage,
+      });
+      if (!settled) return; // the lease was lost meanwhile
       if (keepCheckpoints) await this.deps.checkpointer.flushDeferred(tx, checkpoints);
       await this.deps.notifier.publishWithin(
         tx,
         { topic: "run_changed", runId: run.run_id },
         { topic: "run_events", runId: run.run_id },
         // Back in the queue, or its thread is free for the run waiting on it: a claim may find it now.
-        ...(queueChanged ? [{ topic: "run_created" } as const] : []),
+        ...(outcome.status === "pending" || settled.threadHasQueued ? [{ topic: "run_created" } as const] : []),
       );
+      const superseded = rule.finishes && settled.steered ? await supersedeAtFinalBoundary(tx, lease.runId) : [];
+      await appendEvents(tx, lease.runId, [...events, ...superseded, outcome.event]);
     });
-  }
-
-  private outcomeOf(run: ClaimedRun, result: AttemptResult, stopped: StopReason | undefined) {
-    if (stopped === "attempts_exhausted") {
-      const error: RunError = { code: "dead_letter", message: `its worker was lost on each of ${run.attempt - 1} attempts`, retryable: true };
-      return { status: "dead_letter" as const, error, threadStatus: "error" as const, events: [{ kind: "run_dead_letter", data: { error } }] };
-    }
-    if (stopped === "timed_out") {
-      const error: RunError = { code: "run_timed_out", message: `the run exceeded its run_timeout of ${run.run_timeout} s`, retryable: false };
-      return { status: "timed_out" as const, error, threadStatus: "error" as const, events: [{ kind: "run_timed_out", data: { error } }] };
-    }
-    if (stopped === "cancelled") {
-      const error: RunError = { code: "run_cancelled", message: "cancelled by request", retryable: false };
-      return { status: "cancelled" as const, error, threadStatus: "idle" as const, events: [{ kind: "run_cancelled", data: { error } }] };
-    }
-    if (stopped === "shutdown") {
-      // Handed back untouched: the next claim is a new attempt that continues from the checkpoint.
-      return { status: "pending" as const, error: null, threadStatus: "idle" as const, retryDelayMs: 0, events: [{ kind: "run_retrying", data: { reason: "worker_shutdown", attempt: run.attempt } }] };
-    }
-    if (result.kind === "succeeded") {
-      return { status: "succeeded" as const, output: result.output, error: null, threadStatus: "idle" as const, events: [{ kind: "run_succeeded", data: {} }] };
-    }
-    if (result.kind === "paused") {
-      return { status: "paused" as const, output: result.output, error: null, threadStatus: "paused" as const, events: [{ kind: "run_paused", data: { interrupts: result.interrupts } }] };
-    }
-    const error = runErrorOf(result.error);
-    if (isRetryableError(result.error)) {
-      if (run.attempt < this.options.maxAttempts) {
-        const delay = retryDelayMs(run.attempt, this.options.retryBaseMs);
-        return { status: "pending" as const, error, threadStatus: "idle" as const, retryDelayMs: delay, events: [{ kind: "run_retrying", data: { attempt: run.attempt, delay_ms: delay, error } }] };
-      }
-      const dead: RunError = { code: "dead_letter", message: `gave up after ${run.attempt} attempts: ${error.message}`, retryable: true };
-      return { status: "dead_letter" as const, error: dead, threadStatus: "error" as const, events: [{ kind: "run_dead_letter", data: { error: dead } }] };
-    }
-    return { status: "failed" as const, error, threadStatus: "error" as const, events: [{ kind: "run_failed", data: { error } }] };
   }
 }
 

@@ -1,0 +1,49 @@
+import { CANCEL_REASON_OF, cancelError, cancelledEvent, nextStatus, type LifecycleEvent, type RunTrigger, type TransitionRule } from "../domain/run-lifecycle.ts";
+import type { RunStatus } from "../domain/runs.ts";
+import type { Notifier } from "../notify/notifier.ts";
+import type { Transaction } from "../storage/db.ts";
+import { appendEvents } from "../storage/events.ts";
+import { setThreadStatus, updateRunStatus, type ClaimedRun } from "../storage/runs.ts";
+
+/**
+ * A status change outside a worker's attempt (cancel, cancel_previous, redrive, the reaper), as
+ * one unit inside the caller's transaction: the row as the lifecycle rule says, the rule's one
+ * event, the thread's status, and the `run_changed` / `run_events` notices that commit with it. A
+ * path cannot change a status and forget the event or the notice.
+ */
+export async function applyTransition(
+  tx: Transaction,
+  notifier: Notifier,
+  run: Pick<ClaimedRun, "run_id" | "thread_id" | "status" | "error">,
+  trigger: RunTrigger,
+  rule: TransitionRule,
+): Promise<ClaimedRun> {
+  const status = nextStatus(rule, run.status);
+  const event = eventOf(trigger, rule, run.status);
+  const reason = CANCEL_REASON_OF[trigger];
+  const changed = await updateRunStatus(tx, run.run_id, {
+    status,
+    finishes: rule.finishes,
+    // A run ending cancelled carries the cancel error; a redriven run starts clean.
+    error: status === "cancelled" && reason ? cancelError(reason) : trigger === "redrive" ? null : run.error,
+    requeue: trigger === "redrive",
+  });
+  if (event) await appendEvents(tx, run.run_id, [event]);
+  if (rule.thread && run.thread_id !== null) await setThreadStatus(tx, run.thread_id, rule.thread);
+  await notifier.publishWithin(
+    tx,
+    { topic: "run_changed", runId: run.run_id },
+    ...(event ? [{ topic: "run_events", runId: run.run_id } as const] : []),
+    // Back in the queue: a claim may find it now.
+    ...(status === "pending" ? [{ topic: "run_created" } as const] : []),
+  );
+  return changed;
+}
+
+/** The event of a rule applied outside an attempt (the worker builds its own, with the attempt's facts). */
+function eventOf(trigger: RunTrigger, rule: TransitionRule, from: RunStatus): LifecycleEvent | undefined {
+  if (rule.event === "run_cancelled") return cancelledEvent(CANCEL_REASON_OF[trigger] ?? "cancel_requested", from);
+  if (rule.event === "run_redriven") return { kind: "run_redriven", data: { from } };
+  if (rule.event !== null) throw new Error(`the ${trigger} transition's ${rule.event} event is written by the worker`);
+  return undefined;
+}
