@@ -76,7 +76,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     threads: new ThreadRepository(db),
     threadState: new ThreadStateReader(graphs, checkpointer),
     runService: new RunService(db, assistants, graphs, notifier, { queuedRunQuota: config.queuedRunQuota }),
-    steeringService: new SteeringService(steering, notifier),
+    steeringService: new SteeringService(db, notifier),
     notifier,
     streamHeartbeatMs: config.streamHeartbeatMs,
   };

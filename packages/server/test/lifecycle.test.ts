@@ -11,7 +11,8 @@ import {
   type StopReason,
 } from "../src/domain/run-lifecycle.ts";
 import { RUN_STATUSES, TERMINAL_STATUSES, type RunStatus } from "../src/domain/runs.ts";
-import { openSse, type SseEvent } from "./support/sse.ts";
+import { steeringAdmission } from "../src/domain/steering.ts";
+import { openSse } from "./support/sse.ts";
 import { startTestServer, type TestServer } from "./support/server.ts";
 
 const TESTING_CONFIG = fileURLToPath(new URL("./fixtures/testing.rudder.json", import.meta.url));
@@ -82,6 +83,36 @@ describe("the run lifecycle table (spec section 3, one case per row)", () => {
       );
     }
   });
+});
+
+describe("steering admission by run state (spec section 4, one case per row)", () => {
+  const facts = (status: RunStatus, options: { closed?: boolean; superseded?: string } = {}) => ({
+    run_id: "r1",
+    status,
+    steering_closed: options.closed ?? false,
+    superseded_by_run_id: options.superseded ?? null,
+  });
+  const rows: { row: string; run: ReturnType<typeof facts>; expect: "202" | "run_finalizing" | "run_terminal" | "run_superseded" }[] = [
+    { row: "pending → 202", run: facts("pending"), expect: "202" },
+    { row: "running → 202", run: facts("running"), expect: "202" },
+    { row: "cancelling → 202 (cancel still wins)", run: facts("cancelling"), expect: "202" },
+    { row: "running with steering_closed → 409 run_finalizing", run: facts("running", { closed: true }), expect: "run_finalizing" },
+    { row: "cancelling with steering_closed → 409 run_finalizing", run: facts("cancelling", { closed: true }), expect: "run_finalizing" },
+    { row: "paused → 202", run: facts("paused"), expect: "202" },
+    { row: "paused with a stale steering_closed → 202 (a pause never closes admission)", run: facts("paused", { closed: true }), expect: "202" },
+    ...(["succeeded", "failed", "cancelled", "timed_out", "dead_letter"] as const).map((status) => ({
+      row: `${status} → 409 run_terminal`,
+      run: facts(status, { closed: true }),
+      expect: "run_terminal" as const,
+    })),
+    { row: "resumed (superseded_by_run_id set) → 409 run_superseded", run: facts("paused", { superseded: "r2" }), expect: "run_superseded" },
+  ];
+  for (const c of rows) {
+    test(c.row, () => {
+      const admission = steeringAdmission(c.run);
+      assert.equal(admission.admitted ? "202" : admission.code, c.expect);
+    });
+  }
 });
 
 describe("how an attempt ends (DESIGN.md: which failures are retried)", () => {

@@ -1,6 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { ApiError, notFound } from "../domain/errors.ts";
-import { isTerminal, type RunStatus } from "../domain/runs.ts";
+import type { RunStatus } from "../domain/runs.ts";
 import type { Db, Queryable } from "./db.ts";
 import { appendEvents } from "./events.ts";
 import { iso, json } from "./rows.ts";
@@ -83,69 +82,50 @@ function supersededEvent(
   };
 }
 
+/** The steering event a (tenant, run, idempotency key) already names. */
+export async function findSteeringByKey(db: Queryable, tenantId: string, runId: string, key: string): Promise<SteeringEvent | undefined> {
+  const [row] = await db.query<SteeringRow>(
+    `select ${COLUMNS} from steering_events where tenant_id = $1 and run_id = $2 and idempotency_key = $3`,
+    [tenantId, runId, key],
+  );
+  return row && toEvent(row);
+}
+
+/**
+ * The run's admission facts, locked: admission is decided against the same state the
+ * finalization gate and a resume change.
+ */
+export async function lockRunForSteering(
+  tx: Queryable,
+  tenantId: string,
+  runId: string,
+): Promise<{ run_id: string; status: RunStatus; steering_closed: boolean; superseded_by_run_id: string | null } | undefined> {
+  const [run] = await tx.query<{ run_id: string; status: RunStatus; steering_closed: boolean; superseded_by_run_id: string | null }>(
+    `select run_id::text as run_id, status, steering_closed, superseded_by_run_id::text as superseded_by_run_id
+       from runs where tenant_id = $1 and run_id = $2 for update`,
+    [tenantId, runId],
+  );
+  return run;
+}
+
+/** A new steering row with the run's next steering sequence, and its run.steer.accepted event. */
+export async function insertSteeringEvent(tx: Queryable, tenantId: string, runId: string, request: SteerRequest): Promise<SteeringEvent> {
+  const [row] = await tx.query<SteeringRow>(
+    `with seq as (
+       update runs set last_steering_sequence = last_steering_sequence + 1 where run_id = $2 returning last_steering_sequence
+     )
+     insert into steering_events (id, tenant_id, run_id, sequence, kind, payload, metadata, idempotency_key)
+     select $3, $1, $2, seq.last_steering_sequence, $4, $5::jsonb, $6::jsonb, $7 from seq
+     returning ${COLUMNS}`,
+    [tenantId, runId, randomUUID(), request.kind, json(request.payload), json(request.metadata), request.idempotencyKey ?? null],
+  );
+  const event = toEvent(row!);
+  await appendEvents(tx, runId, [acceptedEvent(event)]);
+  return event;
+}
+
 export class SteeringRepository {
   constructor(private readonly db: Db) {}
-
-  /**
-   * Accepts a steering event, in the spec's order of checks: a known (tenant, run, key) returns
-   * the existing row as it is now; only a new key goes through admission by run state. The run
-   * row is locked, so admission is decided against the same state the finalization gate and a
-   * resume change. The row and its run.steer.accepted event commit together.
-   */
-  async steer(tenantId: string, runId: string, request: SteerRequest): Promise<{ event: SteeringEvent; replayed: boolean }> {
-    try {
-      return await this.db.transaction((tx) => this.steerIn(tx, tenantId, runId, request));
-    } catch (error) {
-      // A concurrent request with the same key committed first: answer as its replay.
-      if ((error as { code?: string }).code === "23505" && request.idempotencyKey !== undefined) {
-        const existing = await this.findByKey(this.db, tenantId, runId, request.idempotencyKey);
-        if (existing) return { event: existing, replayed: true };
-      }
-      throw error;
-    }
-  }
-
-  private async steerIn(tx: Queryable, tenantId: string, runId: string, request: SteerRequest) {
-    if (request.idempotencyKey !== undefined) {
-      const existing = await this.findByKey(tx, tenantId, runId, request.idempotencyKey);
-      if (existing) return { event: existing, replayed: true };
-    }
-    const [run] = await tx.query<{ status: RunStatus; steering_closed: boolean; superseded_by_run_id: string | null }>(
-      `select status, steering_closed, superseded_by_run_id::text as superseded_by_run_id
-         from runs where tenant_id = $1 and run_id = $2 for update`,
-      [tenantId, runId],
-    );
-    if (!run) throw notFound("run", runId);
-    if (run.superseded_by_run_id !== null) {
-      throw new ApiError("run_superseded", `run ${runId} was resumed as run ${run.superseded_by_run_id}; steer that run`, {
-        fields: { superseded_by_run_id: run.superseded_by_run_id },
-      });
-    }
-    if (isTerminal(run.status)) throw new ApiError("run_terminal", `run ${runId} is ${run.status}; nothing was written`);
-    if (run.steering_closed && (run.status === "running" || run.status === "cancelling")) {
-      throw new ApiError("run_finalizing", `run ${runId} has finished its graph and is being finalized; steer a new run`);
-    }
-    const [row] = await tx.query<SteeringRow>(
-      `with seq as (
-         update runs set last_steering_sequence = last_steering_sequence + 1 where run_id = $2 returning last_steering_sequence
-       )
-       insert into steering_events (id, tenant_id, run_id, sequence, kind, payload, metadata, idempotency_key)
-       select $3, $1, $2, seq.last_steering_sequence, $4, $5::jsonb, $6::jsonb, $7 from seq
-       returning ${COLUMNS}`,
-      [tenantId, runId, randomUUID(), request.kind, json(request.payload), json(request.metadata), request.idempotencyKey ?? null],
-    );
-    const event = toEvent(row!);
-    await appendEvents(tx, runId, [acceptedEvent(event)]);
-    return { event, replayed: false };
-  }
-
-  private async findByKey(db: Queryable, tenantId: string, runId: string, key: string): Promise<SteeringEvent | undefined> {
-    const [row] = await db.query<SteeringRow>(
-      `select ${COLUMNS} from steering_events where tenant_id = $1 and run_id = $2 and idempotency_key = $3`,
-      [tenantId, runId, key],
-    );
-    return row && toEvent(row);
-  }
 
   /** The run's unconsumed events, in sequence order, without taking them. */
   async peek(runId: string): Promise<SteeringEvent[]> {
