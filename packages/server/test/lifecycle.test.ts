@@ -158,7 +158,7 @@ describe("every terminal transition has exactly one terminal event", () => {
   const events = async (runId: string) => (await server.request("GET", `/v1/runs/${runId}/events?limit=1000`)).body as { kind: string; data: Record<string, unknown> }[];
 
   /** Opens the run's stream now and resolves with every event once the server ends it. */
-  async function streamUntilEnd(runId: string): Promise<SseEvent[]> {
+  async function streamUntilEnd(runId: string) {
     const connection = await openSse(`${server.url}/v1/runs/${runId}/stream`, { headers: { authorization: `Bearer ${await server.token()}` } });
     return connection.rest();
   }

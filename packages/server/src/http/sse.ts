@@ -14,7 +14,7 @@ export const openStreams = new Set<AbortController>();
 export async function streamRunEvents(
   request: FastifyRequest,
   reply: FastifyReply,
-  options: { runId: string; after: number; services: AppServices },
+  options: { tenantId: string; runId: string; after: number; services: AppServices },
 ): Promise<void> {
   const { runId, services } = options;
   const closed = new AbortController();
@@ -34,7 +34,7 @@ export async function streamRunEvents(
     for (const event of events) out.write(`id: ${event.sequence}\nevent: ${event.kind}\ndata: ${JSON.stringify(event)}\n\n`);
   };
   try {
-    const updates = services.runService.follow(runId, { after: options.after, recheckMs: services.streamHeartbeatMs, signal: closed.signal });
+    const updates = services.runService.follow(options.tenantId, runId, { after: options.after, recheckMs: services.streamHeartbeatMs, signal: closed.signal });
     for await (const update of updates) {
       if (update.type === "events") write(update.events);
       else if (update.type === "quiet") out.write(": heartbeat\n\n");

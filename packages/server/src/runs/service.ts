@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { ApiError, notFound } from "../domain/errors.ts";
 import { isRefusal, transitionFor, type RunTrigger } from "../domain/run-lifecycle.ts";
-import { ACTIVE_STATUSES, isSettled, requestFingerprint, type Durability, type MultitaskStrategy, type RunStatus } from "../domain/runs.ts";
+import { ACTIVE_STATUSES, isSettled, requestFingerprint, type Durability, type MultitaskStrategy } from "../domain/runs.ts";
 import type { AssistantCatalog } from "../graphs/assistants.ts";
 import { validateGraphInput } from "../graphs/input.ts";
 import type { GraphRegistry } from "../graphs/registry.ts";
@@ -40,7 +40,7 @@ export interface RunLimits {
 export type FollowUpdate =
   | { readonly type: "events"; readonly events: RunEvent[] }
   | { readonly type: "quiet" }
-  | { readonly type: "settled"; readonly status: RunStatus };
+  | { readonly type: "settled"; readonly run: Run };
 
 export interface FollowOptions {
   /** Events after this sequence (default 0: from the start). */
@@ -190,12 +190,12 @@ export class RunService {
 
   /**
    * A run's events after `after` and its end, as they become durable: one iterator for SSE, join
-   * and the gateways. It reads the log, then the status; the final status commits with the last
-   * events, so after a settled status one more read finds everything. It wakes on the run's
+   * and the gateways. Each wake-up reads the log, then the run; the final status commits with the
+   * last events, so after a settled status one more read finds everything. It wakes on the run's
    * notices and re-reads storage every `recheckMs` in case one was lost ("quiet" then, when
-   * nothing new came). The caller checks the run is its tenant's first (`get`).
+   * nothing new came). The first read checks the run is the tenant's (404 otherwise).
    */
-  async *follow(runId: string, options: FollowOptions = {}): AsyncGenerator<FollowUpdate, void, undefined> {
+  async *follow(tenantId: string, runId: string, options: FollowOptions = {}): AsyncGenerator<FollowUpdate, void, undefined> {
     const withEvents = options.events ?? true;
     let cursor = options.after ?? 0;
     const readPage = async () => {
@@ -215,10 +215,10 @@ export class RunService {
           yield { type: "events", events: page };
         }
       }
-      const status = await runRows.runStatus(this.db, runId);
-      if (status === undefined || isSettled(status)) {
+      const run = await this.own(this.db, tenantId, runId);
+      if (isSettled(run.status)) {
         if (withEvents) for (let rest = await readPage(); rest.length; rest = await readPage()) yield { type: "events", events: rest };
-        if (status !== undefined) yield { type: "settled", status };
+        yield { type: "settled", run: publicRun(run) };
         return;
       }
       if (!news && wakeup === "recheck") yield { type: "quiet" };
@@ -227,10 +227,9 @@ export class RunService {
 
   /** Waits until the run is terminal or paused; 408 join_timeout when the wait ends first. */
   async join(tenantId: string, runId: string, timeoutSeconds: number, signal?: AbortSignal): Promise<Run> {
-    await this.own(this.db, tenantId, runId);
     const deadline = AbortSignal.timeout(timeoutSeconds * 1000);
-    for await (const update of this.follow(runId, { events: false, signal: signal ? AbortSignal.any([signal, deadline]) : deadline })) {
-      if (update.type === "settled") return this.get(tenantId, runId);
+    for await (const update of this.follow(tenantId, runId, { events: false, signal: signal ? AbortSignal.any([signal, deadline]) : deadline })) {
+      if (update.type === "settled") return update.run;
     }
     const run = await this.own(this.db, tenantId, runId);
     if (isSettled(run.status)) return publicRun(run);
