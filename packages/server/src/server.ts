@@ -7,7 +7,8 @@ import { ConfigError, type RudderConfig } from "./config/config.ts";
 import { AssistantCatalog } from "./graphs/assistants.ts";
 import { GraphRegistry } from "./graphs/registry.ts";
 import { ThreadStateReader } from "./graphs/thread-state.ts";
-import { buildApp, type App, type AppServices } from "./http/app.ts";
+import { buildApp, type App } from "./http/app.ts";
+import type { AppServices } from "./http/services.ts";
 import { createLocalNotifier, createPostgresNotifier, type Notifier } from "./notify/notifier.ts";
 import { RunService } from "./runs/service.ts";
 import { SteeringService } from "./runs/steering.ts";
@@ -16,7 +17,7 @@ import { RudderCheckpointSaver } from "./storage/checkpointer.ts";
 import { createPgliteDb, createPostgresDb, type Db } from "./storage/db.ts";
 import { migrate, migrationStatus } from "./storage/migrate.ts";
 import { SteeringRepository } from "./storage/steering.ts";
-import { ThreadRepository } from "./storage/threads.ts";
+import { ThreadService } from "./threads/service.ts";
 import { VERSION } from "./version.ts";
 import { DEFAULT_WORKER_OPTIONS, Worker, type WorkerOptions } from "./worker/worker.ts";
 
@@ -69,15 +70,16 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
   const steering = new SteeringRepository(db);
   const assistants = new AssistantCatalog(new AssistantRepository(db), graphs, config.assistants);
   const services: AppServices = {
-    db,
     authenticate: createAuthenticator(config.auth),
-    graphs,
     assistants,
-    threads: new ThreadRepository(db),
-    threadState: new ThreadStateReader(graphs, checkpointer),
+    threads: new ThreadService(db, new ThreadStateReader(graphs, checkpointer)),
     runService: new RunService(db, assistants, graphs, notifier, { queuedRunQuota: config.queuedRunQuota }),
     steeringService: new SteeringService(db, notifier),
     notifier,
+    readiness: async () => {
+      await db.query("select 1");
+      return { database: db.driver, graphs: graphs.ids() };
+    },
     streamHeartbeatMs: config.streamHeartbeatMs,
   };
   const serveApi = options.api ?? true;

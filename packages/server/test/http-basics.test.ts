@@ -5,11 +5,14 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { exportJWK, generateKeyPair, SignJWT } from "jose";
+import * as api from "@rudder/api";
 import { mintToken } from "../src/auth/authenticator.ts";
 import { ERROR_CODES } from "../src/domain/errors.ts";
 import { startTestServer, TEST_SECRET, type TestResponse, type TestServer } from "./support/server.ts";
 
 type PrivateKey = Awaited<ReturnType<typeof generateKeyPair>>["privateKey"];
+type OpenApiAnswer = { content?: Record<string, { schema?: { $ref?: string } }> };
+type OpenApiOperation = { requestBody?: unknown; responses: Record<string, OpenApiAnswer> };
 
 const PROBLEM_FIELDS = ["type", "title", "status", "detail", "code", "request_id", "retryable"];
 
@@ -60,6 +63,43 @@ describe("HTTP basics", () => {
     const docs = await fetch(`${server.url}/docs/`, { redirect: "follow" });
     assert.equal(docs.status, 200);
     assert.match(await docs.text(), /swagger/i);
+  });
+
+  test("/openapi.json documents every operation from the @rudder/api schemas", async () => {
+    const { body: openapi } = await server.request("GET", "/openapi.json", { token: null });
+    // The named components are @rudder/api's schemas, field for field.
+    const { Run, RunEvent, Thread, CheckpointRef, ThreadState, Assistant, Problem } = api;
+    for (const [name, schema] of Object.entries({ Run, RunEvent, Thread, CheckpointRef, ThreadState, Assistant, Problem })) {
+      const component = openapi.components.schemas[name];
+      assert.ok(component, `component ${name}`);
+      assert.deepEqual(Object.keys(component.properties), Object.keys(schema.properties), `fields of ${name}`);
+    }
+    // Every operation answers with a schema (or 204), and every error answer is a Problem.
+    const operations = Object.entries(openapi.paths as Record<string, Record<string, OpenApiOperation>>).flatMap(([path, methods]) =>
+      Object.entries(methods).map(([method, operation]) => ({ name: `${method.toUpperCase()} ${path}`, operation })),
+    );
+    assert.ok(operations.length >= 26, `${operations.length} operations`);
+    for (const { name, operation } of operations) {
+      const [success, answer] = Object.entries(operation.responses).find(([status]) => status.startsWith("2"))!;
+      if (success !== "204") assert.ok(answer.content?.["application/json"]?.schema, `${name} documents its ${success} body`);
+      for (const [status, problem] of Object.entries(operation.responses).filter(([status]) => Number(status) >= 400)) {
+        assert.equal(problem.content?.["application/json"]?.schema?.$ref, "#/components/schemas/Problem", `${name} ${status}`);
+      }
+    }
+    const bodies = new Set(operations.filter(({ operation }) => operation.requestBody).map(({ name }) => name));
+    for (const name of [
+      "PATCH /v1/assistants/{assistant_id}",
+      "PATCH /v1/threads/{thread_id}",
+      "POST /v1/assistants",
+      "POST /v1/runs",
+      "POST /v1/runs/{run_id}/resume",
+      "POST /v1/runs/{run_id}/steer",
+      "POST /v1/threads",
+      "POST /v1/threads/{thread_id}/fork",
+      "POST /v1/threads/{thread_id}/runs",
+    ]) {
+      assert.ok(bodies.has(name), `${name} documents its request body`);
+    }
   });
 
   test("every answer carries X-Request-Id; a sane incoming id is echoed", async () => {

@@ -7,6 +7,7 @@ import { VERSION } from "../version.ts";
 import { runDev, runServe, runWorker } from "./serve.ts";
 import { runMigrate } from "./migrate.ts";
 import { runToken } from "./token.ts";
+import { OPTIONS } from "./options.ts";
 
 const USAGE = `rudder ${VERSION}: durable execution server for LangGraph.js agents
 
@@ -26,24 +27,6 @@ Usage:
 Environment: DATABASE_URL, RUDDER_JWT_SECRET, RUDDER_JWKS_URL, RUDDER_JWKS_FILE, PORT, HOST,
 RUDDER_DATA_DIR, RUDDER_LOG_LEVEL, RUDDER_WORKER_CONCURRENCY, RUDDER_QUEUED_RUN_QUOTA,
 RUDDER_STREAM_HEARTBEAT_MS.`;
-
-const OPTIONS = {
-  config: { type: "string" },
-  port: { type: "string" },
-  host: { type: "string" },
-  "data-dir": { type: "string" },
-  to: { type: "string" },
-  status: { type: "boolean" },
-  "with-worker": { type: "boolean" },
-  tenant: { type: "string" },
-  roles: { type: "string" },
-  expires: { type: "string" },
-  subject: { type: "string" },
-  help: { type: "boolean", short: "h" },
-  version: { type: "boolean" },
-} as const;
-
-export type CliValues = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>>["values"];
 
 /** Runs one command and returns the process exit code; expected failures print one clear line. */
 export async function main(argv: string[]): Promise<number> {

@@ -1,7 +1,7 @@
 import { resolveConfig } from "../config/config.ts";
 import { openDatabase } from "../server.ts";
 import { MigrationError, migrate, migrationStatus } from "../storage/migrate.ts";
-import type { CliValues } from "./main.ts";
+import type { CliValues } from "./options.ts";
 
 export async function runMigrate(values: CliValues): Promise<number> {
   const config = resolveConfig({ dataDir: values["data-dir"], config: values.config });

@@ -5,7 +5,7 @@ import { mintToken } from "../auth/authenticator.ts";
 import { ConfigError, resolveConfig, type RudderConfig } from "../config/config.ts";
 import { openDatabase, startServer, type RunningServer } from "../server.ts";
 import type { Db } from "../storage/db.ts";
-import type { CliValues } from "./main.ts";
+import type { CliValues } from "./options.ts";
 
 export async function runDev(values: CliValues): Promise<number> {
   const resolved = resolveConfig(flagsOf(values));

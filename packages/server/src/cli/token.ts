@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { mintToken } from "../auth/authenticator.ts";
 import { ConfigError, resolveConfig } from "../config/config.ts";
 import { isRole, type Role } from "../domain/roles.ts";
-import type { CliValues } from "./main.ts";
+import type { CliValues } from "./options.ts";
 import { devSecret } from "./serve.ts";
 
 export async function runToken(values: CliValues): Promise<number> {

@@ -1,10 +1,7 @@
+import type { RunUsage } from "@rudder/api";
+
 /** What a run has spent: counted for chat models and tools, plus what graph code reports. */
-export interface Usage {
-  model_calls: number;
-  tool_calls: number;
-  tokens: number;
-  cost: number;
-}
+export type Usage = RunUsage;
 
 export type Budget = { [K in keyof Usage]: number | null };
 

@@ -1,3 +1,4 @@
+import type { CancelReason, RunEventBody, ThreadStatus } from "@rudder/api";
 import { isRetryableError, retryDelayMs, runErrorOf, type RunError, type RunStatus } from "./runs.ts";
 
 /**
@@ -37,25 +38,22 @@ export type RunTrigger =
   /** A cancelling run whose worker died: its lease expired, so the reaper ends it. */
   | "reap";
 
-export type ThreadStatus = "idle" | "busy" | "paused" | "error";
+export type { ThreadStatus } from "@rudder/api";
 
-/** Every event kind a transition appends, with its one data shape (docs/events.md). */
-export interface LifecycleEventData {
-  run_started: { attempt: number; worker: string };
-  run_succeeded: Record<string, never>;
-  run_paused: { interrupts: unknown[] };
-  run_failed: { error: RunError };
-  run_timed_out: { error: RunError };
-  run_dead_letter: { error: RunError };
-  run_retrying: { attempt: number; reason: "error" | "worker_shutdown"; delay_ms: number; error: RunError | null };
-  run_cancelled: { reason: CancelReason; from: RunStatus; error: RunError };
-  run_redriven: { from: RunStatus };
-}
-export type LifecycleEventKind = keyof LifecycleEventData;
-export type LifecycleEvent = { [K in LifecycleEventKind]: { kind: K; data: LifecycleEventData[K] } }[LifecycleEventKind];
+/** Every event kind a transition appends; its one data shape is in @rudder/api (`RUN_EVENT_DATA`, docs/events.md). */
+export type LifecycleEventKind =
+  | "run_started"
+  | "run_succeeded"
+  | "run_paused"
+  | "run_failed"
+  | "run_timed_out"
+  | "run_dead_letter"
+  | "run_retrying"
+  | "run_cancelled"
+  | "run_redriven";
+export type LifecycleEvent = RunEventBody<LifecycleEventKind>;
 
-/** Why a run ended cancelled: `run_cancelled.data.reason`. */
-export type CancelReason = "cancel_requested" | "cancel_previous" | "lease_expired";
+export type { CancelReason } from "@rudder/api";
 
 /** One row of the table: from which states a trigger applies, and what it does. */
 export interface TransitionRule {

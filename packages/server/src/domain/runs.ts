@@ -1,18 +1,8 @@
 import { createHash } from "node:crypto";
+import type { RunError, RunStatus } from "@rudder/api";
 
-/** Run states (spec section 3). */
-export const RUN_STATUSES = [
-  "pending",
-  "running",
-  "cancelling",
-  "paused",
-  "succeeded",
-  "failed",
-  "cancelled",
-  "timed_out",
-  "dead_letter",
-] as const;
-export type RunStatus = (typeof RUN_STATUSES)[number];
+// Run states, strategies, durabilities and the run error object are part of the wire contract.
+export { DURABILITIES, MULTITASK_STRATEGIES, RUN_STATUSES, type Durability, type MultitaskStrategy, type RunError, type RunStatus } from "@rudder/api";
 
 export const TERMINAL_STATUSES: ReadonlySet<RunStatus> = new Set(["succeeded", "failed", "cancelled", "timed_out", "dead_letter"]);
 
@@ -26,19 +16,6 @@ export const ACTIVE_STATUSES: readonly RunStatus[] = ["pending", "running", "can
 
 /** Statuses in which a worker holds the run's lease. */
 export const LEASED_STATUSES: readonly RunStatus[] = ["running", "cancelling"];
-
-export const MULTITASK_STRATEGIES = ["enqueue", "reject", "cancel_previous"] as const;
-export type MultitaskStrategy = (typeof MULTITASK_STRATEGIES)[number];
-
-export const DURABILITIES = ["sync", "async", "exit"] as const;
-export type Durability = (typeof DURABILITIES)[number];
-
-/** The spec's run error object. */
-export interface RunError {
-  code: string;
-  message: string;
-  retryable: boolean;
-}
 
 const NETWORK_ERROR_CODES = new Set(["ECONNRESET", "ECONNREFUSED", "ETIMEDOUT", "EPIPE", "EAI_AGAIN", "ENOTFOUND"]);
 

@@ -1,12 +1,10 @@
 import { randomUUID } from "node:crypto";
+import type { Assistant, CreateAssistantBody, JsonObject, PatchAssistantBody } from "@rudder/api";
 import type { DeclaredAssistant } from "../config/config.ts";
 import { contains } from "../domain/containment.ts";
 import { ApiError, notFound } from "../domain/errors.ts";
-import type { Assistant, AssistantFields, AssistantRepository } from "../storage/assistants.ts";
+import type { AssistantRepository } from "../storage/assistants.ts";
 import type { GraphRegistry } from "./registry.ts";
-
-export type AssistantInput = { assistant_id?: string | undefined } & Partial<AssistantFields> & { graph_id: string };
-export type AssistantPatch = Partial<AssistantFields>;
 
 /**
  * Every assistant a tenant can use: the default assistant of each configured graph (its id is the
@@ -37,7 +35,7 @@ export class AssistantCatalog {
   /** Config-declared assistants first (in config order), then the tenant's own, newest first. */
   async list(
     tenantId: string,
-    query: { limit: number; offset: number; graphId?: string | undefined; metadata?: Record<string, unknown> | undefined },
+    query: { limit: number; offset: number; graphId?: string | undefined; metadata?: JsonObject | undefined },
   ): Promise<Assistant[]> {
     const declared = [...this.declared.values()].filter(
       (assistant) =>
@@ -55,7 +53,7 @@ export class AssistantCatalog {
     return [...page, ...stored];
   }
 
-  async create(tenantId: string, input: AssistantInput): Promise<Assistant> {
+  async create(tenantId: string, input: CreateAssistantBody): Promise<Assistant> {
     this.requireGraph(input.graph_id);
     const assistantId = input.assistant_id ?? randomUUID();
     if (this.declared.has(assistantId)) throw declaredConflict(assistantId);
@@ -72,7 +70,7 @@ export class AssistantCatalog {
   }
 
   /** Replaces the fields given; the others keep their values. */
-  async update(tenantId: string, assistantId: string, patch: AssistantPatch): Promise<Assistant> {
+  async update(tenantId: string, assistantId: string, patch: PatchAssistantBody): Promise<Assistant> {
     if (this.declared.has(assistantId)) throw declaredConflict(assistantId);
     if (patch.graph_id !== undefined) this.requireGraph(patch.graph_id);
     const current = await this.repository.get(tenantId, assistantId);

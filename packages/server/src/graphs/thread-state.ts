@@ -1,35 +1,7 @@
 import type { BaseCheckpointSaver, CheckpointTuple, StateSnapshot } from "@langchain/langgraph";
+import type { CheckpointRef, ForkAnswer, ForkBody, ThreadState } from "@rudder/api";
 import { ApiError, notFound } from "../domain/errors.ts";
 import type { GraphRegistry, RunnableGraph } from "./registry.ts";
-
-/** Where a checkpoint sits: the address a client passes back to read or fork from it. */
-export interface CheckpointRef {
-  thread_id: string;
-  checkpoint_ns: string;
-  checkpoint_id: string;
-}
-
-/** A thread's state at one checkpoint, in the shape LangGraph Platform clients read. */
-export interface ThreadState {
-  values: unknown;
-  next: string[];
-  tasks: { id: string; name: string; error: string | null; interrupts: unknown[] }[];
-  checkpoint: CheckpointRef | null;
-  parent_checkpoint: CheckpointRef | null;
-  metadata: Record<string, unknown>;
-  created_at: string | null;
-}
-
-export interface ForkRequest {
-  checkpoint_id?: string | undefined;
-  values?: Record<string, unknown> | undefined;
-  as_node?: string | undefined;
-}
-
-/** The runtime config of a lineage: pass it as a run's config to continue from that checkpoint. */
-export interface RuntimeConfig {
-  configurable: CheckpointRef;
-}
 
 /**
  * Reads and forks thread state through LangGraph. The graph is the one that wrote the thread's
@@ -77,7 +49,7 @@ export class ThreadStateReader {
    * update is written as a new checkpoint through the graph, as `graph.updateState` does;
    * without, the lineage starts at the checkpoint itself and nothing is written.
    */
-  async fork(threadId: string, request: ForkRequest): Promise<RuntimeConfig> {
+  async fork(threadId: string, request: ForkBody): Promise<ForkAnswer> {
     const tuple = await this.checkpointer.getTuple(configFor(threadId, request.checkpoint_id));
     if (!tuple) {
       throw request.checkpoint_id === undefined

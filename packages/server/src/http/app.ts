@@ -13,39 +13,16 @@ import fastifySwagger from "@fastify/swagger";
 import fastifySwaggerUi from "@fastify/swagger-ui";
 import { Ajv, type AnySchema, type Options as AjvOptions } from "ajv";
 import addFormats from "ajv-formats";
-import type { Authenticate } from "../auth/authenticator.ts";
+import { Problem } from "@rudder/api";
 import { ApiError } from "../domain/errors.ts";
-import type { GraphRegistry } from "../graphs/registry.ts";
-import type { AssistantCatalog } from "../graphs/assistants.ts";
-import type { ThreadStateReader } from "../graphs/thread-state.ts";
-import type { Db } from "../storage/db.ts";
-import type { Notifier } from "../notify/notifier.ts";
-import type { RunService } from "../runs/service.ts";
-import type { SteeringService } from "../runs/steering.ts";
-import type { ThreadRepository } from "../storage/threads.ts";
 import { authPlugin } from "./auth.ts";
 import { sendProblem, toApiError } from "./problem.ts";
-import { Problem } from "./schemas.ts";
 import { assistantRoutes } from "./routes/assistants.ts";
 import { systemRoutes } from "./routes/system.ts";
 import { runRoutes } from "./routes/runs.ts";
 import { threadRoutes } from "./routes/threads.ts";
+import type { AppServices } from "./services.ts";
 import { openStreams } from "./sse.ts";
-
-/** What the routes need, built once by the server and handed to the app. */
-export interface AppServices {
-  readonly db: Db;
-  readonly authenticate: Authenticate;
-  readonly graphs: GraphRegistry;
-  readonly assistants: AssistantCatalog;
-  readonly threads: ThreadRepository;
-  readonly threadState: ThreadStateReader;
-  readonly runService: RunService;
-  readonly steeringService: SteeringService;
-  readonly notifier: Notifier;
-  /** A quiet SSE stream gets a `: heartbeat` comment this often. */
-  readonly streamHeartbeatMs: number;
-}
 
 export interface AppOptions {
   readonly services: AppServices;

@@ -1,17 +1,6 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from "fastify";
+import type { Problem } from "@rudder/api";
 import { ApiError, ERROR_CODES, type ErrorCode } from "../domain/errors.ts";
-
-/** The body of every non-2xx answer (RFC 9457 plus the spec's `code`, `request_id`, `retryable`). */
-export interface Problem {
-  type: "about:blank";
-  title: string;
-  status: number;
-  detail: string;
-  code: ErrorCode;
-  request_id: string;
-  retryable: boolean;
-  [extension: string]: unknown;
-}
 
 export function problemFor(error: ApiError, requestId: string): Problem {
   return {

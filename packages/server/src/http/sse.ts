@@ -1,6 +1,6 @@
 import type { FastifyReply, FastifyRequest } from "fastify";
-import type { RunEvent } from "../storage/runs.ts";
-import type { AppServices } from "./app.ts";
+import type { RunEvent } from "@rudder/api";
+import type { AppServices } from "./services.ts";
 
 /** Streams open on this process, ended by the server's preClose so shutdown does not wait on them. */
 export const openStreams = new Set<AbortController>();

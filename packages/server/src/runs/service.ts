@@ -1,7 +1,8 @@
 import { randomUUID } from "node:crypto";
+import type { CreateRunBody, ResumeBody, Run, RunEvent } from "@rudder/api";
 import { ApiError, notFound } from "../domain/errors.ts";
 import { isRefusal, transitionFor, type RunTrigger } from "../domain/run-lifecycle.ts";
-import { ACTIVE_STATUSES, isSettled, requestFingerprint, type Durability, type MultitaskStrategy } from "../domain/runs.ts";
+import { ACTIVE_STATUSES, isSettled, requestFingerprint, type MultitaskStrategy } from "../domain/runs.ts";
 import type { AssistantCatalog } from "../graphs/assistants.ts";
 import { validateGraphInput } from "../graphs/input.ts";
 import type { GraphRegistry } from "../graphs/registry.ts";
@@ -9,28 +10,9 @@ import type { Notifier } from "../notify/notifier.ts";
 import { wakeups } from "../notify/wakeups.ts";
 import type { Db, Queryable, Transaction } from "../storage/db.ts";
 import * as runRows from "../storage/runs.ts";
-import { publicRun, type ClaimedRun, type NewRun, type Run, type RunEvent } from "../storage/runs.ts";
+import { publicRun, type ClaimedRun, type NewRun } from "../storage/runs.ts";
 import { migrateToSuccessor } from "../storage/steering.ts";
 import { applyTransition } from "./transitions.ts";
-
-/** The spec's run creation request fields. */
-export interface CreateRunRequest {
-  assistant_id: string;
-  input?: unknown;
-  context?: Record<string, unknown>;
-  config?: Record<string, unknown>;
-  resume?: unknown;
-  update?: Record<string, unknown> | null;
-  goto?: string | null;
-  durability?: Durability;
-  multitask_strategy?: MultitaskStrategy;
-  run_timeout?: number | null;
-  max_model_calls?: number | null;
-  max_tool_calls?: number | null;
-  max_tokens?: number | null;
-  max_cost?: number | null;
-  metadata?: Record<string, unknown>;
-}
 
 export interface RunLimits {
   readonly queuedRunQuota: number;
@@ -82,7 +64,7 @@ export class RunService {
   async create(
     tenantId: string,
     threadId: string | null,
-    request: CreateRunRequest,
+    request: CreateRunBody,
     idempotencyKey?: string,
     tx?: Transaction,
   ): Promise<{ run: Run; replayed: boolean }> {
@@ -250,7 +232,7 @@ export class RunService {
    * makes one of concurrent resumes win; the others find the link set (409 run_resume_conflict).
    * The new run is claimable only once this commits.
    */
-  async resume(tenantId: string, runId: string, command: { resume?: unknown; update?: Record<string, unknown> | null; goto?: string | null }): Promise<Run> {
+  async resume(tenantId: string, runId: string, command: ResumeBody): Promise<Run> {
     return this.db.transaction(async (tx) => {
       const old = await this.own(tx, tenantId, runId, { lock: true });
       await this.transition(tx, old, "resume");

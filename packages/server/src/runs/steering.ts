@@ -1,18 +1,9 @@
+import type { SteerAccepted, SteerBody, SteeringEvent } from "@rudder/api";
 import { ApiError, notFound } from "../domain/errors.ts";
 import { STEERING_MAX_BYTES, steeringAdmission, steeringSize } from "../domain/steering.ts";
 import type { Notifier } from "../notify/notifier.ts";
 import type { Db, Transaction } from "../storage/db.ts";
-import { findSteeringByKey, insertSteeringEvent, lockRunForSteering, type SteeringEvent, type SteerRequest } from "../storage/steering.ts";
-
-export interface SteerBody {
-  kind: string;
-  payload: unknown;
-  metadata?: Record<string, unknown>;
-  idempotency_key?: string;
-}
-
-/** The 202 body of a steer call (spec: id, run_id, sequence, kind, status, created_at). */
-export type SteerAnswer = Pick<SteeringEvent, "id" | "run_id" | "sequence" | "kind" | "status" | "created_at">;
+import { findSteeringByKey, insertSteeringEvent, lockRunForSteering, type SteerRequest } from "../storage/steering.ts";
 
 /** Accepting steering: the size rule, the key precedence, the replay rule, then admission by run state. */
 export class SteeringService {
@@ -22,7 +13,7 @@ export class SteeringService {
     private readonly maxBytes = STEERING_MAX_BYTES,
   ) {}
 
-  async steer(tenantId: string, runId: string, body: SteerBody, headerKey: string | undefined): Promise<SteerAnswer> {
+  async steer(tenantId: string, runId: string, body: SteerBody, headerKey: string | undefined): Promise<SteerAccepted> {
     const size = steeringSize(body.payload, body.metadata);
     if (size > this.maxBytes) {
       throw new ApiError("payload_too_large", `steering payload plus metadata is ${size} bytes; the limit is ${this.maxBytes}. Nothing was written.`);

@@ -1,18 +1,8 @@
+import type { Assistant } from "@rudder/api";
 import type { Db } from "./db.ts";
 import { iso, json } from "./rows.ts";
 
-export interface Assistant {
-  assistant_id: string;
-  graph_id: string;
-  name: string;
-  description: string | null;
-  config: Record<string, unknown>;
-  context: Record<string, unknown>;
-  metadata: Record<string, unknown>;
-  created_at: string;
-  updated_at: string;
-}
-
+/** What a stored assistant holds besides its id and timestamps. */
 export type AssistantFields = Pick<Assistant, "graph_id" | "name" | "description" | "config" | "context" | "metadata">;
 
 interface AssistantRow extends Omit<Assistant, "created_at" | "updated_at"> {

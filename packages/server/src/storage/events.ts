@@ -1,6 +1,10 @@
+import type { RunEventBody } from "@rudder/api";
 import type { Queryable } from "./db.ts";
+import type { Lease } from "./lease.ts";
 import { json } from "./rows.ts";
-import type { Lease, PendingEvent } from "./runs.ts";
+
+/** An event to append, of a known kind with its one data shape: the log gives it its sequence and time. */
+export type PendingEvent = RunEventBody;
 
 /**
  * Appends events in one statement: the run row's counter hands out the next sequences, and its

@@ -1,47 +1,16 @@
+import type { ResumeBody, Run, RunEvent, ThreadStatus } from "@rudder/api";
 import type { Usage } from "../domain/budget.ts";
 import { LEASED_STATUSES, type Durability, type MultitaskStrategy, type RunError, type RunStatus } from "../domain/runs.ts";
-import type { ThreadStatus } from "../domain/run-lifecycle.ts";
 import type { Queryable } from "./db.ts";
+import type { Lease } from "./lease.ts";
 import { iso, json } from "./rows.ts";
-
-export type RunUsage = Usage;
-
-/** A run as the API shows it (DESIGN.md "Run"). */
-export interface Run {
-  run_id: string;
-  thread_id: string | null;
-  assistant_id: string;
-  status: RunStatus;
-  input: unknown;
-  context: Record<string, unknown>;
-  config: Record<string, unknown>;
-  metadata: Record<string, unknown>;
-  output: unknown;
-  error: RunError | null;
-  attempt: number;
-  multitask_strategy: MultitaskStrategy;
-  durability: Durability;
-  run_timeout: number | null;
-  max_model_calls: number | null;
-  max_tool_calls: number | null;
-  max_tokens: number | null;
-  max_cost: number | null;
-  usage: RunUsage;
-  /** Set once, when a resume created the run that continues this paused one. */
-  superseded_by_run_id: string | null;
-  /** Steering admission closed by the worker before its final flush; reset on each claim. */
-  steering_closed: boolean;
-  created_at: string;
-  started_at: string | null;
-  finished_at: string | null;
-  updated_at: string;
-}
 
 /** What a worker needs beyond the public view. */
 export interface ClaimedRun extends Run {
   tenant_id: string;
   graph_id: string;
-  command: { resume?: unknown; update?: Record<string, unknown> | null; goto?: string | null } | null;
+  /** What the run starts with besides its input: a resume's (or create's) Command. */
+  command: ResumeBody | null;
 }
 
 export interface NewRun {
@@ -64,28 +33,6 @@ export interface NewRun {
   maxCost: number | null;
   idempotencyKey: string | undefined;
   requestHash: string;
-}
-
-/** One entry of a run's event log, as stored and streamed. */
-export interface RunEvent {
-  id: string;
-  run_id: string;
-  sequence: number;
-  kind: string;
-  data: Record<string, unknown>;
-  created_at: string;
-}
-
-export interface PendingEvent {
-  kind: string;
-  data: Record<string, unknown>;
-}
-
-/** The worker's fencing token: its writes land only while it still holds this attempt's lease. */
-export interface Lease {
-  runId: string;
-  attempt: number;
-  owner: string;
 }
 
 type Timestamp = Date | string;

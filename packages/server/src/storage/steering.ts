@@ -1,26 +1,10 @@
 import { randomUUID } from "node:crypto";
+import type { SteeringEvent } from "@rudder/api";
 import type { RunStatus } from "../domain/runs.ts";
 import type { Db, Queryable } from "./db.ts";
-import { appendEvents } from "./events.ts";
+import { appendEvents, type PendingEvent } from "./events.ts";
+import type { Lease } from "./lease.ts";
 import { iso, json } from "./rows.ts";
-import type { Lease, PendingEvent } from "./runs.ts";
-
-export type SteeringStatus = "pending" | "delivered" | "consumed" | "superseded";
-
-/** A durable steering row (spec section 2, "Steering event"). */
-export interface SteeringEvent {
-  id: string;
-  run_id: string;
-  sequence: number;
-  kind: string;
-  payload: unknown;
-  metadata: Record<string, unknown>;
-  idempotency_key: string | null;
-  status: SteeringStatus;
-  /** The id the client first received; null until the row is moved by a resume. */
-  source_event_id: string | null;
-  created_at: string;
-}
 
 export interface SteerRequest {
   kind: string;

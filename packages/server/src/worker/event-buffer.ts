@@ -1,4 +1,4 @@
-import type { PendingEvent } from "../storage/runs.ts";
+import type { PendingEvent } from "../storage/events.ts";
 
 /**
  * Batches a run's events so a chatty graph (a token per `messages` event) costs one commit per

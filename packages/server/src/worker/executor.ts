@@ -4,7 +4,8 @@ import { UsageMeter } from "../domain/budget.ts";
 import { BudgetCallbackHandler, type ModelPrice } from "./budget-callbacks.ts";
 import type { GraphRegistry } from "../graphs/registry.ts";
 import { ATTEMPT_CHECKPOINTS_KEY, AttemptCheckpoints, CHECKPOINT_HOOK_KEY, type CheckpointCommitHook } from "../storage/checkpointer.ts";
-import type { ClaimedRun, PendingEvent } from "../storage/runs.ts";
+import type { PendingEvent } from "../storage/events.ts";
+import type { ClaimedRun } from "../storage/runs.ts";
 
 /** A run's budget limits, as the meter takes them. */
 export function budgetOf(run: ClaimedRun) {
@@ -128,7 +129,8 @@ function toEvent(mode: (typeof STREAM_MODES)[number], chunk: unknown): PendingEv
       return { kind: "custom", data: { data: chunk } };
     case "messages": {
       const [message, metadata] = chunk as [unknown, Record<string, unknown>];
-      return { kind: "messages", data: { message: messageAsJson(message), node: metadata?.langgraph_node ?? null, metadata } };
+      const node = metadata?.langgraph_node;
+      return { kind: "messages", data: { message: messageAsJson(message), node: typeof node === "string" ? node : null, metadata } };
     }
     case "tasks": {
       const task = chunk as { id: string; name: string; result?: unknown; error?: unknown; interrupts?: unknown[]; triggers?: string[] };

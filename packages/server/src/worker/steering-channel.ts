@@ -1,8 +1,9 @@
+import type { SteeringEvent } from "@rudder/api";
 import type { SteeringChannel, SteeringMessage } from "@rudder/graph";
 import { waitForNotice, type Notifier } from "../notify/notifier.ts";
 import type { CheckpointCommitHook } from "../storage/checkpointer.ts";
-import type { Lease } from "../storage/runs.ts";
-import { commitConsumed, type SteeringEvent, type SteeringRepository } from "../storage/steering.ts";
+import type { Lease } from "../storage/lease.ts";
+import { commitConsumed, type SteeringRepository } from "../storage/steering.ts";
 
 /** Writes of a task that did not finish: its node runs again, so what it drained is not consumed. */
 const UNFINISHED_CHANNELS = new Set(["__interrupt__", "__error__"]);

@@ -1,13 +1,7 @@
 import assert from "node:assert/strict";
+import type { RunEvent } from "@rudder/api";
 
-/** A run event as the events endpoint returns it. */
-export interface RunEvent {
-  run_id: string;
-  sequence: number;
-  kind: string;
-  data: Record<string, unknown>;
-  created_at: string;
-}
+export type { RunEvent };
 
 /** A small JSON client for a server in another process (tests that spawn `rudder`). */
 export function apiClient(url: string, token: string) {

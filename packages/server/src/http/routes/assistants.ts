@@ -1,42 +1,9 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
-import type { AppServices } from "../app.ts";
+import { Assistant, AssistantIdParams, CreateAssistantBody, ListAssistantsQuery, PatchAssistantBody } from "@rudder/api";
 import { parseJsonObjectParam } from "../query.ts";
-import { JsonObject, Pagination, problems, Timestamp } from "../schemas.ts";
-
-const AssistantIdParam = Type.Object({ assistant_id: Type.String({ minLength: 1, maxLength: 128 }) }, { additionalProperties: false });
-
-const Assistant = Type.Object(
-  {
-    assistant_id: Type.String(),
-    graph_id: Type.String(),
-    name: Type.String(),
-    description: Type.Union([Type.String(), Type.Null()]),
-    config: JsonObject,
-    context: JsonObject,
-    metadata: JsonObject,
-    created_at: Timestamp,
-    updated_at: Timestamp,
-  },
-  { $id: "Assistant" },
-);
-
-const editable = {
-  name: Type.Optional(Type.String({ minLength: 1, maxLength: 256 })),
-  description: Type.Optional(Type.Union([Type.String({ maxLength: 4096 }), Type.Null()])),
-  config: Type.Optional(JsonObject),
-  context: Type.Optional(JsonObject),
-  metadata: Type.Optional(
-    Type.Object(
-      {
-        mcp_expose: Type.Optional(Type.Boolean({ description: "expose this assistant as an MCP tool" })),
-        mcp_tool_name: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
-        name: Type.Optional(Type.String()),
-      },
-      { additionalProperties: true },
-    ),
-  ),
-};
+import { problems } from "../responses.ts";
+import type { AppServices } from "../services.ts";
 
 /** Assistants: a graph plus default config, context and metadata. Writes need the developer role. */
 export const assistantRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = async (app, { services }) => {
@@ -51,14 +18,7 @@ export const assistantRoutes: FastifyPluginAsyncTypebox<{ services: AppServices 
       schema: {
         tags,
         summary: "Create an assistant",
-        body: Type.Object(
-          {
-            assistant_id: Type.Optional(Type.String({ pattern: "^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$" })),
-            graph_id: Type.String({ minLength: 1 }),
-            ...editable,
-          },
-          { additionalProperties: false },
-        ),
+        body: CreateAssistantBody,
         response: { 201: Type.Ref("Assistant"), ...problems(400, 401, 403, 409, 413, 422) },
       },
     },
@@ -72,14 +32,7 @@ export const assistantRoutes: FastifyPluginAsyncTypebox<{ services: AppServices 
       schema: {
         tags,
         summary: "List assistants: the config file's first, then the tenant's, newest first",
-        querystring: Type.Object(
-          {
-            ...Pagination,
-            graph_id: Type.Optional(Type.String({ minLength: 1 })),
-            metadata: Type.Optional(Type.String({ description: "JSON object; assistants whose metadata contains it" })),
-          },
-          { additionalProperties: false },
-        ),
+        querystring: ListAssistantsQuery,
         response: { 200: Type.Array(Type.Ref("Assistant")), ...problems(401, 403, 422) },
       },
     },
@@ -96,7 +49,7 @@ export const assistantRoutes: FastifyPluginAsyncTypebox<{ services: AppServices 
     "/assistants/:assistant_id",
     {
       config: { permission: "read" },
-      schema: { tags, summary: "Get an assistant", params: AssistantIdParam, response: { 200: Type.Ref("Assistant"), ...problems(401, 403, 404, 422) } },
+      schema: { tags, summary: "Get an assistant", params: AssistantIdParams, response: { 200: Type.Ref("Assistant"), ...problems(401, 403, 404, 422) } },
     },
     async (request) => assistants.get(request.principal.tenantId, request.params.assistant_id),
   );
@@ -108,8 +61,8 @@ export const assistantRoutes: FastifyPluginAsyncTypebox<{ services: AppServices 
       schema: {
         tags,
         summary: "Update an assistant's fields (those given replace the stored ones)",
-        params: AssistantIdParam,
-        body: Type.Object({ graph_id: Type.Optional(Type.String({ minLength: 1 })), ...editable }, { additionalProperties: false }),
+        params: AssistantIdParams,
+        body: PatchAssistantBody,
         response: { 200: Type.Ref("Assistant"), ...problems(400, 401, 403, 404, 409, 413, 422) },
       },
     },
@@ -120,7 +73,7 @@ export const assistantRoutes: FastifyPluginAsyncTypebox<{ services: AppServices 
     "/assistants/:assistant_id",
     {
       config: { permission: "develop" },
-      schema: { tags, summary: "Delete an assistant", params: AssistantIdParam, response: { 204: Type.Null(), ...problems(401, 403, 404, 409, 422) } },
+      schema: { tags, summary: "Delete an assistant", params: AssistantIdParams, response: { 204: Type.Null(), ...problems(401, 403, 404, 409, 422) } },
     },
     async (request, reply) => {
       await assistants.delete(request.principal.tenantId, request.params.assistant_id);

@@ -1,87 +1,24 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
-import { DURABILITIES, MULTITASK_STRATEGIES, RUN_STATUSES } from "../../domain/runs.ts";
-import { notFound } from "../../domain/errors.ts";
-import type { AppServices } from "../app.ts";
-import { JsonObject, Pagination, problems, Timestamp } from "../schemas.ts";
+import {
+  CreateRunBody,
+  IdempotencyHeaders,
+  JOIN_DEFAULT_TIMEOUT_SECONDS,
+  JoinQuery,
+  ListThreadRunsQuery,
+  ResumeBody,
+  Run,
+  RunEvent,
+  RunEventsQuery,
+  RunIdParams,
+  RunStreamHeaders,
+  SteerAccepted,
+  SteerBody,
+  ThreadIdParams,
+} from "@rudder/api";
+import { problems } from "../responses.ts";
+import type { AppServices } from "../services.ts";
 import { streamRunEvents } from "../sse.ts";
-
-const literals = <T extends readonly string[]>(values: T) => Type.Union(values.map((value) => Type.Literal(value)));
-const PositiveOrNull = (description: string) => Type.Optional(Type.Union([Type.Number({ exclusiveMinimum: 0 }), Type.Null()], { description }));
-
-/** The spec's "Run creation request fields". */
-export const CreateRunBody = Type.Object(
-  {
-    assistant_id: Type.String({ minLength: 1, description: "assistant to execute" }),
-    input: Type.Optional(Type.Unknown({ description: "must satisfy the graph's input schema" })),
-    context: Type.Optional(JsonObject),
-    config: Type.Optional(JsonObject),
-    resume: Type.Optional(Type.Unknown({ description: "value for the pending interrupt (a LangGraph Command)" })),
-    update: Type.Optional(Type.Union([JsonObject, Type.Null()])),
-    goto: Type.Optional(Type.Union([Type.String({ minLength: 1 }), Type.Null()])),
-    durability: Type.Optional(literals(DURABILITIES)),
-    multitask_strategy: Type.Optional(literals(MULTITASK_STRATEGIES)),
-    run_timeout: PositiveOrNull("seconds for the whole run"),
-    max_model_calls: PositiveOrNull("shared budget"),
-    max_tool_calls: PositiveOrNull("shared budget"),
-    max_tokens: PositiveOrNull("shared budget"),
-    max_cost: PositiveOrNull("shared budget"),
-    metadata: Type.Optional(JsonObject),
-  },
-  { additionalProperties: false },
-);
-
-const RunError = Type.Object({ code: Type.String(), message: Type.String(), retryable: Type.Boolean() });
-const NumberOrNull = Type.Union([Type.Number(), Type.Null()]);
-
-const Run = Type.Object(
-  {
-    run_id: Type.String({ format: "uuid" }),
-    thread_id: Type.Union([Type.String({ format: "uuid" }), Type.Null()]),
-    assistant_id: Type.String(),
-    status: literals(RUN_STATUSES),
-    input: Type.Unknown(),
-    context: JsonObject,
-    config: JsonObject,
-    metadata: JsonObject,
-    output: Type.Unknown(),
-    error: Type.Union([RunError, Type.Null()]),
-    attempt: Type.Integer(),
-    multitask_strategy: literals(MULTITASK_STRATEGIES),
-    durability: literals(DURABILITIES),
-    run_timeout: NumberOrNull,
-    max_model_calls: NumberOrNull,
-    max_tool_calls: NumberOrNull,
-    max_tokens: NumberOrNull,
-    max_cost: NumberOrNull,
-    usage: Type.Object({ model_calls: Type.Number(), tool_calls: Type.Number(), tokens: Type.Number(), cost: Type.Number() }),
-    superseded_by_run_id: Type.Union([Type.String({ format: "uuid" }), Type.Null()], { description: "set when a resume created the run that continues this one" }),
-    steering_closed: Type.Boolean({ description: "steering admission closed before the final flush; reset on each claim" }),
-    created_at: Timestamp,
-    started_at: Type.Union([Timestamp, Type.Null()]),
-    finished_at: Type.Union([Timestamp, Type.Null()]),
-    updated_at: Timestamp,
-  },
-  { $id: "Run" },
-);
-
-const RunEvent = Type.Object(
-  {
-    id: Type.String(),
-    run_id: Type.String(),
-    sequence: Type.Integer({ minimum: 1 }),
-    kind: Type.String(),
-    data: JsonObject,
-    created_at: Timestamp,
-  },
-  { $id: "RunEvent" },
-);
-
-const RunIdParam = Type.Object({ run_id: Type.String({ format: "uuid" }) }, { additionalProperties: false });
-const ThreadIdParam = Type.Object({ thread_id: Type.String({ format: "uuid" }) }, { additionalProperties: false });
-const IdempotencyHeaders = Type.Object({
-  "idempotency-key": Type.Optional(Type.String({ minLength: 1, maxLength: 255, description: "tenant-scoped; replays return the original run" })),
-});
 
 /** Runs: created pending, executed by workers, observed by get, join, events and the SSE stream. */
 export const runRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = async (app, { services }) => {
@@ -95,7 +32,7 @@ export const runRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
     "/threads/:thread_id/runs",
     {
       config: { permission: "operate" },
-      schema: { tags, summary: "Create a run on a thread (202, pending)", params: ThreadIdParam, headers: IdempotencyHeaders, body: CreateRunBody, response: createResponses },
+      schema: { tags, summary: "Create a run on a thread (202, pending)", params: ThreadIdParams, headers: IdempotencyHeaders, body: CreateRunBody, response: createResponses },
     },
     async (request, reply) => {
       const { run } = await runService.create(request.principal.tenantId, request.params.thread_id, request.body, request.headers["idempotency-key"]);
@@ -117,7 +54,7 @@ export const runRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
 
   app.get(
     "/runs/:run_id",
-    { config: { permission: "read" }, schema: { tags, summary: "Get a run", params: RunIdParam, response: { 200: Type.Ref("Run"), ...problems(401, 403, 404, 422) } } },
+    { config: { permission: "read" }, schema: { tags, summary: "Get a run", params: RunIdParams, response: { 200: Type.Ref("Run"), ...problems(401, 403, 404, 422) } } },
     async (request) => runService.get(request.principal.tenantId, request.params.run_id),
   );
 
@@ -128,14 +65,14 @@ export const runRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
       schema: {
         tags,
         summary: "Runs of a thread, newest first",
-        params: ThreadIdParam,
-        querystring: Type.Object({ ...Pagination }, { additionalProperties: false }),
+        params: ThreadIdParams,
+        querystring: ListThreadRunsQuery,
         response: { 200: Type.Array(Type.Ref("Run")), ...problems(401, 403, 404, 422) },
       },
     },
     async (request) => {
       const { tenantId } = request.principal;
-      if (!(await threads.get(tenantId, request.params.thread_id))) throw notFound("thread", request.params.thread_id);
+      await threads.get(tenantId, request.params.thread_id);
       return runService.listByThread(tenantId, request.params.thread_id, { limit: request.query.limit ?? 50, offset: request.query.offset ?? 0 });
     },
   );
@@ -147,15 +84,15 @@ export const runRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
       schema: {
         tags,
         summary: "Wait until the run is terminal or paused (408 join_timeout otherwise)",
-        params: RunIdParam,
-        querystring: Type.Object({ timeout: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 300, default: 30, description: "seconds" })) }, { additionalProperties: false }),
+        params: RunIdParams,
+        querystring: JoinQuery,
         response: { 200: Type.Ref("Run"), ...problems(401, 403, 404, 408, 422) },
       },
     },
     async (request) => {
       const closed = new AbortController();
       request.raw.on("close", () => closed.abort());
-      return runService.join(request.principal.tenantId, request.params.run_id, request.query.timeout ?? 30, closed.signal);
+      return runService.join(request.principal.tenantId, request.params.run_id, request.query.timeout ?? JOIN_DEFAULT_TIMEOUT_SECONDS, closed.signal);
     },
   );
 
@@ -163,7 +100,7 @@ export const runRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
     "/runs/:run_id/cancel",
     {
       config: { permission: "operate" },
-      schema: { tags, summary: "Cancel a run (pending and paused at once; running cooperatively)", params: RunIdParam, response: { 200: Type.Ref("Run"), ...problems(401, 403, 404, 409, 422) } },
+      schema: { tags, summary: "Cancel a run (pending and paused at once; running cooperatively)", params: RunIdParams, response: { 200: Type.Ref("Run"), ...problems(401, 403, 404, 409, 422) } },
     },
     async (request) => runService.cancel(request.principal.tenantId, request.params.run_id),
   );
@@ -175,15 +112,8 @@ export const runRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
       schema: {
         tags,
         summary: "Resume a paused run: a new run continues it (409 run_resume_conflict if already resumed)",
-        params: RunIdParam,
-        body: Type.Object(
-          {
-            resume: Type.Optional(Type.Unknown({ description: "the value interrupt() returns" })),
-            update: Type.Optional(Type.Union([JsonObject, Type.Null()])),
-            goto: Type.Optional(Type.Union([Type.String({ minLength: 1 }), Type.Null()])),
-          },
-          { additionalProperties: false },
-        ),
+        params: RunIdParams,
+        body: ResumeBody,
         response: { 202: Type.Ref("Run"), ...problems(400, 401, 403, 404, 409, 413, 422) },
       },
     },
@@ -197,7 +127,7 @@ export const runRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
       schema: {
         tags,
         summary: "Re-queue a failed or dead_letter run as it was (same id, input, config)",
-        params: RunIdParam,
+        params: RunIdParams,
         response: { 202: Type.Ref("Run"), ...problems(401, 403, 404, 409, 422) },
       },
     },
@@ -211,28 +141,10 @@ export const runRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
       schema: {
         tags: ["steering"],
         summary: "Inject structured input into a live run (202 once durably stored)",
-        params: RunIdParam,
+        params: RunIdParams,
         headers: IdempotencyHeaders,
-        body: Type.Object(
-          {
-            kind: Type.String({ minLength: 1, maxLength: 256, description: "client-defined, passed through" }),
-            payload: Type.Unknown({ description: "any JSON; delivered to graph code unchanged" }),
-            metadata: Type.Optional(JsonObject),
-            idempotency_key: Type.Optional(Type.String({ minLength: 1, maxLength: 255, description: "the Idempotency-Key header wins" })),
-          },
-          { additionalProperties: false, required: ["kind", "payload"] },
-        ),
-        response: {
-          202: Type.Object({
-            id: Type.String({ format: "uuid" }),
-            run_id: Type.String({ format: "uuid" }),
-            sequence: Type.Integer({ minimum: 1 }),
-            kind: Type.String(),
-            status: Type.Union([Type.Literal("pending"), Type.Literal("delivered"), Type.Literal("consumed"), Type.Literal("superseded")]),
-            created_at: Timestamp,
-          }),
-          ...problems(400, 401, 403, 404, 409, 413, 422),
-        },
+        body: SteerBody,
+        response: { 202: SteerAccepted, ...problems(400, 401, 403, 404, 409, 413, 422) },
       },
     },
     async (request, reply) =>
@@ -246,11 +158,8 @@ export const runRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
       schema: {
         tags,
         summary: "The run's event log, in sequence order",
-        params: RunIdParam,
-        querystring: Type.Object(
-          { after: Type.Optional(Type.Integer({ minimum: 0, default: 0 })), limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 100 })) },
-          { additionalProperties: false },
-        ),
+        params: RunIdParams,
+        querystring: RunEventsQuery,
         response: { 200: Type.Array(Type.Ref("RunEvent")), ...problems(401, 403, 404, 422) },
       },
     },
@@ -264,8 +173,8 @@ export const runRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
       schema: {
         tags,
         summary: "Server-Sent Events: the run's events from Last-Event-ID on; closes when the run is terminal or paused",
-        params: RunIdParam,
-        headers: Type.Object({ "last-event-id": Type.Optional(Type.String({ pattern: "^\\d{1,10}$" })) }),
+        params: RunIdParams,
+        headers: RunStreamHeaders,
         response: { 200: Type.String({ description: "text/event-stream" }), ...problems(401, 403, 404, 422) },
       },
     },

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
-import { Type } from "typebox";
-import type { AppServices } from "../app.ts";
-import { problems } from "../schemas.ts";
+import { Health, Readiness } from "@rudder/api";
+import { problems } from "../responses.ts";
+import type { AppServices } from "../services.ts";
 
 /** Liveness, readiness and the OpenAPI document: served without a token. */
 export const systemRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = async (app, { services }) => {
@@ -9,7 +9,7 @@ export const systemRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> 
     "/health",
     {
       config: { public: true },
-      schema: { tags: ["system"], summary: "The process is up", security: [], response: { 200: Type.Object({ ok: Type.Boolean() }) } },
+      schema: { tags: ["system"], summary: "The process is up", security: [], response: { 200: Health } },
     },
     async () => ({ ok: true }),
   );
@@ -22,16 +22,10 @@ export const systemRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> 
         tags: ["system"],
         summary: "The database answers and the graphs are loaded",
         security: [],
-        response: {
-          200: Type.Object({ ok: Type.Boolean(), database: Type.String(), graphs: Type.Array(Type.String()) }),
-          ...problems(503),
-        },
+        response: { 200: Readiness, ...problems(503) },
       },
     },
-    async () => {
-      await services.db.query("select 1");
-      return { ok: true, database: services.db.driver, graphs: services.graphs.ids() };
-    },
+    async () => ({ ok: true, ...(await services.readiness()) }),
   );
 
   app.get("/openapi.json", { config: { public: true }, schema: { hide: true } }, async () => app.swagger());

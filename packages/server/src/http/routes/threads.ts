@@ -1,65 +1,29 @@
-import { randomUUID } from "node:crypto";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
-import { notFound } from "../../domain/errors.ts";
+import {
+  CheckpointRef,
+  CreateThreadBody,
+  ForkAnswer,
+  ForkBody,
+  ListThreadsQuery,
+  PatchThreadBody,
+  Thread,
+  ThreadHistoryQuery,
+  ThreadIdParams,
+  ThreadState,
+  ThreadStateQuery,
+} from "@rudder/api";
 import { parseJsonObjectParam } from "../query.ts";
-import type { AppServices } from "../app.ts";
-import { JsonObject, Pagination, problems, Timestamp } from "../schemas.ts";
-
-const ThreadId = Type.Object({ thread_id: Type.String({ format: "uuid" }) }, { additionalProperties: false });
-
-const Thread = Type.Object(
-  {
-    thread_id: Type.String({ format: "uuid" }),
-    metadata: JsonObject,
-    status: Type.Union([Type.Literal("idle"), Type.Literal("busy"), Type.Literal("paused"), Type.Literal("error")]),
-    created_at: Timestamp,
-    updated_at: Timestamp,
-  },
-  { $id: "Thread" },
-);
-
-const CheckpointRef = Type.Object(
-  { thread_id: Type.String(), checkpoint_ns: Type.String(), checkpoint_id: Type.String() },
-  { $id: "CheckpointRef" },
-);
-
-const ThreadState = Type.Object(
-  {
-    values: Type.Unknown(),
-    next: Type.Array(Type.String()),
-    tasks: Type.Array(
-      Type.Object({
-        id: Type.String(),
-        name: Type.String(),
-        error: Type.Union([Type.String(), Type.Null()]),
-        interrupts: Type.Array(Type.Unknown()),
-      }),
-    ),
-    checkpoint: Type.Union([Type.Ref("CheckpointRef"), Type.Null()]),
-    parent_checkpoint: Type.Union([Type.Ref("CheckpointRef"), Type.Null()]),
-    metadata: JsonObject,
-    created_at: Type.Union([Timestamp, Type.Null()]),
-  },
-  { $id: "ThreadState" },
-);
-
-const MetadataBody = Type.Object({ metadata: Type.Optional(JsonObject) }, { additionalProperties: false });
+import { problems } from "../responses.ts";
+import type { AppServices } from "../services.ts";
 
 /** Threads: durable containers of checkpoints, always scoped to the caller's tenant. */
 export const threadRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = async (app, { services }) => {
-  const { threads, threadState } = services;
+  const { threads } = services;
   app.addSchema(Thread);
   app.addSchema(CheckpointRef);
   app.addSchema(ThreadState);
   const tags = ["threads"];
-
-  /** The thread of the caller's tenant, or 404 exactly as for one that does not exist. */
-  async function ownThread(tenantId: string, threadId: string) {
-    const thread = await threads.get(tenantId, threadId);
-    if (!thread) throw notFound("thread", threadId);
-    return thread;
-  }
 
   app.post(
     "/threads",
@@ -68,14 +32,11 @@ export const threadRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> 
       schema: {
         tags,
         summary: "Create a thread",
-        body: MetadataBody,
+        body: CreateThreadBody,
         response: { 201: Type.Ref("Thread"), ...problems(400, 401, 403, 413, 422) },
       },
     },
-    async (request, reply) => {
-      const thread = await threads.create(request.principal.tenantId, randomUUID(), request.body.metadata ?? {});
-      return reply.status(201).send(thread);
-    },
+    async (request, reply) => reply.status(201).send(await threads.create(request.principal.tenantId, request.body.metadata ?? {})),
   );
 
   app.get(
@@ -85,13 +46,7 @@ export const threadRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> 
       schema: {
         tags,
         summary: "List threads, newest first",
-        querystring: Type.Object(
-          {
-            ...Pagination,
-            metadata: Type.Optional(Type.String({ description: "JSON object; threads whose metadata contains it" })),
-          },
-          { additionalProperties: false },
-        ),
+        querystring: ListThreadsQuery,
         response: { 200: Type.Array(Type.Ref("Thread")), ...problems(401, 403, 422) },
       },
     },
@@ -107,9 +62,9 @@ export const threadRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> 
     "/threads/:thread_id",
     {
       config: { permission: "read" },
-      schema: { tags, summary: "Get a thread", params: ThreadId, response: { 200: Type.Ref("Thread"), ...problems(401, 403, 404, 422) } },
+      schema: { tags, summary: "Get a thread", params: ThreadIdParams, response: { 200: Type.Ref("Thread"), ...problems(401, 403, 404, 422) } },
     },
-    async (request) => ownThread(request.principal.tenantId, request.params.thread_id),
+    async (request) => threads.get(request.principal.tenantId, request.params.thread_id),
   );
 
   app.patch(
@@ -119,17 +74,12 @@ export const threadRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> 
       schema: {
         tags,
         summary: "Replace a thread's metadata",
-        params: ThreadId,
-        body: Type.Object({ metadata: JsonObject }, { additionalProperties: false }),
+        params: ThreadIdParams,
+        body: PatchThreadBody,
         response: { 200: Type.Ref("Thread"), ...problems(400, 401, 403, 404, 413, 422) },
       },
     },
-    async (request) => {
-      const { tenantId } = request.principal;
-      const thread = await threads.replaceMetadata(tenantId, request.params.thread_id, request.body.metadata);
-      if (!thread) throw notFound("thread", request.params.thread_id);
-      return thread;
-    },
+    async (request) => threads.replaceMetadata(request.principal.tenantId, request.params.thread_id, request.body.metadata),
   );
 
   app.delete(
@@ -139,14 +89,12 @@ export const threadRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> 
       schema: {
         tags,
         summary: "Delete a thread and its checkpoints",
-        params: ThreadId,
+        params: ThreadIdParams,
         response: { 204: Type.Null(), ...problems(401, 403, 404, 409, 422) },
       },
     },
     async (request, reply) => {
-      if (!(await threads.delete(request.principal.tenantId, request.params.thread_id))) {
-        throw notFound("thread", request.params.thread_id);
-      }
+      await threads.delete(request.principal.tenantId, request.params.thread_id);
       return reply.status(204).send(null);
     },
   );
@@ -158,15 +106,12 @@ export const threadRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> 
       schema: {
         tags,
         summary: "The thread's state at its newest checkpoint, or at checkpoint_id",
-        params: ThreadId,
-        querystring: Type.Object({ checkpoint_id: Type.Optional(Type.String({ minLength: 1 })) }, { additionalProperties: false }),
+        params: ThreadIdParams,
+        querystring: ThreadStateQuery,
         response: { 200: Type.Ref("ThreadState"), ...problems(401, 403, 404, 422) },
       },
     },
-    async (request) => {
-      await ownThread(request.principal.tenantId, request.params.thread_id);
-      return threadState.state(request.params.thread_id, request.query.checkpoint_id);
-    },
+    async (request) => threads.stateOf(request.principal.tenantId, request.params.thread_id, request.query.checkpoint_id),
   );
 
   app.get(
@@ -176,21 +121,13 @@ export const threadRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> 
       schema: {
         tags,
         summary: "Checkpoint history, newest first",
-        params: ThreadId,
-        querystring: Type.Object(
-          {
-            limit: Pagination.limit,
-            before: Type.Optional(Type.String({ minLength: 1, description: "only checkpoints older than this checkpoint_id" })),
-          },
-          { additionalProperties: false },
-        ),
+        params: ThreadIdParams,
+        querystring: ThreadHistoryQuery,
         response: { 200: Type.Array(Type.Ref("ThreadState")), ...problems(401, 403, 404, 422) },
       },
     },
-    async (request) => {
-      await ownThread(request.principal.tenantId, request.params.thread_id);
-      return threadState.history(request.params.thread_id, { limit: request.query.limit ?? 50, before: request.query.before });
-    },
+    async (request) =>
+      threads.history(request.principal.tenantId, request.params.thread_id, { limit: request.query.limit ?? 50, before: request.query.before }),
   );
 
   app.post(
@@ -200,24 +137,14 @@ export const threadRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> 
       schema: {
         tags,
         summary: "Start a new lineage at a checkpoint, optionally updating the state as a node",
-        params: ThreadId,
-        body: Type.Object(
-          {
-            checkpoint_id: Type.Optional(Type.String({ minLength: 1 })),
-            values: Type.Optional(JsonObject),
-            as_node: Type.Optional(Type.String({ minLength: 1 })),
-          },
-          { additionalProperties: false },
-        ),
+        params: ThreadIdParams,
+        body: ForkBody,
         response: {
-          200: Type.Object({ configurable: Type.Ref("CheckpointRef") }),
+          200: ForkAnswer,
           ...problems(400, 401, 403, 404, 409, 413, 422),
         },
       },
     },
-    async (request) => {
-      await ownThread(request.principal.tenantId, request.params.thread_id);
-      return threadState.fork(request.params.thread_id, request.body);
-    },
+    async (request) => threads.fork(request.principal.tenantId, request.params.thread_id, request.body),
   );
 };

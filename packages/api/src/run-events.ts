@@ -1,0 +1,99 @@
+import { Type, type Static } from "typebox";
+import { JsonObject, literals, Timestamp, Uuid } from "./common.ts";
+import { RunError, RunStatus } from "./runs.ts";
+
+/** One entry of a run's event log, as listed and streamed (spec section 6: an SSE event's `data`). */
+export const RunEvent = Type.Object(
+  {
+    id: Type.String(),
+    run_id: Type.String(),
+    sequence: Type.Integer({ minimum: 1 }),
+    kind: Type.String(),
+    data: JsonObject,
+    created_at: Timestamp,
+  },
+  { $id: "RunEvent" },
+);
+export type RunEvent = Static<typeof RunEvent>;
+
+export const RunEventsQuery = Type.Object(
+  {
+    after: Type.Optional(Type.Integer({ minimum: 0, default: 0 })),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 100 })),
+  },
+  { additionalProperties: false },
+);
+export type RunEventsQuery = Static<typeof RunEventsQuery>;
+
+/** A reconnecting stream client sends the last sequence it processed. */
+export const RunStreamHeaders = Type.Object({ "last-event-id": Type.Optional(Type.String({ pattern: "^\\d{1,10}$" })) });
+export type RunStreamHeaders = Static<typeof RunStreamHeaders>;
+
+/** Why a run ended cancelled: `run_cancelled.data.reason`. */
+export const CANCEL_REASONS = ["cancel_requested", "cancel_previous", "lease_expired"] as const;
+export const CancelReason = literals(CANCEL_REASONS);
+export type CancelReason = Static<typeof CancelReason>;
+
+const NodeName = Type.Union([Type.String(), Type.Null()]);
+/** The steering event's own fields, repeated in each of its lifecycle events (spec section 6). */
+const steeringFields = { steering_event_id: Uuid, sequence: Type.Integer({ minimum: 1 }), kind: Type.String() };
+
+/**
+ * Every event kind and the one shape of its `data` (docs/events.md). The log's schema keeps
+ * `data` an open object, so a client tolerates kinds it does not know; these give the known ones
+ * their types, and the server builds each event against them.
+ */
+export const RUN_EVENT_DATA = {
+  // The run's lifecycle, written with each status change.
+  run_started: Type.Object({ attempt: Type.Integer({ minimum: 1 }), worker: Type.String() }),
+  run_succeeded: Type.Object({}),
+  run_paused: Type.Object({ interrupts: Type.Array(Type.Unknown()) }),
+  run_failed: Type.Object({ error: RunError }),
+  run_timed_out: Type.Object({ error: RunError }),
+  run_dead_letter: Type.Object({ error: RunError }),
+  run_retrying: Type.Object({
+    attempt: Type.Integer({ minimum: 1 }),
+    reason: literals(["error", "worker_shutdown"]),
+    delay_ms: Type.Number({ minimum: 0 }),
+    error: Type.Union([RunError, Type.Null()]),
+  }),
+  run_cancelled: Type.Object({ reason: CancelReason, from: RunStatus, error: RunError }),
+  run_redriven: Type.Object({ from: RunStatus }),
+  // The graph's progress, as LangGraph streams it.
+  node_started: Type.Object({ node: Type.String(), task_id: Type.String(), triggers: Type.Array(Type.String()) }),
+  node_completed: Type.Object({
+    node: Type.String(),
+    task_id: Type.String(),
+    error: Type.Union([Type.String(), Type.Null()]),
+    interrupts: Type.Array(Type.Unknown()),
+  }),
+  values: Type.Object({ values: Type.Unknown() }),
+  updates: Type.Object({ updates: Type.Unknown() }),
+  custom: Type.Object({ data: Type.Unknown() }),
+  messages: Type.Object({ message: Type.Unknown(), node: NodeName, metadata: JsonObject }),
+  // Steering (spec section 6, "Steering lifecycle events").
+  "run.steer.accepted": Type.Object({ ...steeringFields, source_event_id: Type.Optional(Uuid) }),
+  "run.steer.consumed": Type.Object({
+    ...steeringFields,
+    source_event_id: Type.Optional(Uuid),
+    queue_latency_seconds: Type.Number({ minimum: 0 }),
+    node: NodeName,
+    namespace: Type.Array(Type.String()),
+    task_id: Type.Union([Type.String(), Type.Null()]),
+  }),
+  "run.steer.superseded": Type.Object({
+    ...steeringFields,
+    source_event_id: Uuid,
+    reason: literals(["resume_transfer", "unconsumed_at_final_boundary"]),
+    superseded_by_run_id: Type.Union([Uuid, Type.Null()]),
+    replacement_steering_event_id: Type.Union([Uuid, Type.Null()]),
+  }),
+};
+export type RunEventKind = keyof typeof RUN_EVENT_DATA;
+export type RunEventData = { [K in RunEventKind]: Static<(typeof RUN_EVENT_DATA)[K]> };
+
+/** An event of a known kind as it is appended: the log adds its id, run, sequence and time. */
+export type RunEventBody<K extends RunEventKind = RunEventKind> = { [Kind in K]: { kind: Kind; data: RunEventData[Kind] } }[K];
+
+/** A logged event of a known kind, its `data` typed by its kind. */
+export type KnownRunEvent = { [K in RunEventKind]: Omit<RunEvent, "kind" | "data"> & RunEventBody<K> }[RunEventKind];

@@ -1,0 +1,24 @@
+import type { Readiness } from "@rudder/api";
+import type { Authenticate } from "../auth/authenticator.ts";
+import type { AssistantCatalog } from "../graphs/assistants.ts";
+import type { Notifier } from "../notify/notifier.ts";
+import type { RunService } from "../runs/service.ts";
+import type { SteeringService } from "../runs/steering.ts";
+import type { ThreadService } from "../threads/service.ts";
+
+/**
+ * What the routes need, built once by the server (the composition root) and handed to the app:
+ * services only, never storage, so every route reaches the backend the same way.
+ */
+export interface AppServices {
+  readonly authenticate: Authenticate;
+  readonly assistants: AssistantCatalog;
+  readonly threads: ThreadService;
+  readonly runService: RunService;
+  readonly steeringService: SteeringService;
+  readonly notifier: Notifier;
+  /** Throws when the database does not answer; otherwise what /ready reports. */
+  readonly readiness: () => Promise<Omit<Readiness, "ok">>;
+  /** A quiet SSE stream gets a `: heartbeat` comment this often. */
+  readonly streamHeartbeatMs: number;
+}

@@ -1,0 +1,76 @@
+import { randomUUID } from "node:crypto";
+import type { ForkAnswer, ForkBody, JsonObject, Thread, ThreadState } from "@rudder/api";
+import { ApiError, notFound } from "../domain/errors.ts";
+import type { ThreadStateReader } from "../graphs/thread-state.ts";
+import type { Db } from "../storage/db.ts";
+import {
+  deleteThread,
+  findThread,
+  insertThread,
+  listThreads,
+  lockThread,
+  replaceThreadMetadata,
+  threadHasActiveRun,
+  type ThreadListQuery,
+} from "../storage/threads.ts";
+
+/**
+ * Threads of a tenant and their checkpointed state. Another tenant's thread answers 404 exactly
+ * as a missing one; every read of state checks the thread's tenant first.
+ */
+export class ThreadService {
+  constructor(
+    private readonly db: Db,
+    private readonly state: ThreadStateReader,
+  ) {}
+
+  async create(tenantId: string, metadata: JsonObject): Promise<Thread> {
+    return insertThread(this.db, tenantId, randomUUID(), metadata);
+  }
+
+  async get(tenantId: string, threadId: string): Promise<Thread> {
+    const thread = await findThread(this.db, tenantId, threadId);
+    if (!thread) throw notFound("thread", threadId);
+    return thread;
+  }
+
+  async list(tenantId: string, query: ThreadListQuery): Promise<Thread[]> {
+    return listThreads(this.db, tenantId, query);
+  }
+
+  async replaceMetadata(tenantId: string, threadId: string, metadata: JsonObject): Promise<Thread> {
+    const thread = await replaceThreadMetadata(this.db, tenantId, threadId, metadata);
+    if (!thread) throw notFound("thread", threadId);
+    return thread;
+  }
+
+  /**
+   * Deletes the thread and, in the same transaction, its runs, checkpoints and pending writes.
+   * Refused (409) while a run is pending, running or cancelling; the thread row lock serialises
+   * this check with run creation on the thread.
+   */
+  async delete(tenantId: string, threadId: string): Promise<void> {
+    await this.db.transaction(async (tx) => {
+      if (!(await lockThread(tx, tenantId, threadId))) throw notFound("thread", threadId);
+      if (await threadHasActiveRun(tx, tenantId, threadId)) {
+        throw new ApiError("conflict", `thread ${threadId} has an active run; cancel it or wait before deleting the thread`);
+      }
+      await deleteThread(tx, tenantId, threadId);
+    });
+  }
+
+  async stateOf(tenantId: string, threadId: string, checkpointId: string | undefined): Promise<ThreadState> {
+    await this.get(tenantId, threadId);
+    return this.state.state(threadId, checkpointId);
+  }
+
+  async history(tenantId: string, threadId: string, options: { limit: number; before?: string | undefined }): Promise<ThreadState[]> {
+    await this.get(tenantId, threadId);
+    return this.state.history(threadId, options);
+  }
+
+  async fork(tenantId: string, threadId: string, request: ForkBody): Promise<ForkAnswer> {
+    await this.get(tenantId, threadId);
+    return this.state.fork(threadId, request);
+  }
+}
