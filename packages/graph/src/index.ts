@@ -30,6 +30,7 @@ export {
   RUDDER_STEERING_KEY,
   type DrainContext,
   type SteeringChannel,
+  type TaskExecution,
   type SteeringMessage,
   type UsageRecorder,
   type UsageReport,
@@ -60,48 +61,69 @@ function channelOf(config: LangGraphRunnableConfig | undefined): SteeringChannel
   return typeof channel?.drain === "function" ? channel : undefined;
 }
 
+/** LangGraph's per-task scratchpad key (a new object each time a task is prepared). */
+const SCRATCHPAD_KEY = "__pregel_scratchpad";
+
 /**
  * Where this node runs, for run.steer.consumed: its name, its subgraph namespace (the checkpoint
- * namespace of its parents, as LangGraph names them: `"node:<task id>"`) and its task id.
+ * namespace of its parents, as LangGraph names them: `"node:<task id>"`) and its task id; and
+ * which execution of the task this is, so a task LangGraph runs again gets its events again.
  */
 export function drainContextOf(config: LangGraphRunnableConfig | undefined): DrainContext {
   const metadata = (config?.metadata ?? {}) as Record<string, unknown>;
+  const configurable = (config?.configurable ?? {}) as Record<string, unknown>;
   const checkpointNs = typeof metadata.langgraph_checkpoint_ns === "string" ? metadata.langgraph_checkpoint_ns : "";
   const segments = checkpointNs ? checkpointNs.split("|") : [];
-  const taskId = config?.configurable?.__pregel_task_id;
+  const taskId = configurable.__pregel_task_id;
+  const info = config?.executionInfo;
+  const scope = configurable[SCRATCHPAD_KEY];
   return {
     node: typeof metadata.langgraph_node === "string" ? metadata.langgraph_node : null,
     namespace: segments.slice(0, -1),
     taskId: typeof taskId === "string" ? taskId : null,
+    step: typeof metadata.langgraph_step === "number" ? metadata.langgraph_step : null,
+    checkpointId: typeof info?.checkpointId === "string" ? info.checkpointId : null,
+    execution: {
+      scope: typeof scope === "object" && scope !== null ? scope : null,
+      attempt: typeof info?.nodeAttempt === "number" ? info.nodeAttempt : null,
+    },
   };
 }
 
 /**
- * Returns the run's pending steering events in sequence order and durably marks them consumed
- * (one transaction, fenced by the worker's lease: a `run.steer.consumed` event for each). Each
- * event is returned to exactly one drain, also across parallel tasks and subgraphs. After a
- * cancel it returns nothing. Outside Rudder it returns `[]`.
+ * Returns the steering events this execution of the node has not received yet, in order, and
+ * commits their consumption before it returns: one transaction, fenced by the worker's lease,
+ * turns them `consumed` and writes a `run.steer.consumed` for each, so a client sees it while the
+ * node still runs. Within one execution each event is returned once; each event goes to exactly
+ * one task, also across parallel tasks and subgraphs. If this execution does not complete (its
+ * worker dies, the attempt is retried, `retryPolicy` runs the node again, or it interrupts and
+ * the run is resumed), the task's next execution gets the same events again from its first
+ * drains, before new ones, with no second `run.steer.consumed`; once the task's writes are
+ * checkpointed they are never handed out again. After a cancel it returns nothing. Outside
+ * Rudder it returns `[]`.
  */
 export async function drainSteering(config: LangGraphRunnableConfig | undefined): Promise<SteeringMessage[]> {
   return (await channelOf(config)?.drain(drainContextOf(config))) ?? [];
 }
 
-/** The pending steering events, without consuming them. Outside Rudder, `[]`. */
+/** What drainSteering would return now, without taking it. Outside Rudder, `[]`. */
 export async function peekSteering(config: LangGraphRunnableConfig | undefined): Promise<SteeringMessage[]> {
-  return (await channelOf(config)?.peek()) ?? [];
+  return (await channelOf(config)?.peek(drainContextOf(config))) ?? [];
 }
 
-/** Whether steering is waiting to be drained. Outside Rudder, false. */
+/** Whether drainSteering would return something now. Outside Rudder, false. */
 export async function hasSteering(config: LangGraphRunnableConfig | undefined): Promise<boolean> {
   return (await peekSteering(config)).length > 0;
 }
 
 /**
- * Waits until steering is pending (true) or `timeoutMs` passes (false); stops early when the
- * run is cancelled. It does not consume: call drainSteering next. Outside Rudder, false at once.
+ * Waits until drainSteering would return something (true) or `timeoutMs` passes (false); stops
+ * early when the run is cancelled. What this execution already drained does not count, so a node
+ * listening in a loop waits its full timeout when nothing new arrived. It does not consume: call
+ * drainSteering next. Outside Rudder, false at once.
  */
 export async function waitForSteering(config: LangGraphRunnableConfig | undefined, options: { timeoutMs: number }): Promise<boolean> {
   const channel = channelOf(config);
   if (!channel) return false;
-  return channel.wait(options.timeoutMs, config?.signal);
+  return channel.wait(drainContextOf(config), options.timeoutMs, config?.signal);
 }

@@ -21,9 +21,12 @@ export const RUDDER_STEERING_KEY = "__rudder_steering";
 
 /** A steering event as graph code receives it. */
 export interface SteeringMessage {
-  /** The row's id under this run. */
+  /**
+   * The row's id under the run that holds it. An event handed again to a task after a resume
+   * keeps the id (and sequence) of the row the earlier run consumed; `sourceEventId` is stable.
+   */
   readonly id: string;
-  /** Position in the run's steering sequence. */
+  /** Position in that run's steering sequence. */
   readonly sequence: number;
   /** Client-defined kind, passed through unchanged. */
   readonly kind: string;
@@ -36,16 +39,41 @@ export interface SteeringMessage {
   readonly createdAt: string;
 }
 
-/** Where in the graph a drain happens. */
+/**
+ * Where in the graph a steering read happens, and which execution of its task makes it: a
+ * drain's events are reported with the node, namespace and task id, and handed again to a
+ * re-execution of the same task (same task id, another execution) until the task's writes are
+ * checkpointed.
+ */
 export interface DrainContext {
   readonly node: string | null;
+  /** The subgraph namespace path: the checkpoint namespace of the task's parents. */
   readonly namespace: string[];
   readonly taskId: string | null;
+  /** LangGraph's superstep of the task (`langgraph_step`). */
+  readonly step: number | null;
+  /** The checkpoint the task was prepared from: while it is stored, the task can run again. */
+  readonly checkpointId: string | null;
+  readonly execution: TaskExecution;
+}
+
+/**
+ * One execution of a task. `scope` is LangGraph's per-task scratchpad, a new object each time the
+ * task is prepared (a new attempt, a resume, a subgraph run again); `attempt` is LangGraph's node
+ * attempt under the node's `retryPolicy` (null when the config does not carry it: the scope's
+ * current execution).
+ */
+export interface TaskExecution {
+  readonly scope: object | null;
+  readonly attempt: number | null;
 }
 
 /** The run's steering channel, provided by the Rudder worker in `config.configurable`. */
 export interface SteeringChannel {
+  /** The events this execution has not received yet, consumed as they are returned. */
   drain(context: DrainContext): Promise<SteeringMessage[]>;
-  peek(): Promise<SteeringMessage[]>;
-  wait(timeoutMs: number, signal?: AbortSignal): Promise<boolean>;
+  /** What `drain` would return now, without taking it. */
+  peek(context: DrainContext): Promise<SteeringMessage[]>;
+  /** Resolves true as soon as `drain` would return something, false after `timeoutMs` or on abort. */
+  wait(context: DrainContext, timeoutMs: number, signal?: AbortSignal): Promise<boolean>;
 }

@@ -279,7 +279,7 @@ describe(`SIGKILLed workers on ${TEST_DRIVER}`, () => {
     }
   });
 
-  test("steering chaos: every accepted event is consumed exactly once or superseded", { timeout: 170_000 }, async (t) => {
+  test("steering chaos: every accepted event is in its run's final state exactly once, consumed once, or superseded", { timeout: 170_000 }, async (t) => {
     const setup = await setUpProcesses(t, SECRET);
     if (!setup) return;
     const { database, processes } = setup;
@@ -291,12 +291,15 @@ describe(`SIGKILLed workers on ${TEST_DRIVER}`, () => {
       const { api, phase, began } = await startCluster(t, processes, workers);
 
       // 50 runs that loop on steering until "stop". Two workers of 10 slots run 20 of them; the
-      // other 30 stay queued, collecting steering, until "stop" frees slots.
-      const runIds = await mapLimit(range(1, RUNS), 10, async () => {
+      // other 30 stay queued, collecting steering, until "stop" frees slots. Every other run has
+      // durability "exit": a killed attempt of it stored no checkpoint, so its tasks never run
+      // again and what they consumed goes to the next attempt's first drain.
+      const runIds = await mapLimit(range(1, RUNS), 10, async (_, index) => {
         const created = await api<Run>("POST", "/v1/runs", {
           assistant_id: "steer_loop",
           input: { rounds: 100_000, waitMs: 200, idleWaits: 5 },
           config: { recursionLimit: 1_000_000 },
+          durability: index % 2 === 0 ? "exit" : "sync",
         });
         assert.equal(created.status, 202, JSON.stringify(created.body));
         return created.body.run_id;
@@ -387,8 +390,10 @@ describe(`SIGKILLed workers on ${TEST_DRIVER}`, () => {
         accepted.set(answer.body.id, answer);
       }
 
-      // Each accepted id: one run.steer.accepted in its run's log, then exactly one of
-      // run.steer.consumed (never two) or run.steer.superseded.
+      // Each accepted id: one run.steer.accepted in its run's log, at most one run.steer.consumed,
+      // and in the runs' final graph state exactly once unless it was superseded (then never, and
+      // never consumed). Kills between a drain (which commits consumption) and the node's
+      // checkpoint must neither lose the message from the state nor report it twice.
       const logs = new Map<string, RunEvent[]>();
       await mapLimit(runIds, 10, async (runId) => logs.set(runId, await allEvents(api, runId)));
       const seen = { accepted: new Map<string, string[]>(), consumed: new Map<string, string[]>(), superseded: new Map<string, string[]>() };
@@ -402,6 +407,13 @@ describe(`SIGKILLed workers on ${TEST_DRIVER}`, () => {
           into.set(id, [...(into.get(id) ?? []), runId]);
         }
       }
+      const inState = new Map<string, string[]>();
+      for (const run of joined) {
+        const kept = (run.output?.received as { sourceEventId: string; sequence: number }[] | undefined) ?? [];
+        const sequences = kept.map((message) => message.sequence);
+        assert.deepEqual(sequences, [...sequences].sort((a, b) => a - b), `run ${run.run_id} received its messages in order`);
+        for (const { sourceEventId } of kept) inState.set(sourceEventId, [...(inState.get(sourceEventId) ?? []), run.run_id]);
+      }
       let consumed = 0;
       let superseded = 0;
       const problems: string[] = [];
@@ -409,17 +421,19 @@ describe(`SIGKILLed workers on ${TEST_DRIVER}`, () => {
         const acceptedIn = seen.accepted.get(id) ?? [];
         const consumedIn = seen.consumed.get(id) ?? [];
         const supersededIn = seen.superseded.get(id) ?? [];
-        if (acceptedIn.length !== 1 || acceptedIn[0] !== runId) problems.push(`${key} (${id}): run.steer.accepted in ${JSON.stringify(acceptedIn)}`);
-        if (consumedIn.length + supersededIn.length !== 1 || [...consumedIn, ...supersededIn].some((where) => where !== runId)) {
-          problems.push(`${key} (${id}): consumed in ${JSON.stringify(consumedIn)}, superseded in ${JSON.stringify(supersededIn)}`);
-        }
+        const keptIn = inState.get(id) ?? [];
+        const where = `${key} (${id}): accepted in ${JSON.stringify(acceptedIn)}, consumed in ${JSON.stringify(consumedIn)}, superseded in ${JSON.stringify(supersededIn)}, in the state of ${JSON.stringify(keptIn)}`;
+        if (acceptedIn.length !== 1 || acceptedIn[0] !== runId) problems.push(where);
+        else if (consumedIn.length > 1) problems.push(`consumed twice: ${where}`);
+        else if (supersededIn.length > 0 && (supersededIn.length > 1 || supersededIn[0] !== runId || consumedIn.length > 0 || keptIn.length > 0)) problems.push(where);
+        else if (supersededIn.length === 0 && (keptIn.length !== 1 || keptIn[0] !== runId || consumedIn[0] !== runId)) problems.push(`not in its run's state exactly once: ${where}`);
         consumed += consumedIn.length;
         superseded += supersededIn.length;
       }
-      for (const id of [...seen.accepted.keys(), ...seen.consumed.keys(), ...seen.superseded.keys()]) {
+      for (const id of new Set([...seen.accepted.keys(), ...seen.consumed.keys(), ...seen.superseded.keys(), ...inState.keys()])) {
         if (!accepted.has(id)) problems.push(`a steering event ${id} no 202 answered`);
       }
-      assert.deepEqual(problems, [], "every accepted steering event ends consumed exactly once or superseded");
+      assert.deepEqual(problems, [], "every accepted steering event is in its run's final state exactly once, consumed once, or superseded");
 
       // The rows agree: none left pending on a succeeded run; as many consumed and superseded as the log says.
       const rows = await sql.query<{ status: string; n: number }>(
@@ -427,24 +441,24 @@ describe(`SIGKILLed workers on ${TEST_DRIVER}`, () => {
       );
       const byStatus = Object.fromEntries(rows.map(({ status, n }) => [status, n]));
       assert.deepEqual(byStatus, { consumed, ...(superseded ? { superseded } : {}) }, "steering_events rows of succeeded runs");
-
-      // Graph code kept each consumed message exactly once, in sequence order: a drain whose worker
-      // died before the node's checkpoint did not consume, and the retry was handed them again.
-      let lostToCrash = 0;
-      for (const run of joined) {
-        const kept = (run.output?.received as { sourceEventId: string; sequence: number }[] | undefined) ?? [];
-        const ids = kept.map((message) => message.sourceEventId);
-        assert.equal(new Set(ids).size, ids.length, `run ${run.run_id} received no message twice`);
-        const sequences = kept.map((message) => message.sequence);
-        assert.deepEqual(sequences, [...sequences].sort((a, b) => a - b), `run ${run.run_id} received its messages in order`);
-        for (const id of ids) assert.deepEqual(seen.consumed.get(id), [run.run_id], `message ${id} in the state of run ${run.run_id} was consumed by it`);
-        const consumedHere = [...seen.consumed].filter(([, where]) => where[0] === run.run_id).length;
-        lostToCrash += consumedHere - ids.length;
+      // Rows a killed attempt consumed and a later attempt was handed again: the attempt that wrote
+      // the run.steer.consumed (the last run_started before it) is older than the row's last taker.
+      const takers = new Map((await sql.query<{ id: string; consumed_attempt: number }>(
+        "select id::text as id, consumed_attempt from steering_events where status = 'consumed'",
+      )).map((row) => [row.id, row.consumed_attempt]));
+      let handedAgain = 0;
+      for (const log of logs.values()) {
+        let attempt = 0;
+        for (const event of log) {
+          if (event.kind === "run_started") attempt = Number(event.data.attempt);
+          if (event.kind === "run.steer.consumed" && takers.get(String(event.data.steering_event_id))! > attempt) handedAgain++;
+        }
       }
-
-      assert.equal(lostToCrash, 0, "every consumed message is in its run's final state");
       const reclaimed = joined.filter((run) => run.attempt > 1);
       assert.ok(reclaimed.length > 0, "the kills hit running runs: at least one run needed a second attempt");
+      const reclaimedExit = reclaimed.filter((run) => runIds.indexOf(run.run_id) % 2 === 0);
+      // An exit-mode attempt settles nothing before it ends: a killed one hands everything it consumed on.
+      if (reclaimedExit.length > 0) assert.ok(handedAgain > 0, "a killed attempt's consumed messages were handed to the next attempt");
       phase("checked");
       t.diagnostic(
         `kills: ${kills.length} (${kills.map(({ at, held }) => `${at} ms holding ${held.length}`).join(", ")}); reclaimed runs: ${reclaimed.length}; ` +
@@ -452,7 +466,7 @@ describe(`SIGKILLed workers on ${TEST_DRIVER}`, () => {
           `${lates.filter((a) => a.status === 202).length} late); refused: ${refused.length} of ${lates.length} late ` +
           `(${refused.filter((a) => a.body.code === "run_finalizing").length} run_finalizing, ${refused.filter((a) => a.body.code === "run_terminal").length} run_terminal) ` +
           `+ ${after.length} after the end (run_terminal); consumed: ${consumed}; superseded: ${superseded}; ` +
-          `consumed but not in the final state: ${lostToCrash}; ` +
+          `reclaimed runs with durability exit: ${reclaimedExit.length}; consumed by a killed attempt and handed to the next: ${handedAgain}; ` +
           `processes logged ${processes.logSummary()}`,
       );
     } catch (error) {

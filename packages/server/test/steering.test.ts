@@ -6,10 +6,42 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { drainSteering, hasSteering, peekSteering, waitForSteering } from "@rudder/graph";
 import { startTestServer, type TestServer } from "./support/server.ts";
+import { openSse, type SseConnection } from "./support/sse.ts";
 
 const TESTING_CONFIG = fileURLToPath(new URL("./fixtures/testing.rudder.json", import.meta.url));
 
 type Event = { sequence: number; kind: string; data: Record<string, unknown> };
+
+/** What the `listen_loop` node reports of each iteration (a custom event). */
+type Iteration = { iteration: number; woke: boolean; drained: number[]; node_attempt: number | null };
+
+/** A run's live stream, read event by event. */
+class LiveStream {
+  readonly seen: Event[] = [];
+  private constructor(private readonly connection: SseConnection) {}
+
+  static async open(server: TestServer, runId: string): Promise<LiveStream> {
+    const headers = { authorization: `Bearer ${await server.token()}` };
+    return new LiveStream(await openSse(`${server.url}/v1/runs/${runId}/stream`, { headers, lastEventId: "0" }));
+  }
+
+  /** Reads on until an event matches (and returns it); fails if the stream ends first. */
+  async until(matches: (event: Event) => boolean, what: string): Promise<Event> {
+    for (;;) {
+      const next = await this.connection.next();
+      assert.ok(next, `the stream ended before ${what}`);
+      const event = JSON.parse(next.data) as Event;
+      this.seen.push(event);
+      if (matches(event)) return event;
+    }
+  }
+
+  close(): void {
+    this.connection.close();
+  }
+}
+
+const iterationOf = (event: Event) => (event.kind === "custom" ? (event.data.data as Iteration) : undefined);
 
 /** A test-held gate for one of the worker's hooks: the run waits at that point until released. */
 class HookGate {
@@ -254,12 +286,120 @@ describe("steering", () => {
     assert.ok(superseded.includes(accepted.body.id));
   });
 
+  test("a node listening in a loop: each message once, its consumption seen while the node runs, idle waits run their timeout", async () => {
+    const run = await create("listen_loop", { timeoutMs: 200, iterations: 300 });
+    const stream = await LiveStream.open(server, run.run_id);
+    try {
+      const hello = (await steer(run.run_id, { kind: "message", payload: { message: "hello" } })).body;
+      const consumed = await stream.until((e) => e.kind === "run.steer.consumed" && e.data.steering_event_id === hello.id, "hello's run.steer.consumed");
+      assert.deepEqual([consumed.data.node, consumed.data.namespace, consumed.data.sequence], ["listen", [], 1]);
+      assert.equal((await server.request("GET", `/v1/runs/${run.run_id}`)).body.status, "running", "consumption is visible while the node still runs");
+      // Three iterations after the one that drained hello find nothing new: waitForSteering answers
+      // false (each after its timeout: 300 instant iterations would have ended the run).
+      let idle = 0;
+      await stream.until((e) => {
+        const it = iterationOf(e);
+        if (it && it.drained.length === 0) idle++;
+        return idle === 3;
+      }, "three idle iterations");
+      const stop = await steer(run.run_id, { kind: "message", payload: { message: "stop" } });
+      assert.equal(stop.status, 202, `the loop still listens: ${JSON.stringify(stop.body)}`);
+      const done = await joinRun(run.run_id);
+      assert.equal(done.status, "succeeded");
+      assert.deepEqual(done.output.log, ["hello", "stop"]);
+      const log = await events(run.run_id);
+      assert.deepEqual(ofKind(log, "run.steer.consumed").map((e) => e.data.steering_event_id), [hello.id, stop.body.id]);
+      const iterations = log.map(iterationOf).filter((it) => it !== undefined);
+      assert.deepEqual(iterations.flatMap((it) => it.drained), [1, 2], "each message drained once");
+      const wokeForNothing = iterations.filter((it) => it.woke && it.drained.length === 0);
+      assert.deepEqual(wokeForNothing, [], "waitForSteering never answered true with nothing new to drain");
+      assert.ok(iterations.length < 300, "the loop did not run out of iterations");
+    } finally {
+      stream.close();
+    }
+  });
+
+  test("a node listening in a loop: 20 rapid steers are logged once each, in order, with 20 consumed events in order", async () => {
+    const run = await create("listen_loop", { timeoutMs: 200, iterations: 300 });
+    await waitForStatus(run.run_id, "running");
+    const sent: { id: string }[] = [];
+    for (let i = 0; i < 20; i++) sent.push((await steer(run.run_id, { kind: "message", payload: { message: `m${i}` } })).body);
+    const stream = await LiveStream.open(server, run.run_id);
+    try {
+      await stream.until((e) => e.kind === "run.steer.consumed" && e.data.steering_event_id === sent[19]!.id, "m19's run.steer.consumed");
+    } finally {
+      stream.close();
+    }
+    await steer(run.run_id, { kind: "message", payload: { message: "stop" } });
+    const done = await joinRun(run.run_id);
+    assert.deepEqual(done.output.log, [...Array.from({ length: 20 }, (_, i) => `m${i}`), "stop"]);
+    const consumed = ofKind(await events(run.run_id), "run.steer.consumed");
+    assert.deepEqual(consumed.map((e) => e.data.steering_event_id), [...sent.map((e) => e.id), consumed.at(-1)!.data.steering_event_id]);
+    assert.deepEqual(consumed.map((e) => e.data.sequence), Array.from({ length: 21 }, (_, i) => i + 1));
+  });
+
+  for (const { name, assistant, failWith, runAttempt } of [
+    { name: "LangGraph's retryPolicy runs the node again", assistant: "listen_loop_retry_policy", failWith: "plain", runAttempt: 1 },
+    { name: "a retryable error: Rudder retries the attempt", assistant: "listen_loop", failWith: "retryable", runAttempt: 2 },
+  ]) {
+    test(`a listening node fails after a drain (${name}): its next execution gets the same messages first, none twice`, async () => {
+      const marker = join(mkdtempSync(join(tmpdir(), "rudder-listen-fail-")), "marker");
+      const run = await create(assistant, { timeoutMs: 200, iterations: 300, marker, failWith });
+      const stream = await LiveStream.open(server, run.run_id);
+      try {
+        const hello = (await steer(run.run_id, { kind: "message", payload: { message: "hello" } })).body;
+        await stream.until((e) => e.kind === "run.steer.consumed" && e.data.steering_event_id === hello.id, "hello consumed");
+        const fail = (await steer(run.run_id, { kind: "message", payload: { message: "fail" } })).body;
+        // The next execution's first iteration drains both again (sequences 1 and 2).
+        const replay = await stream.until((e) => iterationOf(e)?.drained.includes(2) === true && stream.seen.filter((s) => iterationOf(s)?.drained.includes(2)).length === 2, "the re-execution's drain");
+        const stop = (await steer(run.run_id, { kind: "message", payload: { message: "stop" } })).body;
+        const done = await joinRun(run.run_id);
+        assert.deepEqual([done.status, done.attempt], ["succeeded", runAttempt]);
+        assert.deepEqual(done.output.log, ["hello", "fail", "stop"], "each message in the state once");
+        assert.deepEqual(iterationOf(replay)!.drained, [1, 2], "the re-execution's first drain: both, in order");
+        assert.equal(iterationOf(replay)!.iteration, 0);
+        if (failWith === "plain") assert.equal(iterationOf(replay)!.node_attempt, 2, "LangGraph's second node attempt");
+        const log = await events(run.run_id);
+        assert.deepEqual(ofKind(log, "run.steer.consumed").map((e) => e.data.steering_event_id), [hello.id, fail.id, stop.id], "one consumed event each");
+        const drains = log.map(iterationOf).filter((it) => it !== undefined).flatMap((it) => it.drained);
+        assert.deepEqual(drains.filter((sequence) => sequence === 3), [3], "stop drained once");
+        assert.deepEqual(drains.filter((sequence) => sequence === 1), [1, 1], "hello drained by each execution once");
+      } finally {
+        stream.close();
+      }
+    });
+  }
+
+  for (const durability of ["sync", "exit"] as const) {
+    test(`a worker that dies after a drain (durability ${durability}): the run's next attempt gets the messages again, consumed once`, async () => {
+      const marker = join(mkdtempSync(join(tmpdir(), "rudder-hang-")), "marker");
+      const { body: run } = await server.request("POST", "/v1/runs", { body: { assistant_id: "drain_then_hang", input: { marker, expect: 2 }, durability } });
+      const stream = await LiveStream.open(server, run.run_id);
+      try {
+        await waitForStatus(run.run_id, "running");
+        const sent = [(await steer(run.run_id, { kind: "a", payload: 1 })).body, (await steer(run.run_id, { kind: "b", payload: 2 })).body];
+        await stream.until((e) => e.kind === "custom", "the drain before the hang");
+        // The worker "dies": its lease lapses and is taken, as when its process is gone.
+        await server.database.db.query("update runs set lease_owner = 'a-dead-worker', lease_expires_at = now() - interval '1 second' where run_id = $1", [run.run_id]);
+        const done = await joinRun(run.run_id);
+        assert.deepEqual([done.status, done.attempt], ["succeeded", 2]);
+        assert.deepEqual(done.output.received.map((m: { sourceEventId: string }) => m.sourceEventId), sent.map((e) => e.id), "in the state once each, in order");
+        assert.deepEqual(ofKind(await events(run.run_id), "run.steer.consumed").map((e) => e.data.steering_event_id), sent.map((e) => e.id), "consumed once each");
+        const rows = await server.database.db.query<{ settled: boolean }>("select settled_at is not null as settled from steering_events where run_id = $1", [run.run_id]);
+        assert.deepEqual(rows.map((row) => row.settled), [true, true], "settled once the retry's writes were checkpointed");
+      } finally {
+        stream.close();
+      }
+    });
+  }
+
   test("parallel tasks draining in one superstep: each event goes to exactly one of them", async () => {
     for (let round = 0; round < 5; round++) {
       const run = await create("parallel_drain", { waitMs: 3000 });
       await waitForStatus(run.run_id, "running");
       await Promise.all(Array.from({ length: 6 }, (_, i) => steer(run.run_id, { kind: "item", payload: i })));
       const done = await joinRun(run.run_id);
+      if (done.status !== "succeeded") assert.fail(`round ${round}: ${JSON.stringify(done)}\n${JSON.stringify(await events(run.run_id))}`);
       const payloads = done.output.received.map((m: { payload: number }) => m.payload).sort();
       const consumed = ofKind(await events(run.run_id), "run.steer.consumed");
       assert.equal(consumed.length, done.output.received.length, `round ${round}`);
@@ -290,25 +430,55 @@ describe("steering", () => {
     assert.deepEqual(done.output.received.map((m: { kind: string }) => m.kind), ["a", "b"], "the retry got them again");
     const log = await events(run.run_id);
     const consumed = ofKind(log, "run.steer.consumed").map((e) => e.data.steering_event_id);
-    assert.deepEqual(consumed, sent.map((e) => e.id), "consumed once each, when the retry's result was checkpointed");
+    assert.deepEqual(consumed, sent.map((e) => e.id), "consumed once each, at the first attempt's drain");
     assert.equal(ofKind(log, "run.steer.superseded").length, 0);
   });
 
-  test("messages drained before an interrupt in the same node follow the run to its resume", async () => {
+  test("drain, then interrupt: the resumed run's re-execution of the task gets them again first, then what came while paused", async () => {
     const threadId = await newThread();
     const run = await create("drain_then_ask", {}, threadId);
     await waitForStatus(run.run_id, "running");
-    const sent = (await steer(run.run_id, { kind: "hint", payload: "use the cache" })).body;
+    const hint = (await steer(run.run_id, { kind: "hint", payload: "use the cache" })).body;
     const paused = await joinRun(run.run_id);
     assert.equal(paused.status, "paused");
     assert.equal(paused.output.__interrupt__[0].value.seen, 1, "the node did read it before pausing");
-    assert.equal(ofKind(await events(run.run_id), "run.steer.consumed").length, 0, "not consumed: the node did not finish");
+    const pausedLog = await events(run.run_id);
+    assert.deepEqual(ofKind(pausedLog, "run.steer.consumed").map((e) => e.data.steering_event_id), [hint.id], "consumed at the drain, before the pause");
+    const later = (await steer(run.run_id, { kind: "later", payload: "and the logs" })).body;
+
     const next = (await server.request("POST", `/v1/runs/${run.run_id}/resume`, { body: { resume: "yes" } })).body;
     const done = await joinRun(next.run_id);
     assert.equal(done.status, "succeeded");
-    assert.deepEqual(done.output.received.map((m: { payload: unknown; sourceEventId: string }) => [m.payload, m.sourceEventId]), [["use the cache", sent.id]]);
-    const consumed = ofKind(await events(next.run_id), "run.steer.consumed");
-    assert.deepEqual(consumed.map((e) => e.data.source_event_id), [sent.id]);
+    assert.deepEqual(
+      done.output.received.map((m: { payload: unknown; sourceEventId: string }) => [m.payload, m.sourceEventId]),
+      [["use the cache", hint.id], ["and the logs", later.id]],
+      "the re-execution's first drain: the event it drained before the interrupt, then the new one",
+    );
+    const aLog = await events(run.run_id);
+    assert.equal(ofKind(aLog, "run.steer.consumed").length, 1, "no second consumed event on the paused run");
+    assert.deepEqual(ofKind(aLog, "run.steer.superseded").map((e) => e.data.steering_event_id), [later.id], "only the pending one moved");
+    const bLog = await events(next.run_id);
+    assert.deepEqual(ofKind(bLog, "run.steer.accepted").map((e) => e.data.source_event_id), [later.id]);
+    assert.deepEqual(ofKind(bLog, "run.steer.consumed").map((e) => e.data.source_event_id), [later.id], "the replayed one is not reported consumed again");
+  });
+
+  test("drain, complete, a later node interrupts, resume: nothing is handed out again", async () => {
+    const threadId = await newThread();
+    const run = await create("drain_then_later_ask", {}, threadId);
+    await waitForStatus(run.run_id, "running");
+    const x = (await steer(run.run_id, { kind: "x", payload: "x" })).body;
+    assert.equal((await joinRun(run.run_id)).status, "paused");
+    const [row] = await server.database.db.query<{ status: string; settled: boolean }>(
+      "select status, settled_at is not null as settled from steering_events where id = $1",
+      [x.id],
+    );
+    assert.deepEqual(row, { status: "consumed", settled: true }, "settled with the draining task's writes");
+    const next = (await server.request("POST", `/v1/runs/${run.run_id}/resume`, { body: { resume: "go" } })).body;
+    const done = await joinRun(next.run_id);
+    assert.equal(done.status, "succeeded");
+    assert.deepEqual(done.output.received.map((m: { node: string; sourceEventId: string }) => [m.node, m.sourceEventId]), [["read", x.id]], "in the state once");
+    assert.equal(ofKind(await events(run.run_id), "run.steer.consumed").length, 1);
+    assert.equal((await events(next.run_id)).filter((e) => e.kind.startsWith("run.steer.")).length, 0);
   });
 
   test("admission by state: pending and paused accept; a resumed run is 409 run_superseded", async () => {

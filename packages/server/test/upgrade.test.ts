@@ -55,3 +55,38 @@ test("upgrading a database that holds threads, runs and events to the steering s
     await server.close();
   }
 });
+
+/** The last revision before steering consumption moved to the drain (rows could be left `delivered`). */
+const BEFORE_CONSUMPTION_AT_DRAIN = 6;
+
+test("upgrading from delivered-until-checkpoint steering: rows an older binary left delivered are consumed by the next drain, once", async () => {
+  const database = await createTestDatabase({ migrated: false });
+  const { db } = database;
+  await migrate(db, { to: BEFORE_CONSUMPTION_AT_DRAIN });
+  // A run an older worker was executing when it stopped: one row delivered to its task, one pending.
+  const runId = randomUUID();
+  const [delivered, pending] = [randomUUID(), randomUUID()];
+  await db.query(
+    `insert into runs (run_id, tenant_id, assistant_id, graph_id, status, input, attempt, last_steering_sequence)
+     values ($1, 't1', 'steerable', 'steerable', 'pending', '{"rounds": 1, "waitMs": 100}', 1, 2)`,
+    [runId],
+  );
+  await db.query(
+    `insert into steering_events (id, tenant_id, run_id, sequence, kind, payload, status, delivered_attempt, delivered_task_id, delivered_node, delivered_ns)
+     values ($2, 't1', $1, 1, 'old', '"a"', 'delivered', 1, 'a-task-of-the-old-binary', 'listen', ''),
+            ($3, 't1', $1, 2, 'old', '"b"', 'pending', null, null, null, null)`,
+    [runId, delivered, pending],
+  );
+  assert.deepEqual(await migrate(db), loadMigrations().map((m) => m.id).filter((id) => id > BEFORE_CONSUMPTION_AT_DRAIN));
+
+  const server = await startTestServer({ configFile: TESTING_CONFIG, database });
+  try {
+    const done = (await server.request("GET", `/v1/runs/${runId}/join?timeout=30`)).body;
+    assert.deepEqual([done.status, done.attempt], ["succeeded", 2]);
+    assert.deepEqual(done.output.received.map((m: { payload: unknown }) => m.payload), ["a", "b"]);
+    const events = (await server.request("GET", `/v1/runs/${runId}/events`)).body as { kind: string; data: { steering_event_id: string } }[];
+    assert.deepEqual(events.filter((e) => e.kind === "run.steer.consumed").map((e) => e.data.steering_event_id), [delivered, pending]);
+  } finally {
+    await server.close();
+  }
+});

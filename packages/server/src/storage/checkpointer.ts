@@ -17,27 +17,31 @@ import {
 } from "@langchain/langgraph-checkpoint";
 
 import { checkpointWrite, CheckpointWriteBatcher, taskWrites, writeAll, type CheckpointWrite } from "./checkpoint-writes.ts";
-import type { Db, Queryable } from "./db.ts";
+import type { Db, Queryable, Transaction } from "./db.ts";
 
 /** Where a run puts its checkpoint-commit hook in `config.configurable`. */
 export const CHECKPOINT_HOOK_KEY = "__rudder_checkpoint_hook";
 
+/** A checkpoint write as a run's commit hook sees it: one task's writes, or a namespace's checkpoint. */
+export type CheckpointCommit =
+  | { readonly kind: "writes"; readonly taskId: string; readonly channels: readonly string[] }
+  | { readonly kind: "checkpoint"; readonly checkpointNs: string; readonly step: number | undefined };
+
 /**
  * Lets the run commit its own bookkeeping in the same transaction as a checkpoint write (steering
- * consumption commits with the node's result, so a crash between the two cannot lose either).
+ * a task consumed is settled with the task's writes, so a crash between the two cannot leave the
+ * rows settled without the writes).
  */
 export interface CheckpointCommitHook {
-  /** Whether anything waits to be committed; cheap, in memory. When false the saver writes alone. */
-  pending(): boolean;
-  /** Inside the transaction that stores a checkpoint of namespace `checkpointNs`. */
-  onPut(tx: Queryable, checkpointNs: string): Promise<void>;
-  /** Inside the transaction that stores the writes of task `taskId` (the channels written). */
-  onPutWrites(tx: Queryable, taskId: string, channels: string[]): Promise<void>;
+  /** Whether this write must commit with the hook; cheap, in memory. When false the saver writes alone. */
+  covers(commit: CheckpointCommit): boolean;
+  /** Inside the transaction that stores the write. */
+  onCommit(tx: Transaction, commit: CheckpointCommit): Promise<void>;
 }
 
 function commitHookOf(config: RunnableConfig): CheckpointCommitHook | undefined {
   const hook = config.configurable?.[CHECKPOINT_HOOK_KEY] as CheckpointCommitHook | undefined;
-  return typeof hook?.pending === "function" ? hook : undefined;
+  return typeof hook?.covers === "function" ? hook : undefined;
 }
 
 /** Where a run puts its `AttemptCheckpoints` in `config.configurable`. */
@@ -169,7 +173,8 @@ export class RudderCheckpointSaver extends BaseCheckpointSaver {
       this.dumpMetadata(withRunMetadata(config, metadata)),
     ]);
     const parentId = config.configurable?.checkpoint_id || null;
-    await this.write(config, checkpointWrite([threadId, ns, checkpoint.id, parentId, type, bytes, metadataJson]), (tx, hook) => hook.onPut(tx, ns));
+    const commit: CheckpointCommit = { kind: "checkpoint", checkpointNs: ns, step: metadata.step };
+    await this.write(config, checkpointWrite([threadId, ns, checkpoint.id, parentId, type, bytes, metadataJson]), commit);
     return { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: checkpoint.id } };
   }
 
@@ -186,7 +191,7 @@ export class RudderCheckpointSaver extends BaseCheckpointSaver {
     if (rows.length === 0) return;
     const ns = config.configurable?.checkpoint_ns ?? "";
     const write = taskWrites({ threadId, ns, checkpointId: String(checkpointId), taskId, taskPath }, rows);
-    await this.write(config, write, (tx, hook) => hook.onPutWrites(tx, taskId, rows.map(([, channel]) => channel)));
+    await this.write(config, write, { kind: "writes", taskId, channels: rows.map(([, channel]) => channel) });
   }
 
   async deleteThread(threadId: string): Promise<void> {
@@ -199,19 +204,19 @@ export class RudderCheckpointSaver extends BaseCheckpointSaver {
   }
 
   /**
-   * One checkpoint write: with the run's commit hook pending, in a transaction with it (and any
-   * deferred writes before it, to keep their order); else deferred when the attempt defers;
-   * else through the group commit, with whatever other runs write at the same moment.
+   * One checkpoint write: when the run's commit hook covers it, in a transaction with the hook
+   * (and any deferred writes before it, to keep their order); else deferred when the attempt
+   * defers; else through the group commit, with whatever other runs write at the same moment.
    */
-  private async write(config: RunnableConfig, write: CheckpointWrite, onCommit: (tx: Queryable, hook: CheckpointCommitHook) => Promise<void>): Promise<void> {
+  private async write(config: RunnableConfig, write: CheckpointWrite, commit: CheckpointCommit): Promise<void> {
     const attempt = attemptOf(config);
     if (attempt) attempt.knownEmpty = false;
     const hook = commitHookOf(config);
-    if (hook?.pending()) {
+    if (hook?.covers(commit)) {
       await this.db.transaction(async (tx) => {
         if (attempt) await this.flushDeferred(tx, attempt);
         await writeAll(tx, [write]);
-        await onCommit(tx, hook);
+        await hook.onCommit(tx, commit);
       });
     } else if (attempt?.defer) {
       attempt.deferred.push(write);

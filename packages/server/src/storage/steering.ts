@@ -13,11 +13,35 @@ export interface SteerRequest {
   idempotencyKey: string | undefined;
 }
 
-/** Where in the graph a drain happened, for run.steer.consumed. */
-export interface DrainContext {
+/** The attempt reading its run's steering: what fences its writes and where its checkpoints live. */
+export interface SteeringHolder {
+  tenantId: string;
+  runId: string;
+  attempt: number;
+  /** The worker holding the lease. */
+  owner: string;
+  /** The thread its checkpoints are stored under (a stateless run's own id). */
+  checkpointThreadId: string;
+}
+
+/** Where in the graph a read happens, and whether it may get its task's consumed rows again. */
+export interface SteeringReader {
+  taskId: string | null;
   node: string | null;
   namespace: string[];
-  taskId: string | null;
+  step: number | null;
+  /** The checkpoint the task was prepared from. */
+  checkpointId: string | null;
+  /**
+   * The first read of this execution of the task: it also gets the rows the task consumed in an
+   * execution that did not complete. Later reads of the same execution have had them.
+   */
+  firstOfExecution: boolean;
+}
+
+/** A row a drain consumed just now, with what its run.steer.consumed reports. */
+export interface ConsumedRow extends SteeringEvent {
+  latencySeconds: number;
 }
 
 type SteeringRow = Omit<SteeringEvent, "created_at"> & { tenant_id: string; created_at: Date | string };
@@ -31,7 +55,18 @@ function steeringColumns(alias = ""): string {
 
 const COLUMNS = steeringColumns();
 
-const toEvent = ({ tenant_id: _tenant, ...row }: SteeringRow): SteeringEvent => ({ ...row, created_at: iso(row.created_at) });
+const toEvent = (row: SteeringRow): SteeringEvent => ({
+  id: row.id,
+  run_id: row.run_id,
+  sequence: row.sequence,
+  kind: row.kind,
+  payload: row.payload,
+  metadata: row.metadata,
+  idempotency_key: row.idempotency_key,
+  status: row.status,
+  source_event_id: row.source_event_id,
+  created_at: iso(row.created_at),
+});
 
 /** run.steer.accepted; `source_event_id` only for a row moved by a resume (spec section 6, rule 2). */
 export function acceptedEvent(row: SteeringEvent): PendingEvent {
@@ -111,38 +146,6 @@ export async function insertSteeringEvent(tx: Queryable, tenantId: string, runId
 export class SteeringRepository {
   constructor(private readonly db: Db) {}
 
-  /** The run's unconsumed events, in sequence order, without taking them. */
-  async peek(runId: string): Promise<SteeringEvent[]> {
-    const rows = await this.db.query<SteeringRow>(
-      `select ${COLUMNS} from steering_events where run_id = $1 and status in ('pending', 'delivered') order by sequence`,
-      [runId],
-    );
-    return rows.map(toEvent);
-  }
-
-  /**
-   * Hands the run's unconsumed events to the draining task, in sequence order, as `delivered`:
-   * pending rows, rows delivered by an earlier attempt (whose worker died before committing
-   * them), and rows delivered before to this same task (LangGraph retried the node). One
-   * statement, fenced by the lease; the run row lock serialises parallel drains, so each row goes
-   * to one task. A run that is not `running` under this lease gets nothing: cancel wins.
-   * Consumption commits later, with the task's checkpoint write (`commitConsumed`).
-   */
-  async deliver(lease: Lease, context: DrainContext): Promise<SteeringEvent[]> {
-    const rows = await this.db.query<SteeringRow>(
-      `with fence as (
-         select run_id from runs where run_id = $1 and attempt = $2 and lease_owner = $3 and status = 'running' for update
-       )
-       update steering_events s set status = 'delivered', delivered_attempt = $2, delivered_task_id = $4, delivered_node = $5, delivered_ns = $6
-         from fence
-        where s.run_id = fence.run_id
-          and (s.status = 'pending' or (s.status = 'delivered' and (s.delivered_attempt < $2 or s.delivered_task_id = $4)))
-       returning ${steeringColumns("s")}`,
-      [lease.runId, lease.attempt, lease.owner, context.taskId ?? "", context.node, context.namespace.join("|")],
-    );
-    return rows.map(toEvent).sort((a, b) => a.sequence - b.sequence);
-  }
-
   /**
    * Closes steering admission before the final flush (spec: "worker closes steering admission
    * before its final flush"). False when the lease is lost.
@@ -185,6 +188,13 @@ export async function supersedeAtFinalBoundary(tx: Queryable, runId: string): Pr
  * root id kept in source_event_id, the original created_at. The old rows become superseded.
  */
 export async function migrateToSuccessor(tx: Queryable, oldRunId: string, newRunId: string): Promise<void> {
+  // Consumed rows stay consumed (their run.steer.consumed is written); those of a task that did not
+  // complete (it interrupted) go to the new run's re-execution of that task.
+  await tx.query(
+    `update steering_events set replay_run_id = $2, consumed_attempt = null, consumed_by = null
+      where replay_run_id = $1 and status = 'consumed' and settled_at is null`,
+    [oldRunId, newRunId],
+  );
   const rows = (
     await tx.query<SteeringRow>(
       `update steering_events set status = 'superseded' where run_id = $1 and status in ('pending', 'delivered') returning ${COLUMNS}`,
@@ -207,45 +217,115 @@ export async function migrateToSuccessor(tx: Queryable, oldRunId: string, newRun
   await appendEvents(tx, newRunId, moved.map(acceptedEvent));
 }
 
-/** Which delivered rows a checkpoint write covers: one task's writes, or a namespace's checkpoint. */
-export type ConsumptionScope = { taskId: string } | { checkpointNs: string };
+/** A read's parameters: $1 tenant, $2 run, $3 attempt, $4 lease owner, $5 checkpoint thread, $6 task, $7 first read of the execution. */
+function readParams(holder: SteeringHolder, reader: SteeringReader): unknown[] {
+  return [holder.tenantId, holder.runId, holder.attempt, holder.owner, holder.checkpointThreadId, reader.taskId, reader.firstOfExecution];
+}
 
 /**
- * Inside the transaction that checkpoints a task's result: the rows delivered to that task in
- * this attempt become consumed, each with its run.steer.consumed event. Fenced by the lease and
- * skipped once the run is no longer running (cancel wins). Replaying it finds nothing to do.
+ * Rows consumed before that a reader gets again: (a) the rows its own task consumed, on the first
+ * read of an execution of that task (the execution that consumed them did not complete: the task
+ * is running again); (b) rows taken by an earlier attempt (or by a resumed run) whose task can
+ * never run again, because the checkpoint it was prepared from was never stored (durability
+ * `exit`, or a crash before an `async` write): they go to whichever task reads next.
  */
-export async function commitConsumed(tx: Queryable, lease: Lease, scope: ConsumptionScope): Promise<number> {
-  const byTask = "taskId" in scope;
-  const rows = await tx.query<SteeringRow & { latency: number; delivered_node: string | null; delivered_ns: string; delivered_task_id: string }>(
+const HANDED_AGAIN = `(($7::boolean and s.consumed_task_id = $6)
+  or ((s.consumed_attempt, s.consumed_by) is distinct from ($3::integer, $4::text)
+      and not exists (select 1 from checkpoints c
+                       where c.thread_id = $5 and c.checkpoint_ns = s.consumed_ns and c.checkpoint_id = s.consumed_checkpoint_id)))`;
+
+/** The lease fence: the run is running under this attempt (a cancel or a lost lease stops every read). */
+const HOLDS_RUN = "tenant_id = $1 and run_id = $2 and attempt = $3 and lease_owner = $4 and status = 'running'";
+
+/** Stamps a row with the task that takes it now ($8 node, $9 namespace, $10 step, $11 checkpoint). */
+const TAKEN_BY = `consumed_task_id = $6, consumed_node = $8, consumed_ns = $9, consumed_step = $10, consumed_checkpoint_id = $11,
+                  consumed_attempt = $3, consumed_by = $4`;
+
+/** The columns of the CTEs that return `steeringColumns("s")` and `consumed_at`. */
+const READ_COLUMNS = "id, tenant_id, run_id, sequence, kind, payload, metadata, idempotency_key, status, source_event_id, created_at, consumed_at";
+
+type ReadRow = SteeringRow & { is_new: boolean; latency?: number | null };
+
+/**
+ * A drain, inside the caller's transaction and fenced by the lease (the run row lock also orders
+ * parallel drains, so each row goes to one task): first the rows consumed before that this reader
+ * gets again (its task's on the first read of an execution, and those of tasks that can never run
+ * again), in the order they were consumed; then every pending row, in sequence order, turned
+ * `consumed` by this task now. Only the new ones need a run.steer.consumed (`consumedEvents`).
+ * A run that is not `running` under this lease gets nothing: cancel wins.
+ */
+export async function takeSteering(tx: Queryable, holder: SteeringHolder, reader: SteeringReader): Promise<{ again: SteeringEvent[]; consumed: ConsumedRow[] }> {
+  const rows = await tx.query<ReadRow>(
     `with fence as (
-       select run_id from runs where run_id = $1 and attempt = $2 and lease_owner = $3 and status = 'running' for update
+       select run_id from runs where ${HOLDS_RUN} for update
+     ), again as (
+       update steering_events s set ${TAKEN_BY}
+         from fence
+        where s.tenant_id = $1 and s.replay_run_id = fence.run_id and s.status = 'consumed' and s.settled_at is null
+          and ${HANDED_AGAIN}
+       returning ${steeringColumns("s")}, s.consumed_at
+     ), taken as (
+       update steering_events s set status = 'consumed', consumed_at = now(), replay_run_id = fence.run_id, ${TAKEN_BY}
+         from fence
+        where s.tenant_id = $1 and s.run_id = fence.run_id and s.status in ('pending', 'delivered')
+       returning ${steeringColumns("s")}, s.consumed_at, extract(epoch from (now() - s.created_at))::float8 as latency
      )
-     update steering_events s set status = 'consumed', consumed_at = now()
-       from fence
-      where s.run_id = fence.run_id and s.status = 'delivered' and s.delivered_attempt = $2
-        and ${byTask ? "s.delivered_task_id = $4" : "s.delivered_ns = $4"}
-     returning ${steeringColumns("s")}, s.delivered_node, s.delivered_ns, s.delivered_task_id,
-               extract(epoch from (now() - s.created_at))::float8 as latency`,
-    [lease.runId, lease.attempt, lease.owner, byTask ? scope.taskId : scope.checkpointNs],
+     select ${READ_COLUMNS}, false as is_new, null::float8 as latency from again
+     union all
+     select ${READ_COLUMNS}, true as is_new, latency from taken
+     order by is_new, consumed_at, sequence`,
+    [...readParams(holder, reader), reader.node, reader.namespace.join("|"), reader.step, reader.checkpointId],
   );
-  rows.sort((a, b) => a.sequence - b.sequence);
-  await appendEvents(
-    tx,
-    lease.runId,
-    rows.map((row) => ({
-      kind: "run.steer.consumed",
-      data: {
-        steering_event_id: row.id,
-        ...(row.source_event_id ? { source_event_id: row.source_event_id } : {}),
-        sequence: row.sequence,
-        kind: row.kind,
-        queue_latency_seconds: Math.max(0, Number(row.latency)),
-        node: row.delivered_node,
-        namespace: row.delivered_ns ? row.delivered_ns.split("|") : [],
-        task_id: row.delivered_task_id || null,
-      },
-    })),
+  return {
+    again: rows.filter((row) => !row.is_new).map(toEvent),
+    consumed: rows.filter((row) => row.is_new).map((row) => ({ ...toEvent(row), latencySeconds: Math.max(0, Number(row.latency)) })),
+  };
+}
+
+/** What a drain by this reader would return now, in the same order, without taking anything. */
+export async function peekSteering(db: Queryable, holder: SteeringHolder, reader: SteeringReader): Promise<SteeringEvent[]> {
+  const rows = await db.query<ReadRow>(
+    `select ${steeringColumns("s")}, s.consumed_at, false as is_new from steering_events s
+      where s.tenant_id = $1 and s.replay_run_id = $2 and s.status = 'consumed' and s.settled_at is null and ${HANDED_AGAIN}
+        and exists (select 1 from runs where ${HOLDS_RUN})
+     union all
+     select ${steeringColumns("s")}, s.consumed_at, true as is_new from steering_events s
+      where s.tenant_id = $1 and s.run_id = $2 and s.status in ('pending', 'delivered')
+        and exists (select 1 from runs where ${HOLDS_RUN})
+     order by is_new, consumed_at, sequence`,
+    readParams(holder, reader),
   );
-  return rows.length;
+  return rows.map(toEvent);
+}
+
+/** run.steer.consumed for each row a drain consumed, with the task that consumed it. */
+export function consumedEvents(rows: readonly ConsumedRow[], reader: Pick<SteeringReader, "node" | "namespace" | "taskId">): PendingEvent[] {
+  return rows.map((row) => ({
+    kind: "run.steer.consumed",
+    data: {
+      steering_event_id: row.id,
+      ...(row.source_event_id ? { source_event_id: row.source_event_id } : {}),
+      sequence: row.sequence,
+      kind: row.kind,
+      queue_latency_seconds: row.latencySeconds,
+      node: reader.node,
+      namespace: reader.namespace,
+      task_id: reader.taskId,
+    },
+  }));
+}
+
+/**
+ * Inside the transaction that checkpoints the writes of `taskIds` (or a checkpoint that contains
+ * them): the rows they consumed are settled, never handed out again. Not fenced: it records what
+ * the checkpoint store now holds, whoever wrote it.
+ */
+export async function settleConsumed(tx: Queryable, tenantId: string, runId: string, taskIds: readonly string[]): Promise<void> {
+  if (taskIds.length === 0) return;
+  await tx.query(
+    `update steering_events set settled_at = now()
+      where tenant_id = $1 and replay_run_id = $2 and status = 'consumed' and settled_at is null
+        and consumed_task_id in (select jsonb_array_elements_text($3::jsonb))`,
+    [tenantId, runId, json(taskIds)],
+  );
 }

@@ -1,41 +1,77 @@
 import type { SteeringEvent } from "@rudder/api";
-import type { SteeringChannel, SteeringMessage } from "@rudder/graph";
+import type { DrainContext, SteeringChannel, SteeringMessage, TaskExecution } from "@rudder/graph";
 import { waitForNotice, type Notifier } from "../notify/notifier.ts";
-import type { CheckpointCommitHook } from "../storage/checkpointer.ts";
+import type { CheckpointCommit, CheckpointCommitHook } from "../storage/checkpointer.ts";
+import type { Db } from "../storage/db.ts";
+import { appendEvents } from "../storage/events.ts";
 import type { Lease } from "../storage/lease.ts";
-import { commitConsumed, type SteeringRepository } from "../storage/steering.ts";
+import type { ClaimedRun } from "../storage/runs.ts";
+import { consumedEvents, peekSteering, settleConsumed, takeSteering, type SteeringHolder, type SteeringReader } from "../storage/steering.ts";
 
-/** Writes of a task that did not finish: its node runs again, so what it drained is not consumed. */
+/** Writes of a task that did not complete: it runs again, so what it consumed is not settled. */
 const UNFINISHED_CHANNELS = new Set(["__interrupt__", "__error__"]);
 
+export interface SteeringChannelDeps {
+  readonly db: Db;
+  readonly notifier: Notifier;
+  /** waitForSteering re-reads storage this often when no notice arrives. */
+  readonly pollMs: number;
+  /** Writes the events the attempt has buffered, so a drain's run.steer.consumed follows them in the log. */
+  readonly flushEvents: () => Promise<void>;
+}
+
 /**
- * The run's steering channel as graph code reaches it (through @rudder/graph), and the hook that
- * commits what it delivered together with the task's checkpoint write. Every read goes to
+ * The run's steering channel as graph code reaches it (through @rudder/graph), for one attempt,
+ * and the checkpoint hook that settles what a task consumed once the task's writes are stored.
+ * A drain commits consumption at once (with run.steer.consumed); a task that runs again before
+ * its writes were checkpointed gets what it consumed again on its first drain. Every read goes to
  * durable storage; a `steering` notice only wakes a waiting node early, and a lost one costs at
  * most one poll interval.
  */
-export function steeringChannel(
-  lease: Lease,
-  steering: SteeringRepository,
-  notifier: Notifier,
-  pollMs: number,
-): { channel: SteeringChannel; commitHook: CheckpointCommitHook } {
-  // Once this attempt has delivered anything, checkpoint writes carry the consumption commit.
-  let delivered = false;
+export function steeringChannel(run: ClaimedRun, lease: Lease, deps: SteeringChannelDeps): { channel: SteeringChannel; commitHook: CheckpointCommitHook } {
+  const holder: SteeringHolder = {
+    tenantId: run.tenant_id,
+    runId: run.run_id,
+    attempt: lease.attempt,
+    owner: lease.owner,
+    checkpointThreadId: run.thread_id ?? run.run_id,
+  };
+  const executions = new DrainedExecutions();
+  // Tasks of this attempt that hold consumed rows not settled yet, with where they run.
+  const unsettled = new Map<string, { ns: string; step: number | null }>();
+  const readerOf = (context: DrainContext): SteeringReader => ({
+    taskId: context.taskId,
+    node: context.node,
+    namespace: context.namespace,
+    step: context.step,
+    checkpointId: context.checkpointId,
+    firstOfExecution: !executions.hasDrained(context.execution, context.taskId),
+  });
+  const peek = async (context: DrainContext) => (await peekSteering(deps.db, holder, readerOf(context))).map(toMessage);
+
   const channel: SteeringChannel = {
     async drain(context) {
-      const events = await steering.deliver(lease, context);
-      if (events.length > 0) delivered = true;
-      return events.map(toMessage);
+      const reader = readerOf(context);
+      await deps.flushEvents().catch(() => {}); // a failed flush is a lost lease: the fence below refuses
+      const { again, consumed } = await deps.db.transaction(async (tx) => {
+        const taken = await takeSteering(tx, holder, reader);
+        if (taken.consumed.length > 0) {
+          await appendEvents(tx, run.run_id, consumedEvents(taken.consumed, reader));
+          await deps.notifier.publishWithin(tx, { topic: "run_events", runId: run.run_id });
+        }
+        return taken;
+      });
+      executions.markDrained(context.execution, context.taskId);
+      const messages = [...again, ...consumed];
+      if (messages.length > 0 && context.taskId !== null) unsettled.set(context.taskId, { ns: reader.namespace.join("|"), step: context.step });
+      return messages.map(toMessage);
     },
-    async peek() {
-      return (await steering.peek(lease.runId)).map(toMessage);
-    },
-    async wait(timeoutMs, signal) {
+    peek,
+    async wait(context, timeoutMs, signal) {
       const deadline = Date.now() + timeoutMs;
       for (;;) {
-        const wake = waitForNotice(notifier, (n) => n.topic === "steering" && n.runId === lease.runId, Math.min(pollMs, Math.max(0, deadline - Date.now())), signal);
-        if ((await steering.peek(lease.runId)).length > 0) {
+        const wake = waitForNotice(deps.notifier, (n) => n.topic === "steering" && n.runId === run.run_id, Math.min(deps.pollMs, Math.max(0, deadline - Date.now())), signal);
+        if ((await peek(context)).length > 0) {
           wake.cancel();
           return true;
         }
@@ -47,17 +83,58 @@ export function steeringChannel(
       }
     },
   };
+
+  /**
+   * The tasks a checkpoint write settles: a task's own writes when it completed (not an error or
+   * an interrupt: it runs again), or a checkpoint of its namespace at its step or later, which
+   * holds its writes applied (with durability `exit` the only write there is).
+   */
+  const settledBy = (commit: CheckpointCommit): string[] => {
+    if (commit.kind === "writes") {
+      const completed = !commit.channels.some((name) => UNFINISHED_CHANNELS.has(name));
+      return completed && unsettled.has(commit.taskId) ? [commit.taskId] : [];
+    }
+    const { checkpointNs, step } = commit;
+    if (step === undefined) return [];
+    return [...unsettled].filter(([, task]) => task.ns === checkpointNs && task.step !== null && task.step <= step).map(([taskId]) => taskId);
+  };
   const commitHook: CheckpointCommitHook = {
-    pending: () => delivered,
-    async onPutWrites(tx, taskId, channels) {
-      if (channels.some((name) => UNFINISHED_CHANNELS.has(name))) return;
-      await commitConsumed(tx, lease, { taskId });
-    },
-    async onPut(tx, checkpointNs) {
-      await commitConsumed(tx, lease, { checkpointNs });
+    covers: (commit) => settledBy(commit).length > 0,
+    async onCommit(tx, commit) {
+      const taskIds = settledBy(commit);
+      await settleConsumed(tx, holder.tenantId, holder.runId, taskIds);
+      tx.afterCommit(() => {
+        for (const taskId of taskIds) unsettled.delete(taskId);
+      });
     },
   };
   return { channel, commitHook };
+}
+
+/**
+ * Which executions of their tasks have drained already, in this attempt: a task's first drain in
+ * an execution also gets what the task consumed in an execution that did not complete. An
+ * execution is LangGraph's per-task scratchpad (new each time the task is prepared) at one node
+ * attempt (retryPolicy runs the node again with the same scratchpad and the next attempt).
+ */
+class DrainedExecutions {
+  /** Scratchpad → the node attempt that drained (null: the config did not say). */
+  private readonly byScope = new WeakMap<object, number | null>();
+  /** Without a scratchpad (a hand-made config), the task id stands for the execution. */
+  private readonly byTask = new Set<string>();
+
+  hasDrained(execution: TaskExecution, taskId: string | null): boolean {
+    if (execution.scope === null) return this.byTask.has(taskId ?? "");
+    if (!this.byScope.has(execution.scope)) return false;
+    const drained = this.byScope.get(execution.scope) ?? null;
+    // A read that does not name its attempt belongs to the scope's current execution.
+    return execution.attempt === null || drained === null || drained === execution.attempt;
+  }
+
+  markDrained(execution: TaskExecution, taskId: string | null): void {
+    if (execution.scope === null) this.byTask.add(taskId ?? "");
+    else this.byScope.set(execution.scope, execution.attempt ?? this.byScope.get(execution.scope) ?? null);
+  }
 }
 
 function toMessage(event: SteeringEvent): SteeringMessage {

@@ -212,7 +212,15 @@ export class Worker {
         meter,
         prices: this.deps.prices,
         checkpoints,
-        ...steeringChannel(lease, this.deps.steering, this.deps.notifier, this.options.steeringPollMs),
+        ...steeringChannel(run, lease, {
+          db: this.deps.db,
+          notifier: this.deps.notifier,
+          pollMs: this.options.steeringPollMs,
+          flushEvents: () => {
+            buffer.flush();
+            return buffer.settled();
+          },
+        }),
       });
       watch.stop();
       const events = await buffer.take().catch(() => {
