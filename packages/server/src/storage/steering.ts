@@ -20,6 +20,8 @@ export interface SteeringHolder {
   attempt: number;
   /** The worker holding the lease. */
   owner: string;
+  /** Unique to this attempt's execution: marks the rows it took. */
+  takerId: string;
   /** The thread its checkpoints are stored under (a stateless run's own id). */
   checkpointThreadId: string;
 }
@@ -191,7 +193,7 @@ export async function migrateToSuccessor(tx: Queryable, oldRunId: string, newRun
   // Consumed rows stay consumed (their run.steer.consumed is written); those of a task that did not
   // complete (it interrupted) go to the new run's re-execution of that task.
   await tx.query(
-    `update steering_events set replay_run_id = $2, consumed_attempt = null, consumed_by = null
+    `update steering_events set replay_run_id = $2, consumed_attempt = null, taken_by = null
       where replay_run_id = $1 and status = 'consumed' and settled_at is null`,
     [oldRunId, newRunId],
   );
@@ -217,9 +219,12 @@ export async function migrateToSuccessor(tx: Queryable, oldRunId: string, newRun
   await appendEvents(tx, newRunId, moved.map(acceptedEvent));
 }
 
-/** A read's parameters: $1 tenant, $2 run, $3 attempt, $4 lease owner, $5 checkpoint thread, $6 task, $7 first read of the execution. */
+/**
+ * A read's parameters: $1 tenant, $2 run, $3 attempt, $4 lease owner, $5 checkpoint thread, $6
+ * task, $7 first read of the execution, $8 the attempt's taker id.
+ */
 function readParams(holder: SteeringHolder, reader: SteeringReader): unknown[] {
-  return [holder.tenantId, holder.runId, holder.attempt, holder.owner, holder.checkpointThreadId, reader.taskId, reader.firstOfExecution];
+  return [holder.tenantId, holder.runId, holder.attempt, holder.owner, holder.checkpointThreadId, reader.taskId, reader.firstOfExecution, holder.takerId];
 }
 
 /**
@@ -230,16 +235,16 @@ function readParams(holder: SteeringHolder, reader: SteeringReader): unknown[] {
  * `exit`, or a crash before an `async` write): they go to whichever task reads next.
  */
 const HANDED_AGAIN = `(($7::boolean and s.consumed_task_id = $6)
-  or ((s.consumed_attempt, s.consumed_by) is distinct from ($3::integer, $4::text)
+  or (s.taken_by is distinct from $8
       and not exists (select 1 from checkpoints c
                        where c.thread_id = $5 and c.checkpoint_ns = s.consumed_ns and c.checkpoint_id = s.consumed_checkpoint_id)))`;
 
 /** The lease fence: the run is running under this attempt (a cancel or a lost lease stops every read). */
 const HOLDS_RUN = "tenant_id = $1 and run_id = $2 and attempt = $3 and lease_owner = $4 and status = 'running'";
 
-/** Stamps a row with the task that takes it now ($8 node, $9 namespace, $10 step, $11 checkpoint). */
-const TAKEN_BY = `consumed_task_id = $6, consumed_node = $8, consumed_ns = $9, consumed_step = $10, consumed_checkpoint_id = $11,
-                  consumed_attempt = $3, consumed_by = $4`;
+/** Stamps a row with the task that takes it now ($9 node, $10 namespace, $11 step, $12 checkpoint). */
+const TAKEN_BY = `consumed_task_id = $6, consumed_node = $9, consumed_ns = $10, consumed_step = $11, consumed_checkpoint_id = $12,
+                  consumed_attempt = $3, taken_by = $8`;
 
 /** The columns of the CTEs that return `steeringColumns("s")` and `consumed_at`. */
 const READ_COLUMNS = "id, tenant_id, run_id, sequence, kind, payload, metadata, idempotency_key, status, source_event_id, created_at, consumed_at";

@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import type { SteeringEvent } from "@rudder/api";
 import type { DrainContext, SteeringChannel, SteeringMessage, TaskExecution } from "@rudder/graph";
 import { waitForNotice, type Notifier } from "../notify/notifier.ts";
@@ -34,6 +35,7 @@ export function steeringChannel(run: ClaimedRun, lease: Lease, deps: SteeringCha
     runId: run.run_id,
     attempt: lease.attempt,
     owner: lease.owner,
+    takerId: randomUUID(),
     checkpointThreadId: run.thread_id ?? run.run_id,
   };
   const executions = new DrainedExecutions();

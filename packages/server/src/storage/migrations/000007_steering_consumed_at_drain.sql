@@ -9,9 +9,10 @@ alter table steering_events
   add column consumed_ns text,
   add column consumed_step integer,
   add column consumed_checkpoint_id text,
-  -- The attempt (and the worker holding it) that took the row last.
+  -- The attempt that took the row last, and a token of that attempt's execution (unique, unlike
+  -- attempt numbers, which a redrive starts over).
   add column consumed_attempt integer,
-  add column consumed_by text,
+  add column taken_by text,
   -- The run whose re-execution of the task gets the row again: the consuming run, moved to its
   -- successor by a resume. Null for rows consumed before this revision (never handed out again).
   add column replay_run_id uuid,
