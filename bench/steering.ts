@@ -1,8 +1,14 @@
 /**
- * Steering latency: from a steer's durable acceptance to its consumption, for a graph waiting in
- * waitForSteering, with wake-up notices on and with them dropped (the poll interval then bounds
- * the wait). The figure is the server's own `queue_latency_seconds` of run.steer.consumed
- * (acceptance commit → consumption commit, one database clock).
+ * Steering latency: from a steer's durable acceptance to its consumption, with wake-up notices on
+ * and with them dropped (the poll interval then bounds the wait), for two graphs:
+ *
+ * - `steerable`: each round is a node run that waits in waitForSteering, drains and returns;
+ * - `listen_loop`: one node that keeps listening in a loop (waitForSteering with a 200 ms timeout,
+ *   drain, log, again) and returns only at "stop": its run.steer.consumed must not wait for it.
+ *
+ * Two figures per steer: the server's own `queue_latency_seconds` of run.steer.consumed
+ * (acceptance commit → consumption commit, one database clock), and what a client sees: from
+ * sending the steer to reading its run.steer.consumed on the run's live SSE stream.
  *
  *   node --import tsx bench/steering.ts [--driver pglite|postgres|both] [--steers N]
  *
@@ -14,6 +20,7 @@ import { fileURLToPath } from "node:url";
 import { createLocalNotifier, createPostgresNotifier, type Notifier } from "../packages/server/src/notify/notifier.ts";
 import { createTestDatabase } from "../packages/server/test/support/db.ts";
 import { startTestServer, type TestServer } from "../packages/server/test/support/server.ts";
+import { openSse } from "../packages/server/test/support/sse.ts";
 
 const { values } = parseArgs({ options: { driver: { type: "string", default: "both" }, steers: { type: "string", default: "200" } } });
 const STEERS = Number(values.steers);
@@ -32,28 +39,39 @@ function droppingSteering(inner: Notifier): Notifier {
 
 const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 
-async function measure(server: TestServer): Promise<number[]> {
-  const { body: run } = await server.request("POST", "/v1/runs", { body: { assistant_id: "steerable", input: { rounds: STEERS + 10, waitMs: 60_000 } } });
+const GRAPHS = {
+  steerable: { input: { rounds: STEERS + 10, waitMs: 60_000 }, stop: { kind: "stop", payload: null } },
+  listen_loop: { input: { timeoutMs: 200, iterations: 1_000_000 }, stop: { kind: "message", payload: { message: "stop" } } },
+} as const;
+type GraphName = keyof typeof GRAPHS;
+
+/** One steer at a time, each sent once the previous one's consumption was seen on the stream. */
+async function measure(server: TestServer, graph: GraphName): Promise<{ queue: number[]; client: number[] }> {
+  const { body: run } = await server.request("POST", "/v1/runs", { body: { assistant_id: graph, input: GRAPHS[graph].input } });
   for (let i = 0; i < 100 && (await server.request("GET", `/v1/runs/${run.run_id}`)).body.status !== "running"; i++) await new Promise((r) => setTimeout(r, 20));
-  const latencies: number[] = [];
-  let cursor = 0;
-  for (let i = 0; i < STEERS; i++) {
-    const { body: accepted } = await server.request("POST", `/v1/runs/${run.run_id}/steer`, { body: { kind: "tick", payload: i } });
-    // Wait for this steer's consumption before sending the next, so each measures one wake-up.
-    for (;;) {
-      const events = (await server.request("GET", `/v1/runs/${run.run_id}/events?after=${cursor}&limit=1000`)).body as { sequence: number; kind: string; data: Record<string, unknown> }[];
-      cursor = events.at(-1)?.sequence ?? cursor;
-      const consumed = events.find((e) => e.kind === "run.steer.consumed" && e.data.steering_event_id === accepted.id);
-      if (consumed) {
-        latencies.push(Number(consumed.data.queue_latency_seconds) * 1000);
+  const stream = await openSse(`${server.url}/v1/runs/${run.run_id}/stream`, { headers: { authorization: `Bearer ${await server.token()}` }, lastEventId: "0" });
+  const queue: number[] = [];
+  const client: number[] = [];
+  try {
+    for (let i = 0; i < STEERS; i++) {
+      const sentAt = performance.now();
+      const { body: accepted } = await server.request("POST", `/v1/runs/${run.run_id}/steer`, { body: { kind: "message", payload: { message: `m${i}` } } });
+      for (;;) {
+        const next = await stream.next();
+        if (!next) throw new Error(`the stream of run ${run.run_id} ended before m${i} was consumed`);
+        const event = JSON.parse(next.data) as { kind: string; data: Record<string, unknown> };
+        if (event.kind !== "run.steer.consumed" || event.data.steering_event_id !== accepted.id) continue;
+        client.push(performance.now() - sentAt);
+        queue.push(Number(event.data.queue_latency_seconds) * 1000);
         break;
       }
-      await new Promise((r) => setTimeout(r, 10));
     }
+  } finally {
+    stream.close();
   }
-  await server.request("POST", `/v1/runs/${run.run_id}/steer`, { body: { kind: "stop", payload: null } });
+  await server.request("POST", `/v1/runs/${run.run_id}/steer`, { body: GRAPHS[graph].stop });
   await server.request("GET", `/v1/runs/${run.run_id}/join?timeout=30`);
-  return latencies.sort((a, b) => a - b);
+  return { queue: queue.sort((a, b) => a - b), client: client.sort((a, b) => a - b) };
 }
 
 async function bench(driver: "pglite" | "postgres", notices: boolean) {
@@ -62,18 +80,25 @@ async function bench(driver: "pglite" | "postgres", notices: boolean) {
   const database = await createTestDatabase({ migrated: false });
   const base = database.url ? createPostgresNotifier(database.url) : createLocalNotifier();
   const server = await startTestServer({ configFile: CONFIG, database, worker: { steeringPollMs: POLL_MS }, notifier: notices ? base : droppingSteering(base) });
+  const rows = [];
   try {
-    const latencies = await measure(server);
-    const row = {
-      driver,
-      notices: notices ? "on" : `off (poll ${POLL_MS} ms)`,
-      steers: latencies.length,
-      p50_ms: percentile(latencies, 50).toFixed(1),
-      p99_ms: percentile(latencies, 99).toFixed(1),
-      max_ms: latencies.at(-1)!.toFixed(1),
-    };
-    console.log(JSON.stringify(row));
-    return row;
+    for (const graph of Object.keys(GRAPHS) as GraphName[]) {
+      const { queue, client } = await measure(server, graph);
+      const row = {
+        driver,
+        graph,
+        notices: notices ? "on" : `off (poll ${POLL_MS} ms)`,
+        steers: queue.length,
+        queue_p50_ms: percentile(queue, 50).toFixed(1),
+        queue_p99_ms: percentile(queue, 99).toFixed(1),
+        queue_max_ms: queue.at(-1)!.toFixed(1),
+        client_p50_ms: percentile(client, 50).toFixed(1),
+        client_p99_ms: percentile(client, 99).toFixed(1),
+      };
+      console.log(JSON.stringify(row));
+      rows.push(row);
+    }
+    return rows;
   } finally {
     await server.close();
   }
@@ -81,5 +106,5 @@ async function bench(driver: "pglite" | "postgres", notices: boolean) {
 
 const drivers = values.driver === "both" ? (["pglite", "postgres"] as const) : [values.driver as "pglite" | "postgres"];
 const rows = [];
-for (const driver of drivers) for (const notices of [true, false]) rows.push(await bench(driver, notices));
+for (const driver of drivers) for (const notices of [true, false]) rows.push(...(await bench(driver, notices)));
 console.table(rows);
