@@ -7,6 +7,7 @@ import { ApiError, ERROR_CODES } from "../src/domain/errors.ts";
 import { grants, isRole } from "../src/domain/roles.ts";
 import { BudgetExceededError, UsageMeter } from "../src/domain/budget.ts";
 import { canonicalJson, isRetryableError, isSettled, requestFingerprint, retryDelayMs, runErrorOf } from "../src/domain/runs.ts";
+import { DrainedExecutions, UnsettledTasks } from "../src/domain/steering.ts";
 import { toApiError } from "../src/http/problem.ts";
 
 describe("roles", () => {
@@ -142,5 +143,43 @@ describe("usage meter", () => {
     const unlimited = new UsageMeter({ model_calls: null, tool_calls: null, tokens: null, cost: null });
     unlimited.record({ tokens: 1e9, cost: -5, model_calls: Number.NaN });
     assert.deepEqual(unlimited.usage, { model_calls: 0, tool_calls: 0, tokens: 1e9, cost: 0 }, "negative and non-finite amounts are ignored");
+  });
+});
+
+describe("steering executions and settlement", () => {
+  test("a task's execution is its scratchpad at one node attempt: later drains of it are not its first", () => {
+    const drained = new DrainedExecutions();
+    const pad = {};
+    const first = { scope: pad, attempt: 1 };
+    assert.equal(drained.hasDrained(first, "t"), false);
+    drained.markDrained(first, "t");
+    assert.equal(drained.hasDrained(first, "t"), true, "the same execution drains again");
+    assert.equal(drained.hasDrained({ scope: pad, attempt: null }, "t"), true, "a config without executionInfo is the current execution");
+    assert.equal(drained.hasDrained({ scope: pad, attempt: 2 }, "t"), false, "retryPolicy's next attempt is a new execution");
+    assert.equal(drained.hasDrained({ scope: {}, attempt: 1 }, "t"), false, "a task prepared again (new scratchpad) is a new execution");
+    drained.markDrained({ scope: pad, attempt: 2 }, "t");
+    drained.markDrained({ scope: pad, attempt: null }, "t");
+    assert.equal(drained.hasDrained({ scope: pad, attempt: 2 }, "t"), true, "a read without an attempt keeps the scope's attempt");
+    assert.equal(drained.hasDrained({ scope: null, attempt: null }, "t"), false);
+    drained.markDrained({ scope: null, attempt: null }, "t");
+    assert.equal(drained.hasDrained({ scope: null, attempt: null }, "t"), true, "without a scratchpad the task id stands for the execution");
+    assert.equal(drained.hasDrained({ scope: null, attempt: null }, "u"), false);
+  });
+
+  test("a task's consumption settles with its completed writes, or a checkpoint of its namespace at its step or later", () => {
+    const tasks = new UnsettledTasks();
+    tasks.add("a", "", 1);
+    tasks.add("b", "", 2);
+    tasks.add("inner", "outer:x", 1);
+    assert.deepEqual(tasks.settledBy({ kind: "writes", taskId: "a", channels: ["__interrupt__"] }), [], "an interrupt: the task runs again");
+    assert.deepEqual(tasks.settledBy({ kind: "writes", taskId: "a", channels: ["__error__"] }), [], "an error: the task runs again");
+    assert.deepEqual(tasks.settledBy({ kind: "writes", taskId: "a", channels: ["__resume__", "log"] }), ["a"], "completed after a resume");
+    assert.deepEqual(tasks.settledBy({ kind: "writes", taskId: "other", channels: ["log"] }), [], "a task that consumed nothing");
+    assert.deepEqual(tasks.settledBy({ kind: "checkpoint", checkpointNs: "", step: 1 }), ["a"], "the checkpoint after step 1 holds step 1's writes, not step 2's");
+    assert.deepEqual(tasks.settledBy({ kind: "checkpoint", checkpointNs: "", step: 2 }).sort(), ["a", "b"]);
+    assert.deepEqual(tasks.settledBy({ kind: "checkpoint", checkpointNs: "outer:x", step: 5 }), ["inner"], "a subgraph's own namespace");
+    assert.deepEqual(tasks.settledBy({ kind: "checkpoint", checkpointNs: "", step: undefined }), []);
+    tasks.settled(["a", "b"]);
+    assert.deepEqual(tasks.settledBy({ kind: "checkpoint", checkpointNs: "", step: 9 }), [], "settled once");
   });
 });

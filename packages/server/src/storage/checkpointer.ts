@@ -16,16 +16,12 @@ import {
   type SerializerProtocol,
 } from "@langchain/langgraph-checkpoint";
 
+import type { CheckpointTarget } from "../domain/steering.ts";
 import { checkpointWrite, CheckpointWriteBatcher, taskWrites, writeAll, type CheckpointWrite } from "./checkpoint-writes.ts";
 import type { Db, Queryable, Transaction } from "./db.ts";
 
 /** Where a run puts its checkpoint-commit hook in `config.configurable`. */
 export const CHECKPOINT_HOOK_KEY = "__rudder_checkpoint_hook";
-
-/** A checkpoint write as a run's commit hook sees it: one task's writes, or a namespace's checkpoint. */
-export type CheckpointCommit =
-  | { readonly kind: "writes"; readonly taskId: string; readonly channels: readonly string[] }
-  | { readonly kind: "checkpoint"; readonly checkpointNs: string; readonly step: number | undefined };
 
 /**
  * Lets the run commit its own bookkeeping in the same transaction as a checkpoint write (steering
@@ -34,9 +30,9 @@ export type CheckpointCommit =
  */
 export interface CheckpointCommitHook {
   /** Whether this write must commit with the hook; cheap, in memory. When false the saver writes alone. */
-  covers(commit: CheckpointCommit): boolean;
+  covers(commit: CheckpointTarget): boolean;
   /** Inside the transaction that stores the write. */
-  onCommit(tx: Transaction, commit: CheckpointCommit): Promise<void>;
+  onCommit(tx: Transaction, commit: CheckpointTarget): Promise<void>;
 }
 
 function commitHookOf(config: RunnableConfig): CheckpointCommitHook | undefined {
@@ -173,7 +169,7 @@ export class RudderCheckpointSaver extends BaseCheckpointSaver {
       this.dumpMetadata(withRunMetadata(config, metadata)),
     ]);
     const parentId = config.configurable?.checkpoint_id || null;
-    const commit: CheckpointCommit = { kind: "checkpoint", checkpointNs: ns, step: metadata.step };
+    const commit: CheckpointTarget = { kind: "checkpoint", checkpointNs: ns, step: metadata.step };
     await this.write(config, checkpointWrite([threadId, ns, checkpoint.id, parentId, type, bytes, metadataJson]), commit);
     return { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: checkpoint.id } };
   }
@@ -208,7 +204,7 @@ export class RudderCheckpointSaver extends BaseCheckpointSaver {
    * (and any deferred writes before it, to keep their order); else deferred when the attempt
    * defers; else through the group commit, with whatever other runs write at the same moment.
    */
-  private async write(config: RunnableConfig, write: CheckpointWrite, commit: CheckpointCommit): Promise<void> {
+  private async write(config: RunnableConfig, write: CheckpointWrite, commit: CheckpointTarget): Promise<void> {
     const attempt = attemptOf(config);
     if (attempt) attempt.knownEmpty = false;
     const hook = commitHookOf(config);

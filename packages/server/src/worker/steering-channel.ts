@@ -1,16 +1,14 @@
 import { randomUUID } from "node:crypto";
 import type { SteeringEvent } from "@rudder/api";
-import type { DrainContext, SteeringChannel, SteeringMessage, TaskExecution } from "@rudder/graph";
+import type { DrainContext, SteeringChannel, SteeringMessage } from "@rudder/graph";
+import { DrainedExecutions, UnsettledTasks } from "../domain/steering.ts";
 import { waitForNotice, type Notifier } from "../notify/notifier.ts";
-import type { CheckpointCommit, CheckpointCommitHook } from "../storage/checkpointer.ts";
+import type { CheckpointCommitHook } from "../storage/checkpointer.ts";
 import type { Db } from "../storage/db.ts";
 import { appendEvents } from "../storage/events.ts";
 import type { Lease } from "../storage/lease.ts";
 import type { ClaimedRun } from "../storage/runs.ts";
 import { consumedEvents, peekSteering, settleConsumed, takeSteering, type SteeringHolder, type SteeringReader } from "../storage/steering.ts";
-
-/** Writes of a task that did not complete: it runs again, so what it consumed is not settled. */
-const UNFINISHED_CHANNELS = new Set(["__interrupt__", "__error__"]);
 
 export interface SteeringChannelDeps {
   readonly db: Db;
@@ -39,8 +37,7 @@ export function steeringChannel(run: ClaimedRun, lease: Lease, deps: SteeringCha
     checkpointThreadId: run.thread_id ?? run.run_id,
   };
   const executions = new DrainedExecutions();
-  // Tasks of this attempt that hold consumed rows not settled yet, with where they run.
-  const unsettled = new Map<string, { ns: string; step: number | null }>();
+  const unsettled = new UnsettledTasks();
   const readerOf = (context: DrainContext): SteeringReader => ({
     taskId: context.taskId,
     node: context.node,
@@ -65,7 +62,7 @@ export function steeringChannel(run: ClaimedRun, lease: Lease, deps: SteeringCha
       });
       executions.markDrained(context.execution, context.taskId);
       const messages = [...again, ...consumed];
-      if (messages.length > 0 && context.taskId !== null) unsettled.set(context.taskId, { ns: reader.namespace.join("|"), step: context.step });
+      if (messages.length > 0 && context.taskId !== null) unsettled.add(context.taskId, reader.namespace.join("|"), context.step);
       return messages.map(toMessage);
     },
     peek,
@@ -86,57 +83,15 @@ export function steeringChannel(run: ClaimedRun, lease: Lease, deps: SteeringCha
     },
   };
 
-  /**
-   * The tasks a checkpoint write settles: a task's own writes when it completed (not an error or
-   * an interrupt: it runs again), or a checkpoint of its namespace at its step or later, which
-   * holds its writes applied (with durability `exit` the only write there is).
-   */
-  const settledBy = (commit: CheckpointCommit): string[] => {
-    if (commit.kind === "writes") {
-      const completed = !commit.channels.some((name) => UNFINISHED_CHANNELS.has(name));
-      return completed && unsettled.has(commit.taskId) ? [commit.taskId] : [];
-    }
-    const { checkpointNs, step } = commit;
-    if (step === undefined) return [];
-    return [...unsettled].filter(([, task]) => task.ns === checkpointNs && task.step !== null && task.step <= step).map(([taskId]) => taskId);
-  };
   const commitHook: CheckpointCommitHook = {
-    covers: (commit) => settledBy(commit).length > 0,
+    covers: (commit) => unsettled.settledBy(commit).length > 0,
     async onCommit(tx, commit) {
-      const taskIds = settledBy(commit);
+      const taskIds = unsettled.settledBy(commit);
       await settleConsumed(tx, holder.tenantId, holder.runId, taskIds);
-      tx.afterCommit(() => {
-        for (const taskId of taskIds) unsettled.delete(taskId);
-      });
+      tx.afterCommit(() => unsettled.settled(taskIds));
     },
   };
   return { channel, commitHook };
-}
-
-/**
- * Which executions of their tasks have drained already, in this attempt: a task's first drain in
- * an execution also gets what the task consumed in an execution that did not complete. An
- * execution is LangGraph's per-task scratchpad (new each time the task is prepared) at one node
- * attempt (retryPolicy runs the node again with the same scratchpad and the next attempt).
- */
-class DrainedExecutions {
-  /** Scratchpad → the node attempt that drained (null: the config did not say). */
-  private readonly byScope = new WeakMap<object, number | null>();
-  /** Without a scratchpad (a hand-made config), the task id stands for the execution. */
-  private readonly byTask = new Set<string>();
-
-  hasDrained(execution: TaskExecution, taskId: string | null): boolean {
-    if (execution.scope === null) return this.byTask.has(taskId ?? "");
-    if (!this.byScope.has(execution.scope)) return false;
-    const drained = this.byScope.get(execution.scope) ?? null;
-    // A read that does not name its attempt belongs to the scope's current execution.
-    return execution.attempt === null || drained === null || drained === execution.attempt;
-  }
-
-  markDrained(execution: TaskExecution, taskId: string | null): void {
-    if (execution.scope === null) this.byTask.add(taskId ?? "");
-    else this.byScope.set(execution.scope, execution.attempt ?? this.byScope.get(execution.scope) ?? null);
-  }
 }
 
 function toMessage(event: SteeringEvent): SteeringMessage {
