@@ -48,22 +48,31 @@ export function steeringChannel(run: ClaimedRun, lease: Lease, deps: SteeringCha
   });
   const peek = async (context: DrainContext) => (await peekSteering(deps.db, holder, readerOf(context))).map(toMessage);
 
+  const drainOnce = async (context: DrainContext): Promise<SteeringMessage[]> => {
+    const reader = readerOf(context);
+    await deps.flushEvents().catch(() => {}); // a failed flush is a lost lease: the fence below refuses
+    const { again, consumed } = await deps.db.transaction(async (tx) => {
+      const taken = await takeSteering(tx, holder, reader);
+      if (taken.consumed.length > 0) {
+        await appendEvents(tx, run.run_id, consumedEvents(taken.consumed, reader));
+        await deps.notifier.publishWithin(tx, { topic: "run_events", runId: run.run_id });
+      }
+      return taken;
+    });
+    executions.markDrained(context.execution, context.taskId);
+    const messages = [...again, ...consumed];
+    if (messages.length > 0 && context.taskId !== null) unsettled.add(context.taskId, reader.namespace.join("|"), context.step);
+    return messages.map(toMessage);
+  };
+  // One drain at a time (they queue on the run row lock anyway), so two drains of one execution
+  // cannot both be its first.
+  let draining: Promise<unknown> = Promise.resolve();
+
   const channel: SteeringChannel = {
-    async drain(context) {
-      const reader = readerOf(context);
-      await deps.flushEvents().catch(() => {}); // a failed flush is a lost lease: the fence below refuses
-      const { again, consumed } = await deps.db.transaction(async (tx) => {
-        const taken = await takeSteering(tx, holder, reader);
-        if (taken.consumed.length > 0) {
-          await appendEvents(tx, run.run_id, consumedEvents(taken.consumed, reader));
-          await deps.notifier.publishWithin(tx, { topic: "run_events", runId: run.run_id });
-        }
-        return taken;
-      });
-      executions.markDrained(context.execution, context.taskId);
-      const messages = [...again, ...consumed];
-      if (messages.length > 0 && context.taskId !== null) unsettled.add(context.taskId, reader.namespace.join("|"), context.step);
-      return messages.map(toMessage);
+    drain(context) {
+      const next = draining.then(() => drainOnce(context));
+      draining = next.catch(() => {});
+      return next;
     },
     peek,
     async wait(context, timeoutMs, signal) {
