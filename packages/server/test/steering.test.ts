@@ -458,6 +458,8 @@ describe("steering", () => {
     assert.equal(ofKind(aLog, "run.steer.consumed").length, 1, "no second consumed event on the paused run");
     assert.deepEqual(ofKind(aLog, "run.steer.superseded").map((e) => e.data.steering_event_id), [later.id], "only the pending one moved");
     const bLog = await events(next.run_id);
+    const consumedBy = ofKind(pausedLog, "run.steer.consumed")[0]!.data.task_id;
+    assert.deepEqual(ofKind(bLog, "node_started").map((e) => [e.data.node, e.data.task_id]), [["ask", consumedBy]], "LangGraph runs the interrupted task again under its task id");
     assert.deepEqual(ofKind(bLog, "run.steer.accepted").map((e) => e.data.source_event_id), [later.id]);
     assert.deepEqual(ofKind(bLog, "run.steer.consumed").map((e) => e.data.source_event_id), [later.id], "the replayed one is not reported consumed again");
   });
