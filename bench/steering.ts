@@ -47,7 +47,9 @@ type GraphName = keyof typeof GRAPHS;
 
 /** One steer at a time, each sent once the previous one's consumption was seen on the stream. */
 async function measure(server: TestServer, graph: GraphName): Promise<{ queue: number[]; client: number[] }> {
-  const { body: run } = await server.request("POST", "/v1/runs", { body: { assistant_id: graph, input: GRAPHS[graph].input } });
+  // Each steerable round is a superstep: lift LangGraph's default recursion limit (25).
+  const body = { assistant_id: graph, input: GRAPHS[graph].input, config: { recursionLimit: 1_000_000 } };
+  const { body: run } = await server.request("POST", "/v1/runs", { body });
   for (let i = 0; i < 100 && (await server.request("GET", `/v1/runs/${run.run_id}`)).body.status !== "running"; i++) await new Promise((r) => setTimeout(r, 20));
   const stream = await openSse(`${server.url}/v1/runs/${run.run_id}/stream`, { headers: { authorization: `Bearer ${await server.token()}` }, lastEventId: "0" });
   const queue: number[] = [];
