@@ -1,0 +1,233 @@
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { fileURLToPath } from "node:url";
+import { RudderClient, RudderError } from "../src/index.ts";
+import { backoffMs, shouldRetry, DEFAULT_RETRY } from "../src/retry.ts";
+import { startTestServer, type TestServer } from "../../server/test/support/server.ts";
+
+const TESTING_CONFIG = fileURLToPath(new URL("../../server/test/fixtures/testing.rudder.json", import.meta.url));
+const FAST_RETRY = { attempts: 5, baseMs: 10, capMs: 200 };
+
+/** What the proxy does with one request: pass it on (optionally cutting the answer), or answer itself. */
+type Fault =
+  | { kind: "pass" }
+  | { kind: "answer"; status: number; headers?: Record<string, string>; body?: unknown }
+  /** Forwards, lets the server do the work, then resets the client's connection before any answer. */
+  | { kind: "reset_after_forward" }
+  /** Forwards, then cuts the answer after this many SSE frames. */
+  | { kind: "cut_stream"; frames: number };
+
+/** A local HTTP proxy in front of the real server that injects the faults `plan` picks. */
+async function faultProxy(target: string, plan: (req: IncomingMessage, index: number) => Fault): Promise<{ url: string; seen: { method: string; path: string; headers: IncomingMessage["headers"]; body: string }[]; close(): Promise<void> }> {
+  const upstream = new URL(target);
+  const seen: { method: string; path: string; headers: IncomingMessage["headers"]; body: string }[] = [];
+  const server: Server = createServer(async (req: IncomingMessage, res: ServerResponse) => {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const body = Buffer.concat(chunks);
+    const fault = plan(req, seen.length);
+    seen.push({ method: req.method!, path: req.url!, headers: req.headers, body: body.toString() });
+    if (fault.kind === "answer") {
+      res.writeHead(fault.status, { "content-type": "application/problem+json", ...fault.headers });
+      res.end(JSON.stringify(fault.body ?? {}));
+      return;
+    }
+    const forwarded = httpRequest(
+      { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: { ...req.headers, host: upstream.host } },
+      (answer) => {
+        if (fault.kind === "reset_after_forward") {
+          answer.resume();
+          answer.on("end", () => req.socket.destroy());
+          return;
+        }
+        res.writeHead(answer.statusCode!, answer.headers);
+        if (fault.kind === "cut_stream") {
+          let frames = 0;
+          answer.on("data", (chunk: Buffer) => {
+            res.write(chunk);
+            frames += chunk.toString().split("\n\n").length - 1;
+            if (frames >= fault.frames) {
+              answer.destroy();
+              req.socket.destroy();
+            }
+          });
+          answer.on("end", () => res.end());
+          return;
+        }
+        answer.pipe(res);
+      },
+    );
+    forwarded.on("error", () => res.destroy());
+    forwarded.end(body);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    seen,
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
+}
+
+describe("retry rules (spec section 7), as pure functions", () => {
+  test("retried: retryable problems, network failures, 429, temporary 5xx; never idempotency_conflict", () => {
+    assert.equal(shouldRetry(new RudderError({ code: "quota_exceeded", retryable: true }, 429)), true);
+    assert.equal(shouldRetry(new RudderError({ code: "rate_limited" }, 429)), true);
+    assert.equal(shouldRetry(new RudderError({}, 502)), true);
+    assert.equal(shouldRetry(RudderError.network(new Error("ECONNRESET"))), true);
+    assert.equal(shouldRetry(new RudderError({ code: "idempotency_conflict", retryable: false }, 409)), false);
+    assert.equal(shouldRetry(new RudderError({ code: "validation_error", retryable: false }, 422)), false);
+    assert.equal(shouldRetry(new RudderError({ code: "some_new_code" }, 400)), false, "unknown codes are handled safely");
+    assert.equal(shouldRetry(new Error("not ours")), false);
+  });
+  test("backoff is bounded exponential with jitter; Retry-After wins (capped)", () => {
+    const options = { ...DEFAULT_RETRY, baseMs: 100, capMs: 1000 };
+    assert.deepEqual([1, 2, 3, 4, 5].map((attempt) => backoffMs(new Error("x"), attempt, options, () => 1)), [100, 200, 400, 800, 1000]);
+    assert.equal(backoffMs(new Error("x"), 3, options, () => 0), 0);
+    assert.equal(backoffMs(new RudderError({}, 429, { retryAfterSeconds: 0.3 }), 1, options), 300);
+    assert.equal(backoffMs(new RudderError({}, 429, { retryAfterSeconds: 60 }), 1, options), 1000);
+  });
+});
+
+describe("@rudder/client against a real server", () => {
+  let server: TestServer;
+  let client: RudderClient;
+  before(async () => {
+    server = await startTestServer({ configFile: TESTING_CONFIG });
+    client = new RudderClient({ baseUrl: server.url, token: () => server.token(), retry: FAST_RETRY });
+  });
+  after(() => server.close());
+
+  test("threads: create, get, list, update, state, history, fork, delete", async () => {
+    const thread = await client.threads.create({ metadata: { user: "ada" } });
+    assert.equal((await client.threads.get(thread.thread_id)).metadata.user, "ada");
+    assert.ok((await client.threads.list({ metadata: { user: "ada" } })).some((t) => t.thread_id === thread.thread_id));
+    assert.deepEqual((await client.threads.update(thread.thread_id, { metadata: { user: "grace" } })).metadata, { user: "grace" });
+    const run = await client.runs.createAndWait({ thread_id: thread.thread_id, assistant_id: "echo", input: { message: "hi" } });
+    assert.equal(run.status, "succeeded");
+    const state = await client.threads.getState(thread.thread_id);
+    assert.ok(state.values);
+    assert.ok((await client.threads.getHistory(thread.thread_id)).length >= 1);
+    assert.ok((await client.threads.updateState(thread.thread_id, {})).configurable);
+    await client.threads.delete(thread.thread_id);
+    await assert.rejects(client.threads.get(thread.thread_id), (error: unknown) => error instanceof RudderError && error.code === "not_found" && error.status === 404);
+  });
+
+  test("assistants: create, get, list, update, delete", async () => {
+    const created = await client.assistants.create({ graph_id: "echo", name: "mine" });
+    assert.equal((await client.assistants.get(created.assistant_id)).name, "mine");
+    assert.ok((await client.assistants.list()).some((a) => a.assistant_id === created.assistant_id));
+    assert.equal((await client.assistants.update(created.assistant_id, { name: "renamed" })).name, "renamed");
+    await client.assistants.delete(created.assistant_id);
+    await assert.rejects(client.assistants.get(created.assistant_id), RudderError);
+  });
+
+  test("runs: create, get, list, join, wait, cancel, resume, redrive, steer, events, stream", async () => {
+    const thread = await client.threads.create();
+    const paused = await client.runs.createAndWait({ thread_id: thread.thread_id, assistant_id: "approval", input: { request: "deploy" } });
+    assert.equal(paused.status, "paused");
+    const resumed = await client.runs.resume(paused.run_id, { resume: { approved: true } });
+    assert.equal((await client.runs.wait(resumed.run_id)).status, "succeeded");
+    assert.deepEqual((await client.runs.list({ thread_id: thread.thread_id })).map((r) => r.run_id).sort(), [paused.run_id, resumed.run_id].sort());
+
+    const failed = await client.runs.createAndWait({ assistant_id: "failing", input: { mode: "plain" } });
+    assert.equal(failed.status, "failed");
+    const redriven = await client.runs.redrive(failed.run_id);
+    assert.equal(redriven.run_id, failed.run_id);
+    assert.equal((await client.runs.wait(failed.run_id)).status, "failed");
+
+    const slow = await client.runs.create({ assistant_id: "steps", input: { steps: 1, delayMs: 30_000 } });
+    await assert.rejects(client.runs.join(slow.run_id, { timeout: 0.2 }), (error: unknown) => error instanceof RudderError && error.code === "join_timeout");
+    const accepted = await client.runs.steer(slow.run_id, { kind: "note", payload: { text: "hi" } });
+    assert.equal(accepted.status, "pending");
+    await client.runs.cancel(slow.run_id);
+    assert.equal((await client.runs.wait(slow.run_id)).status, "cancelled");
+
+    const streamed: string[] = [];
+    for await (const event of client.runs.stream(slow.run_id)) streamed.push(event.event);
+    const listed = (await client.runs.events(slow.run_id)).map((event) => event.kind);
+    assert.deepEqual(streamed, listed);
+    assert.equal(streamed.at(-1), "run_cancelled");
+  });
+
+  test("problems become RudderError with code, status, title, detail, retryable, requestId", async () => {
+    const error = await client.runs.get("00000000-0000-4000-8000-000000000000").catch((e: unknown) => e);
+    assert.ok(error instanceof RudderError);
+    assert.deepEqual([error.code, error.status, error.retryable], ["not_found", 404, false]);
+    assert.ok(error.title && error.detail && error.requestId);
+  });
+});
+
+describe("@rudder/client through a fault-injecting proxy", () => {
+  let server: TestServer;
+  before(async () => {
+    server = await startTestServer({ configFile: TESTING_CONFIG });
+  });
+  after(() => server.close());
+
+  async function through(plan: (req: IncomingMessage, index: number) => Fault) {
+    const proxy = await faultProxy(server.url, plan);
+    return { proxy, client: new RudderClient({ baseUrl: proxy.url, token: () => server.token(), retry: FAST_RETRY }) };
+  }
+
+  test("429 with Retry-After, then 503: retried until it succeeds", async () => {
+    const { proxy, client } = await through((_req, index) =>
+      index === 0
+        ? { kind: "answer", status: 429, headers: { "retry-after": "0" }, body: { code: "rate_limited", retryable: true, status: 429 } }
+        : index === 1
+          ? { kind: "answer", status: 503, headers: { "retry-after": "0" }, body: { code: "unavailable", retryable: true, status: 503 } }
+          : { kind: "pass" },
+    );
+    try {
+      const thread = await client.threads.create();
+      assert.ok(thread.thread_id);
+      assert.equal(proxy.seen.length, 3);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  test("a reset connection on create: the retry replays the same run, no duplicate", async () => {
+    const { proxy, client } = await through((req, index) => (req.method === "POST" && index === 0 ? { kind: "reset_after_forward" } : { kind: "pass" }));
+    try {
+      const run = await client.runs.create({ assistant_id: "echo", input: { message: "once" }, metadata: { probe: "reset" } });
+      const creates = proxy.seen.filter((request) => request.method === "POST");
+      assert.equal(creates.length, 2, "sent twice");
+      assert.equal(creates[0]!.headers["idempotency-key"], creates[1]!.headers["idempotency-key"], "with the same key");
+      assert.equal(creates[0]!.body, creates[1]!.body, "and the identical body");
+      const matching = (await server.request("GET", `/v1/runs?metadata=${encodeURIComponent(JSON.stringify({ probe: "reset" }))}`)).body as { run_id: string }[];
+      assert.deepEqual(matching.map((r) => r.run_id), [run.run_id], "one run");
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  test("a stream cut mid-run: every event once, in order, nothing missing", async () => {
+    const { proxy, client } = await through((req) => (req.url!.endsWith("/stream") ? { kind: "cut_stream", frames: 2 } : { kind: "pass" }));
+    try {
+      const run = await client.runs.create({ assistant_id: "steps", input: { steps: 4, delayMs: 100 } });
+      const sequences: number[] = [];
+      for await (const event of client.runs.stream(run.run_id)) sequences.push(event.sequence);
+      const stored = (await server.request("GET", `/v1/runs/${run.run_id}/events?limit=1000`)).body as { sequence: number }[];
+      assert.deepEqual(sequences, stored.map((event) => event.sequence));
+      assert.ok(proxy.seen.filter((request) => request.path.endsWith("/stream")).length >= 2, "it reconnected");
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  test("idempotency_conflict is not retried and no new key is tried", async () => {
+    const { proxy, client } = await through(() => ({ kind: "pass" }));
+    try {
+      await client.runs.create({ assistant_id: "echo", input: { message: "a" } }, { idempotencyKey: "same-key" });
+      const error = await client.runs.create({ assistant_id: "echo", input: { message: "b" } }, { idempotencyKey: "same-key" }).catch((e: unknown) => e);
+      assert.ok(error instanceof RudderError);
+      assert.equal(error.code, "idempotency_conflict");
+      assert.equal(proxy.seen.length, 2, "the conflicting create was sent once");
+    } finally {
+      await proxy.close();
+    }
+  });
+});
