@@ -53,6 +53,9 @@ export interface StreamedEvent {
 
 type Query = Record<string, string | number | boolean | object | undefined>;
 
+/** A list query whose `metadata` filter travels as JSON text: the caller passes the object. */
+type WithJsonMetadata<Q> = Omit<Q, "metadata"> & { metadata?: Record<string, unknown> };
+
 interface RequestOptions extends CallOptions {
   readonly body?: unknown;
   readonly query?: Query;
@@ -219,7 +222,8 @@ class ThreadsResource {
   get(threadId: string, options?: CallOptions): Promise<Thread> {
     return this.client.request("GET", `/v1/threads/${id(threadId)}`, { replayable: true, ...signalOf(options) });
   }
-  list(query: ListThreadsQuery = {}, options?: CallOptions): Promise<Thread[]> {
+  /** `metadata`: threads whose metadata contains this object (sent as JSON, as the query wants it). */
+  list(query: WithJsonMetadata<ListThreadsQuery> = {}, options?: CallOptions): Promise<Thread[]> {
     return this.client.request("GET", "/v1/threads", { query, replayable: true, ...signalOf(options) });
   }
   /** Replaces the thread's metadata (idempotent). */

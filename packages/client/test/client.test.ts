@@ -44,13 +44,22 @@ async function faultProxy(target: string, plan: (req: IncomingMessage, index: nu
         }
         res.writeHead(answer.statusCode!, answer.headers);
         if (fault.kind === "cut_stream") {
-          let frames = 0;
-          answer.on("data", (chunk: Buffer) => {
-            res.write(chunk);
-            frames += chunk.toString().split("\n\n").length - 1;
-            if (frames >= fault.frames) {
-              answer.destroy();
-              req.socket.destroy();
+          // Forward whole frames only, then reset the connection once `frames` of them reached the client.
+          let pending = "";
+          let sent = 0;
+          answer.setEncoding("utf8");
+          answer.on("data", (chunk: string) => {
+            pending += chunk;
+            for (let end = pending.indexOf("\n\n"); end !== -1 && sent < fault.frames; end = pending.indexOf("\n\n")) {
+              const frame = pending.slice(0, end + 2);
+              pending = pending.slice(end + 2);
+              sent++;
+              res.write(frame, () => {
+                if (sent >= fault.frames) {
+                  answer.destroy();
+                  req.socket.destroy();
+                }
+              });
             }
           });
           answer.on("end", () => res.end());
