@@ -281,8 +281,15 @@ class RunsResource {
   get(runId: string, options?: CallOptions): Promise<Run> {
     return this.client.request("GET", `/v1/runs/${id(runId)}`, { replayable: true, ...signalOf(options) });
   }
-  /** The thread's runs (`thread_id`), or the tenant's runs filtered as `GET /v1/runs` allows. */
+  /**
+   * Runs newest first: with only `thread_id` (and paging), that thread's runs
+   * (`GET /v1/threads/{id}/runs`); otherwise the tenant's runs filtered as `GET /v1/runs` allows.
+   */
   list(query: { thread_id?: string; status?: string; assistant_id?: string; metadata?: Record<string, unknown>; limit?: number; offset?: number } = {}, options?: CallOptions): Promise<Run[]> {
+    const { thread_id: threadId, limit, offset, ...filters } = query;
+    if (threadId !== undefined && Object.values(filters).every((value) => value === undefined)) {
+      return this.client.request("GET", `/v1/threads/${id(threadId)}/runs`, { query: { limit, offset }, replayable: true, ...signalOf(options) });
+    }
     return this.client.request("GET", "/v1/runs", { query, replayable: true, ...signalOf(options) });
   }
   /** Waits once (at most `timeout` seconds, default 30): throws `join_timeout` if the run is not terminal or paused by then. */

@@ -199,15 +199,17 @@ describe("@rudder/client through a fault-injecting proxy", () => {
   });
 
   test("a reset connection on create: the retry replays the same run, no duplicate", async () => {
-    const { proxy, client } = await through((req, index) => (req.method === "POST" && index === 0 ? { kind: "reset_after_forward" } : { kind: "pass" }));
+    let resetDone = 0;
+    const { proxy, client } = await through((req) => (req.url!.endsWith("/runs") && !resetDone++ ? { kind: "reset_after_forward" } : { kind: "pass" }));
     try {
-      const run = await client.runs.create({ assistant_id: "echo", input: { message: "once" }, metadata: { probe: "reset" } });
-      const creates = proxy.seen.filter((request) => request.method === "POST");
+      const thread = await client.threads.create();
+      const run = await client.runs.create({ thread_id: thread.thread_id, assistant_id: "echo", input: { message: "once" } });
+      const creates = proxy.seen.filter((request) => request.method === "POST" && request.path.endsWith("/runs"));
       assert.equal(creates.length, 2, "sent twice");
       assert.equal(creates[0]!.headers["idempotency-key"], creates[1]!.headers["idempotency-key"], "with the same key");
       assert.equal(creates[0]!.body, creates[1]!.body, "and the identical body");
-      const matching = (await server.request("GET", `/v1/runs?metadata=${encodeURIComponent(JSON.stringify({ probe: "reset" }))}`)).body as { run_id: string }[];
-      assert.deepEqual(matching.map((r) => r.run_id), [run.run_id], "one run");
+      const runs = (await server.request("GET", `/v1/threads/${thread.thread_id}/runs`)).body as { run_id: string }[];
+      assert.deepEqual(runs.map((r) => r.run_id), [run.run_id], "one run");
     } finally {
       await proxy.close();
     }
