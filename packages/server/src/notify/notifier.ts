@@ -178,32 +178,3 @@ function receivedNotices(payload: string | undefined, origin: string): readonly 
     return [];
   }
 }
-
-/**
- * Resolves true when a notice matching `match` arrives, false after `timeoutMs` or on abort.
- * Subscribe before reading storage, then wait: a change between the read and the wait is not lost.
- */
-export function waitForNotice(
-  notifier: Notifier,
-  match: (notice: Notice) => boolean,
-  timeoutMs: number,
-  signal?: AbortSignal,
-): { promise: Promise<boolean>; cancel: () => void } {
-  let cancel = () => {};
-  const promise = new Promise<boolean>((resolve) => {
-    const finish = (value: boolean) => {
-      clearTimeout(timer);
-      unsubscribe();
-      signal?.removeEventListener("abort", onAbort);
-      resolve(value);
-    };
-    const onAbort = () => finish(false);
-    const unsubscribe = notifier.subscribe((notice) => {
-      if (match(notice)) finish(true);
-    });
-    const timer = setTimeout(() => finish(false), timeoutMs);
-    signal?.addEventListener("abort", onAbort, { once: true });
-    cancel = () => finish(false);
-  });
-  return { promise, cancel };
-}

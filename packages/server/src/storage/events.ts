@@ -1,6 +1,6 @@
 import type { RunEventBody } from "@rudder/api";
 import type { Queryable } from "./db.ts";
-import type { Lease } from "./lease.ts";
+import { leaseHeld, type Lease } from "./lease.ts";
 import { json } from "./rows.ts";
 
 /** An event to append, of a known kind with its one data shape: the log gives it its sequence and time. */
@@ -14,17 +14,19 @@ export type PendingEvent = RunEventBody;
  */
 export async function appendEvents(db: Queryable, runId: string, events: readonly PendingEvent[], lease?: Lease): Promise<number[]> {
   if (events.length === 0) return [];
+  // The events are the last parameter: after the lease's three, or after the run id.
+  const batch = lease ? "$4::jsonb" : "$2::jsonb";
   const rows = await db.query<{ sequence: number }>(
     `with allocated as (
-       update runs set last_event_sequence = last_event_sequence + jsonb_array_length($2::jsonb)
-        where run_id = $1 ${lease ? "and attempt = $3 and lease_owner = $4" : ""}
-        returning last_event_sequence - jsonb_array_length($2::jsonb) as base
+       update runs set last_event_sequence = last_event_sequence + jsonb_array_length(${batch})
+        where ${lease ? leaseHeld(1) : "run_id = $1"}
+        returning last_event_sequence - jsonb_array_length(${batch}) as base
      )
      insert into run_events (run_id, sequence, kind, data)
      select $1, allocated.base + e.ordinality::int, e.value->>'kind', e.value->'data'
-       from allocated, jsonb_array_elements($2::jsonb) with ordinality as e(value, ordinality)
+       from allocated, jsonb_array_elements(${batch}) with ordinality as e(value, ordinality)
      returning sequence`,
-    lease ? [runId, json(events), lease.attempt, lease.owner] : [runId, json(events)],
+    lease ? [runId, lease.attempt, lease.owner, json(events)] : [runId, json(events)],
   );
   return rows.map((row) => row.sequence);
 }

@@ -2,7 +2,7 @@ import type { ResumeBody, Run, RunEvent, ThreadStatus } from "@rudder/api";
 import type { Usage } from "../domain/budget.ts";
 import { LEASED_STATUSES, type Durability, type MultitaskStrategy, type RunError, type RunStatus } from "../domain/runs.ts";
 import type { Queryable } from "./db.ts";
-import type { Lease } from "./lease.ts";
+import { leaseHeld, type Lease } from "./lease.ts";
 import { iso, json } from "./rows.ts";
 
 /** What a worker needs beyond the public view. */
@@ -222,9 +222,6 @@ export async function claimRuns(db: Queryable, owner: string, leaseMs: number, l
   }
 }
 
-/** The lease condition every write of a worker carries (its fencing token). */
-export const LEASE_HELD = "run_id = $1 and attempt = $2 and lease_owner = $3";
-
 /**
  * Extends the lease and saves what the run has spent so far (so a crash loses at most one
  * heartbeat of usage); returns the run's status, or undefined when the lease is lost.
@@ -232,7 +229,7 @@ export const LEASE_HELD = "run_id = $1 and attempt = $2 and lease_owner = $3";
 export async function heartbeat(db: Queryable, lease: Lease, leaseMs: number, usage: Usage): Promise<RunStatus | undefined> {
   const [row] = await db.query<{ status: RunStatus }>(
     `update runs set lease_expires_at = now() + $4 * interval '1 millisecond', usage = $5::jsonb
-      where ${LEASE_HELD} and status = any($6::text[])
+      where ${leaseHeld(1)} and status = any($6::text[])
       returning status`,
     [lease.runId, lease.attempt, lease.owner, leaseMs, json(usage), LEASED_STATUSES],
   );
@@ -263,7 +260,7 @@ export async function settleAttempt(tx: Queryable, lease: Lease, fields: SettleF
        update runs set status = $4, output = $5::jsonb, error = $6::jsonb, lease_owner = null, lease_expires_at = null,
               finished_at = case when $7 then now() else finished_at end,
               available_at = now() + $8 * interval '1 millisecond', usage = $9::jsonb, updated_at = now()
-        where ${LEASE_HELD}
+        where ${leaseHeld(1)}
         returning run_id, thread_id, last_steering_sequence
      ), thread as (
        update threads t set status = $10, updated_at = now()

@@ -3,7 +3,7 @@ import type { SteeringEvent } from "@rudder/api";
 import type { RunStatus } from "../domain/runs.ts";
 import type { Db, Queryable } from "./db.ts";
 import { appendEvents, type PendingEvent } from "./events.ts";
-import type { Lease } from "./lease.ts";
+import { leaseHeld, type Lease } from "./lease.ts";
 import { iso, json } from "./rows.ts";
 
 export interface SteerRequest {
@@ -153,7 +153,7 @@ export class SteeringRepository {
    * before its final flush"). False when the lease is lost.
    */
   async closeAdmission(lease: Lease): Promise<boolean> {
-    const rows = await this.db.query("update runs set steering_closed = true where run_id = $1 and attempt = $2 and lease_owner = $3 returning 1", [
+    const rows = await this.db.query(`update runs set steering_closed = true where ${leaseHeld(1)} returning 1`, [
       lease.runId,
       lease.attempt,
       lease.owner,
@@ -240,7 +240,7 @@ const HANDED_AGAIN = `(($7::boolean and s.consumed_task_id = $6)
                        where c.thread_id = $5 and c.checkpoint_ns = s.consumed_ns and c.checkpoint_id = s.consumed_checkpoint_id)))`;
 
 /** The lease fence: the run is running under this attempt (a cancel or a lost lease stops every read). */
-const HOLDS_RUN = "tenant_id = $1 and run_id = $2 and attempt = $3 and lease_owner = $4 and status = 'running'";
+const HOLDS_RUN = `tenant_id = $1 and ${leaseHeld(2)} and status = 'running'`;
 
 /** Stamps a row with the task that takes it now ($9 node, $10 namespace, $11 step, $12 checkpoint). */
 const TAKEN_BY = `consumed_task_id = $6, consumed_node = $9, consumed_ns = $10, consumed_step = $11, consumed_checkpoint_id = $12,

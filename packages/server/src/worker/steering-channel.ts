@@ -2,7 +2,8 @@ import { randomUUID } from "node:crypto";
 import type { SteeringEvent } from "@rudder/api";
 import type { DrainContext, SteeringChannel, SteeringMessage } from "@rudder/graph";
 import { DrainedExecutions, UnsettledTasks } from "../domain/steering.ts";
-import { waitForNotice, type Notifier } from "../notify/notifier.ts";
+import type { Notifier } from "../notify/notifier.ts";
+import { wakeups } from "../notify/wakeups.ts";
 import type { CheckpointCommitHook } from "../storage/checkpointer.ts";
 import type { Db } from "../storage/db.ts";
 import { appendEvents } from "../storage/events.ts";
@@ -76,19 +77,12 @@ export function steeringChannel(run: ClaimedRun, lease: Lease, deps: SteeringCha
     },
     peek,
     async wait(context, timeoutMs, signal) {
-      const deadline = Date.now() + timeoutMs;
-      for (;;) {
-        const wake = waitForNotice(deps.notifier, (n) => n.topic === "steering" && n.runId === run.run_id, Math.min(deps.pollMs, Math.max(0, deadline - Date.now())), signal);
-        if ((await peek(context)).length > 0) {
-          wake.cancel();
-          return true;
-        }
-        if (Date.now() >= deadline || signal?.aborted) {
-          wake.cancel();
-          return false;
-        }
-        await wake.promise;
+      const deadline = AbortSignal.timeout(timeoutMs);
+      const until = signal ? AbortSignal.any([signal, deadline]) : deadline;
+      for await (const _ of wakeups(deps.notifier, (n) => n.topic === "steering" && n.runId === run.run_id, { intervalMs: deps.pollMs, signal: until })) {
+        if ((await peek(context)).length > 0) return true;
       }
+      return false;
     },
   };
 
