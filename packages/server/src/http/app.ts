@@ -19,7 +19,7 @@ import { systemRoutes } from "./routes/system.ts";
 import { runRoutes } from "./routes/runs.ts";
 import { threadRoutes } from "./routes/threads.ts";
 import type { AppServices } from "./services.ts";
-import { openStreams } from "./sse.ts";
+import { beginShutdown, isShuttingDown } from "./shutdown.ts";
 import { clientErrorHandler, frameworkErrorHandler, RouteMethods } from "./protocol-errors.ts";
 import { buildStrictValidator, storableJsonParser } from "./validation.ts";
 
@@ -73,10 +73,9 @@ export async function buildApp(options: AppOptions): Promise<App> {
   const parseJson = storableJsonParser(app.getDefaultJsonParser("error", "error"));
   app.removeContentTypeParser("application/json");
   app.addContentTypeParser("application/json", { parseAs: "string" }, parseJson);
-  let closing = false;
   app.addHook("onRequest", async (request, reply) => {
     reply.header("x-request-id", request.id);
-    if (closing) {
+    if (isShuttingDown(app.server)) {
       // A request on a kept-alive connection after shutdown began: another instance can take it.
       reply.header("connection", "close");
       throw new ApiError("unavailable", "this server is shutting down; retry (another instance will answer)", { retryAfterSeconds: 1 });
@@ -120,10 +119,14 @@ export async function buildApp(options: AppOptions): Promise<App> {
   await app.register(threadRoutes, { prefix: "/v1", services: options.services });
   await app.register(assistantRoutes, { prefix: "/v1", services: options.services });
   await app.register(runRoutes, { prefix: "/v1", services: options.services });
-  // Open SSE streams would hold close() forever: end them first (clients reconnect elsewhere).
+  // Open SSE streams and joins would hold close(): end them first (clients reconnect elsewhere);
+  // from now on, requests on kept-alive connections get a 503 problem.
   app.addHook("preClose", async () => {
-    closing = true;
-    for (const stream of openStreams) stream.abort();
+    beginShutdown(app.server);
+    // Node closes connections idle when the close begins; those that go idle later (a stream's, a
+    // join's, a finished request's) would otherwise hold it for the keep-alive timeout (72 s).
+    const sweep = setInterval(() => app.server.closeIdleConnections(), 100).unref();
+    app.server.once("close", () => clearInterval(sweep));
   });
   return app;
 }
