@@ -4,7 +4,7 @@ import { randomUUID } from "node:crypto";
 import fc from "fast-check";
 import { SignJWT } from "jose";
 import { mintToken } from "../src/auth/authenticator.ts";
-import { MAX_INT32, MAX_RUN_TIMEOUT_SECONDS } from "../src/domain/limits.ts";
+import { MAX_INT32, MAX_RUN_TIMEOUT_SECONDS } from "@rudder/api";
 import type { Role } from "../src/domain/roles.ts";
 import { startTestServer, TEST_SECRET, type TestServer } from "./support/server.ts";
 
@@ -77,23 +77,88 @@ const QUERY_NAMES = ["limit", "offset", "after", "timeout", "metadata", "graph_i
 
 /** Text that has broken servers: NUL, lone surrogates, U+FFFD, odd ids, injections, lengths. */
 const HOSTILE_TEXT = [
-  "\u0000", "a\u0000b", "\ud800", "\udfff", "x\udc00\ud800y", "\ufffd", "", " ", "..", "../../etc/passwd", "%00", "%ED%A0%80",
-  "'; drop table runs; --", "\\", '"', "{}", "[]", "null", "<script>alert(1)</script>", "a".repeat(129), "b".repeat(3000),
-  "\ud83d\udca5", "e\u0301", "\u202e", "\n", "\r\n", String(MAX_INT32 + 1), "9223372036854775808", "1e400", "NaN",
-  `urn:uuid:${randomUUID()}`, randomUUID().toUpperCase(), `{${randomUUID()}}`, randomUUID().replaceAll("-", ""),
+  "\u0000",
+  "a\u0000b",
+  "\ud800",
+  "\udfff",
+  "x\udc00\ud800y",
+  "\ufffd",
+  "",
+  " ",
+  "..",
+  "../../etc/passwd",
+  "%00",
+  "%ED%A0%80",
+  "'; drop table runs; --",
+  "\\",
+  '"',
+  "{}",
+  "[]",
+  "null",
+  "<script>alert(1)</script>",
+  "a".repeat(129),
+  "b".repeat(3000),
+  "\ud83d\udca5",
+  "e\u0301",
+  "\u202e",
+  "\n",
+  "\r\n",
+  String(MAX_INT32 + 1),
+  "9223372036854775808",
+  "1e400",
+  "NaN",
+  `urn:uuid:${randomUUID()}`,
+  randomUUID().toUpperCase(),
+  `{${randomUUID()}}`,
+  randomUUID().replaceAll("-", ""),
 ];
 const NUMBER_TEXT = [
-  "0", "-1", "1", "50", "1000", "1001", String(MAX_INT32), String(MAX_INT32 + 1), "9223372036854775807", "9223372036854775808",
-  "1e400", "-1e400", "NaN", "Infinity", "-0", "1.5", "0x10", "1e-400", "", " 1", "\u0663", "300", "300.5", "0.001",
+  "0",
+  "-1",
+  "1",
+  "50",
+  "1000",
+  "1001",
+  String(MAX_INT32),
+  String(MAX_INT32 + 1),
+  "9223372036854775807",
+  "9223372036854775808",
+  "1e400",
+  "-1e400",
+  "NaN",
+  "Infinity",
+  "-0",
+  "1.5",
+  "0x10",
+  "1e-400",
+  "",
+  " 1",
+  "\u0663",
+  "300",
+  "300.5",
+  "0.001",
 ];
 
 function arbitraries(own: Ids, victim: Ids, tokens: { attacker: string; hostile: fc.Arbitrary<string> }) {
-  const text = fc.oneof({ weight: 3, arbitrary: fc.constantFrom(...HOSTILE_TEXT) }, fc.string({ unit: "binary", maxLength: 30 }), fc.string({ maxLength: 30 }));
+  const text = fc.oneof(
+    { weight: 3, arbitrary: fc.constantFrom(...HOSTILE_TEXT) },
+    fc.string({ unit: "binary", maxLength: 30 }),
+    fc.string({ maxLength: 30 }),
+  );
   const numberText = fc.oneof(fc.constantFrom(...NUMBER_TEXT), fc.integer().map(String), fc.double().map(String));
-  const number = fc.oneof(fc.integer(), fc.double({ noNaN: true, noDefaultInfinity: true }), fc.constantFrom(0, -1, 1e308, 2 ** 53, MAX_INT32 + 1, MAX_RUN_TIMEOUT_SECONDS + 1));
+  const number = fc.oneof(
+    fc.integer(),
+    fc.double({ noNaN: true, noDefaultInfinity: true }),
+    fc.constantFrom(0, -1, 1e308, 2 ** 53, MAX_INT32 + 1, MAX_RUN_TIMEOUT_SECONDS + 1),
+  );
   const leaf = fc.oneof(text, number, fc.boolean(), fc.constant(null));
   const json: fc.Arbitrary<unknown> = fc.letrec<{ value: unknown }>((tie) => ({
-    value: fc.oneof({ depthSize: "small", withCrossShrink: true }, leaf, fc.array(tie("value"), { maxLength: 4 }), fc.dictionary(text, tie("value"), { maxKeys: 4 })),
+    value: fc.oneof(
+      { depthSize: "small", withCrossShrink: true },
+      leaf,
+      fc.array(tie("value"), { maxLength: 4 }),
+      fc.dictionary(text, tie("value"), { maxKeys: 4 }),
+    ),
   })).value;
   const object = fc.dictionary(text, json, { maxKeys: 4 });
   const id = fc.oneof(
@@ -104,19 +169,25 @@ function arbitraries(own: Ids, victim: Ids, tokens: { attacker: string; hostile:
   const maybe = <T>(arbitrary: fc.Arbitrary<T>) => fc.option(arbitrary, { nil: undefined });
   // Bodies shaped for their route: only a body that passes the schema reaches the database.
   const metadataBody = fc.record({ metadata: maybe(fc.oneof(object, json)) });
-  const runBody = fc.record({
-    assistant_id: fc.oneof(fc.constantFrom("echo", "approval", own.assistant, victim.assistant), text),
-    input: maybe(fc.oneof(json, fc.record({ message: text }))),
-    metadata: maybe(object),
-    config: maybe(object),
-    context: maybe(object),
-    run_timeout: maybe(number),
-    max_model_calls: maybe(number),
-    max_cost: maybe(number),
-    durability: maybe(fc.oneof(fc.constantFrom("sync", "async", "exit"), text)),
-    multitask_strategy: maybe(fc.oneof(fc.constantFrom("enqueue", "reject", "cancel_previous"), text)),
-  }, { requiredKeys: ["assistant_id"] });
-  const steerBody = fc.record({ kind: text, payload: json, metadata: maybe(object), idempotency_key: maybe(text) }, { requiredKeys: ["kind", "payload"] });
+  const runBody = fc.record(
+    {
+      assistant_id: fc.oneof(fc.constantFrom("echo", "approval", own.assistant, victim.assistant), text),
+      input: maybe(fc.oneof(json, fc.record({ message: text }))),
+      metadata: maybe(object),
+      config: maybe(object),
+      context: maybe(object),
+      run_timeout: maybe(number),
+      max_model_calls: maybe(number),
+      max_cost: maybe(number),
+      durability: maybe(fc.oneof(fc.constantFrom("sync", "async", "exit"), text)),
+      multitask_strategy: maybe(fc.oneof(fc.constantFrom("enqueue", "reject", "cancel_previous"), text)),
+    },
+    { requiredKeys: ["assistant_id"] },
+  );
+  const steerBody = fc.record(
+    { kind: text, payload: json, metadata: maybe(object), idempotency_key: maybe(text) },
+    { requiredKeys: ["kind", "payload"] },
+  );
   const resumeBody = fc.record({ resume: maybe(json), update: maybe(object), goto: maybe(text) });
   const forkBody = fc.record({ checkpoint_id: maybe(text), values: maybe(object), as_node: maybe(text) });
   const assistantBody = fc.record({
@@ -163,17 +234,40 @@ function arbitraries(own: Ids, victim: Ids, tokens: { attacker: string; hostile:
       { weight: 1, arbitrary: json.map((value) => JSON.stringify(value)) },
       { weight: 2, arbitrary: rawBody },
     );
-  const query = fc.dictionary(fc.oneof({ weight: 4, arbitrary: fc.constantFrom(...QUERY_NAMES) }, text), fc.oneof(numberText, text, json.map((value) => JSON.stringify(value))), { maxKeys: 3 });
+  const query = fc.dictionary(
+    fc.oneof({ weight: 4, arbitrary: fc.constantFrom(...QUERY_NAMES) }, text),
+    fc.oneof(
+      numberText,
+      text,
+      json.map((value) => JSON.stringify(value)),
+    ),
+    { maxKeys: 3 },
+  );
   const authorization = fc.oneof(
     { weight: 12, arbitrary: fc.constant({ authorization: `Bearer ${tokens.attacker}` }) },
     { weight: 2, arbitrary: tokens.hostile.map((token) => ({ authorization: `Bearer ${token}` })) },
-    fc.constantFrom<Record<string, string>>({}, { authorization: "Bearer" }, { authorization: "Basic YTpi" }, { authorization: "Bearer a.b.c" }, { authorization: `Bearer ${"x".repeat(5000)}` }),
+    fc.constantFrom<Record<string, string>>(
+      {},
+      { authorization: "Bearer" },
+      { authorization: "Basic YTpi" },
+      { authorization: "Bearer a.b.c" },
+      { authorization: `Bearer ${"x".repeat(5000)}` },
+    ),
     text.map((key) => ({ "x-api-key": headerSafe(key) || "k" })),
   );
   const headers = fc.record({
     contentType: fc.oneof(
       { weight: 8, arbitrary: fc.constantFrom("application/json", "application/json; charset=utf-8") },
-      { weight: 2, arbitrary: fc.constantFrom("text/plain", "application/x-www-form-urlencoded", "application/json; charset=latin1", "", "multipart/form-data; boundary=x") },
+      {
+        weight: 2,
+        arbitrary: fc.constantFrom(
+          "text/plain",
+          "application/x-www-form-urlencoded",
+          "application/json; charset=latin1",
+          "",
+          "multipart/form-data; boundary=x",
+        ),
+      },
     ),
     idempotencyKey: maybe(fc.oneof(text, fc.constant("victim-key"))),
     lastEventId: maybe(fc.oneof(numberText, text)),
@@ -193,7 +287,13 @@ function arbitraries(own: Ids, victim: Ids, tokens: { attacker: string; hostile:
       if (extra.idempotencyKey !== undefined) sent["idempotency-key"] = headerSafe(extra.idempotencyKey);
       if (extra.lastEventId !== undefined) sent["last-event-id"] = headerSafe(extra.lastEventId);
       if (extra.requestId !== undefined) sent["x-request-id"] = headerSafe(extra.requestId);
-      return { method, path, query: searchable.length ? `?${searchable.join("&")}` : "", body: method === "GET" || method === "OPTIONS" ? undefined : payload, headers: sent };
+      return {
+        method,
+        path,
+        query: searchable.length ? `?${searchable.join("&")}` : "",
+        body: method === "GET" || method === "OPTIONS" ? undefined : payload,
+        headers: sent,
+      };
     });
 }
 
@@ -223,12 +323,24 @@ describe(`fuzz: hostile requests (seed ${SEED}, ${RUNS} requests)`, () => {
       [victim, victimToken, SECRET_MARK],
       [own, await mintToken(TEST_SECRET, { tenantId: ATTACKER, roles: ["admin"] }), "attacker"],
     ] as const) {
-      const call = (method: string, path: string, body: unknown, headers: Record<string, string> = {}) => server.request(method, path, { token, body, headers });
+      const call = (method: string, path: string, body: unknown, headers: Record<string, string> = {}) =>
+        server.request(method, path, { token, body, headers });
       ids.thread = (await call("POST", "/v1/threads", { metadata: { mark } })).body.thread_id;
-      assert.equal((await call("POST", "/v1/assistants", { graph_id: "echo", assistant_id: ids.assistant, name: mark, metadata: { mark } })).status, 201);
-      const run = await call("POST", `/v1/threads/${ids.thread}/runs`, { assistant_id: ids.assistant, input: { message: mark }, metadata: { mark } }, { "idempotency-key": "victim-key" });
+      assert.equal(
+        (await call("POST", "/v1/assistants", { graph_id: "echo", assistant_id: ids.assistant, name: mark, metadata: { mark } })).status,
+        201,
+      );
+      const run = await call(
+        "POST",
+        `/v1/threads/${ids.thread}/runs`,
+        { assistant_id: ids.assistant, input: { message: mark }, metadata: { mark } },
+        { "idempotency-key": "victim-key" },
+      );
       ids.run = run.body.run_id;
-      assert.equal((await call("POST", `/v1/runs/${ids.run}/steer`, { kind: "note", payload: { mark }, idempotency_key: "victim-key" })).status, 202);
+      assert.equal(
+        (await call("POST", `/v1/runs/${ids.run}/steer`, { kind: "note", payload: { mark }, idempotency_key: "victim-key" })).status,
+        202,
+      );
     }
   });
   after(() => server.close());
@@ -237,16 +349,43 @@ describe(`fuzz: hostile requests (seed ${SEED}, ${RUNS} requests)`, () => {
     t.diagnostic(`seed ${SEED}; replay with RUDDER_FUZZ_SEED=${SEED}`);
     const attacker = await mintToken(TEST_SECRET, { tenantId: ATTACKER, roles: ["admin"] });
     const hostileTokens = fc.oneof(
-      fc.tuple(fc.oneof(fc.constantFrom("\ud800", "\udbff", "\udc00", "\ufffd", `${VICTIM}\u0000`, `${VICTIM}\ud800`, `${VICTIM} `, VICTIM.toUpperCase(), "x".repeat(200)), fc.string({ unit: "binary", maxLength: 12 })), fc.subarray<Role>(["viewer", "operator", "developer", "admin"]))
+      fc
+        .tuple(
+          fc.oneof(
+            fc.constantFrom(
+              "\ud800",
+              "\udbff",
+              "\udc00",
+              "\ufffd",
+              `${VICTIM}\u0000`,
+              `${VICTIM}\ud800`,
+              `${VICTIM} `,
+              VICTIM.toUpperCase(),
+              "x".repeat(200),
+            ),
+            fc.string({ unit: "binary", maxLength: 12 }),
+          ),
+          fc.subarray<Role>(["viewer", "operator", "developer", "admin"]),
+        )
         .filter(([tenant]) => tenant !== VICTIM)
         .map(([tenant, roles]) => mintToken(TEST_SECRET, { tenantId: tenant, roles })),
-      fc.constantFrom(
-        () => new SignJWT({ tenant_id: ATTACKER, roles: ["admin"] }).setProtectedHeader({ alg: "HS256" }).sign(new TextEncoder().encode(TEST_SECRET)),
-        () => mintToken(TEST_SECRET, { tenantId: ATTACKER, roles: ["admin"], expiresIn: "-1m" }),
-        () => mintToken("some-other-secret-some-other-secret", { tenantId: VICTIM, roles: ["admin"] }),
-        async () => `${Buffer.from('{"alg":"none"}').toString("base64url")}.${Buffer.from(JSON.stringify({ tenant_id: VICTIM, roles: ["admin"] })).toString("base64url")}.`,
-        () => new SignJWT({ tenant_id: [VICTIM], roles: "admin" }).setProtectedHeader({ alg: "HS256" }).setExpirationTime("1h").sign(new TextEncoder().encode(TEST_SECRET)),
-      ).map((make) => make()),
+      fc
+        .constantFrom(
+          () =>
+            new SignJWT({ tenant_id: ATTACKER, roles: ["admin"] })
+              .setProtectedHeader({ alg: "HS256" })
+              .sign(new TextEncoder().encode(TEST_SECRET)),
+          () => mintToken(TEST_SECRET, { tenantId: ATTACKER, roles: ["admin"], expiresIn: "-1m" }),
+          () => mintToken("some-other-secret-some-other-secret", { tenantId: VICTIM, roles: ["admin"] }),
+          async () =>
+            `${Buffer.from('{"alg":"none"}').toString("base64url")}.${Buffer.from(JSON.stringify({ tenant_id: VICTIM, roles: ["admin"] })).toString("base64url")}.`,
+          () =>
+            new SignJWT({ tenant_id: [VICTIM], roles: "admin" })
+              .setProtectedHeader({ alg: "HS256" })
+              .setExpirationTime("1h")
+              .sign(new TextEncoder().encode(TEST_SECRET)),
+        )
+        .map((make) => make()),
     );
     // Tokens are made ahead (signing is async): the arbitrary picks one of a pool.
     const pool = await Promise.all(fc.sample(hostileTokens, { numRuns: 40, seed: SEED }));
@@ -258,7 +397,12 @@ describe(`fuzz: hostile requests (seed ${SEED}, ${RUNS} requests)`, () => {
       let response: Response;
       let text: string;
       try {
-        response = await fetch(url, { method: request.method, headers: request.headers, body: request.body, signal: AbortSignal.timeout(HANG_MS) });
+        response = await fetch(url, {
+          method: request.method,
+          headers: request.headers,
+          body: request.body,
+          signal: AbortSignal.timeout(HANG_MS),
+        });
         text = await readBriefly(response);
       } catch (error) {
         if ((error as Error).name === "TimeoutError") throw new Error(`no answer within ${HANG_MS} ms: a hang`);
@@ -274,7 +418,8 @@ describe(`fuzz: hostile requests (seed ${SEED}, ${RUNS} requests)`, () => {
       assert.ok(!text.includes(SECRET_MARK), "an answer carried the other tenant's data");
       const sent = `${request.path} ${request.query} ${request.body ?? ""} ${JSON.stringify(request.headers)}`;
       for (const secret of victimSecrets) {
-        if (!sent.includes(secret) && !safeDecode(sent).includes(secret)) assert.ok(!text.includes(secret), "an answer named another tenant's resource");
+        if (!sent.includes(secret) && !safeDecode(sent).includes(secret))
+          assert.ok(!text.includes(secret), "an answer named another tenant's resource");
       }
     });
     try {
@@ -289,7 +434,9 @@ describe(`fuzz: hostile requests (seed ${SEED}, ${RUNS} requests)`, () => {
     const run = (await as(`/v1/runs/${victim.run}`)).body;
     assert.deepEqual([run.status, run.metadata], ["pending", { mark: SECRET_MARK }]);
     assert.equal((await as(`/v1/assistants/${victim.assistant}`)).body.name, SECRET_MARK);
-    const steering = (await as(`/v1/runs/${victim.run}/events`)).body.filter((event: { kind: string }) => event.kind === "run.steer.accepted");
+    const steering = (await as(`/v1/runs/${victim.run}/events`)).body.filter(
+      (event: { kind: string }) => event.kind === "run.steer.accepted",
+    );
     assert.equal(steering.length, 1);
   });
 });

@@ -40,7 +40,8 @@ describe("hostile input", () => {
   before(async () => {
     server = await startTestServer({ configFile: TESTING_CONFIG });
     threadId = (await server.request("POST", "/v1/threads", { body: { metadata: { kept: true } } })).body.thread_id;
-    runId = (await server.request("POST", `/v1/threads/${threadId}/runs`, { body: { assistant_id: "echo", input: { message: "hi" } } })).body.run_id;
+    runId = (await server.request("POST", `/v1/threads/${threadId}/runs`, { body: { assistant_id: "echo", input: { message: "hi" } } }))
+      .body.run_id;
     assert.equal((await server.request("GET", `/v1/runs/${runId}/join?timeout=20`)).body.status, "succeeded");
   });
   after(() => server.close());
@@ -56,7 +57,12 @@ describe("hostile input", () => {
       ["PATCH", `/v1/threads/${threadId}`, { metadata: { list: ["ok", NUL] } }, "/metadata/list/1"],
       ["POST", `/v1/threads/${threadId}/runs`, { assistant_id: "echo", input: { message: NUL } }, "/input/message"],
       ["POST", `/v1/threads/${threadId}/runs`, { assistant_id: "echo", input: { message: "hi" }, metadata: { who: NUL } }, "/metadata/who"],
-      ["POST", `/v1/threads/${threadId}/runs`, { assistant_id: "echo", input: { message: "hi" }, config: { configurable: { x: NUL } } }, "/config/configurable/x"],
+      [
+        "POST",
+        `/v1/threads/${threadId}/runs`,
+        { assistant_id: "echo", input: { message: "hi" }, config: { configurable: { x: NUL } } },
+        "/config/configurable/x",
+      ],
       ["POST", `/v1/threads/${threadId}/runs`, { assistant_id: NUL }, "/assistant_id"],
       ["POST", "/v1/runs", { assistant_id: "echo", input: { message: "hi" }, context: { c: NUL } }, "/context/c"],
       ["POST", `/v1/runs/${runId}/steer`, { kind: NUL, payload: {} }, "/kind"],
@@ -72,21 +78,50 @@ describe("hostile input", () => {
     }
     assertFieldRefused(await server.request("GET", "/v1/assistants/a%00b"), "params", "/assistant_id", /U\+0000/);
     assertFieldRefused(await server.request("GET", "/v1/assistants?graph_id=%00"), "querystring", "/graph_id", /U\+0000/);
-    assertFieldRefused(await server.request("GET", `/v1/threads/${threadId}/state?checkpoint_id=x%00`), "querystring", "/checkpoint_id", /U\+0000/);
+    assertFieldRefused(
+      await server.request("GET", `/v1/threads/${threadId}/state?checkpoint_id=x%00`),
+      "querystring",
+      "/checkpoint_id",
+      /U\+0000/,
+    );
     const escapedInJson = encodeURIComponent(JSON.stringify({ user: NUL }));
     assertFieldRefused(await server.request("GET", `/v1/threads?metadata=${escapedInJson}`), "querystring", "/metadata/user", /U\+0000/);
 
     assert.equal((await server.request("GET", "/v1/threads?limit=1000")).body.length, threadsBefore, "no thread was created");
     assert.equal(await runsOfThread(), runsBefore, "no run was created");
     assert.deepEqual((await server.request("GET", `/v1/threads/${threadId}`)).body.metadata, { kept: true }, "the PATCH wrote nothing");
-    assert.equal((await server.request("GET", `/v1/runs/${runId}/events`)).body.filter((e: { kind: string }) => e.kind === "run.steer.accepted").length, 0);
+    assert.equal(
+      (await server.request("GET", `/v1/runs/${runId}/events`)).body.filter((e: { kind: string }) => e.kind === "run.steer.accepted")
+        .length,
+      0,
+    );
   });
 
   test("row 2: a lone surrogate (high or low) in any JSON string is a 422 naming the field", async () => {
-    assertFieldRefused(await server.request("POST", "/v1/threads", { body: { metadata: { a: HIGH } } }), "body", "/metadata/a", /lone surrogate \(U\+D800\)/);
-    assertFieldRefused(await server.request("POST", "/v1/threads", { body: { metadata: { a: LOW } } }), "body", "/metadata/a", /lone surrogate \(U\+DFFF\)/);
-    assertFieldRefused(await server.request("POST", "/v1/threads", { body: { metadata: { [HIGH]: true } } }), "body", "/metadata", /member name/);
-    assertFieldRefused(await server.request("POST", `/v1/runs/${runId}/steer`, { body: { kind: "k", payload: [HIGH] } }), "body", "/payload/0", /lone surrogate/);
+    assertFieldRefused(
+      await server.request("POST", "/v1/threads", { body: { metadata: { a: HIGH } } }),
+      "body",
+      "/metadata/a",
+      /lone surrogate \(U\+D800\)/,
+    );
+    assertFieldRefused(
+      await server.request("POST", "/v1/threads", { body: { metadata: { a: LOW } } }),
+      "body",
+      "/metadata/a",
+      /lone surrogate \(U\+DFFF\)/,
+    );
+    assertFieldRefused(
+      await server.request("POST", "/v1/threads", { body: { metadata: { [HIGH]: true } } }),
+      "body",
+      "/metadata",
+      /member name/,
+    );
+    assertFieldRefused(
+      await server.request("POST", `/v1/runs/${runId}/steer`, { body: { kind: "k", payload: [HIGH] } }),
+      "body",
+      "/payload/0",
+      /lone surrogate/,
+    );
     assertFieldRefused(
       await server.request("POST", "/v1/runs", { body: { assistant_id: "echo", input: { message: "\udc00\ud800" } } }),
       "body",
@@ -105,7 +140,11 @@ describe("hostile input", () => {
       const answer = await server.request("GET", `/v1/threads/${encodeURIComponent(spelling)}`);
       assertProblem(answer, 422, "validation_error");
       assert.match(answer.body.detail, /params\/thread_id must be a canonical UUID/);
-      assertProblem(await server.request("GET", `/v1/runs/${encodeURIComponent(spelling.replace(threadId, runId))}`), 422, "validation_error");
+      assertProblem(
+        await server.request("GET", `/v1/runs/${encodeURIComponent(spelling.replace(threadId, runId))}`),
+        422,
+        "validation_error",
+      );
     }
     assertProblem(await server.request("POST", `/v1/runs/urn:uuid:${runId}/cancel`), 422, "validation_error");
     assert.equal((await server.request("GET", `/v1/threads/${threadId}`)).status, 200, "the canonical spelling works");
@@ -117,7 +156,11 @@ describe("hostile input", () => {
       assertProblem(await server.request("GET", `/v1/threads?limit=${huge}`), 422, "validation_error");
       assertProblem(await server.request("GET", `/v1/runs/${runId}/events?after=${huge}`), 422, "validation_error");
       assertProblem(await server.request("GET", `/v1/threads/${threadId}/runs?offset=${huge}`), 422, "validation_error");
-      assertProblem(await server.request("GET", `/v1/runs/${runId}/stream`, { headers: { "last-event-id": huge } }), 422, "validation_error");
+      assertProblem(
+        await server.request("GET", `/v1/runs/${runId}/stream`, { headers: { "last-event-id": huge } }),
+        422,
+        "validation_error",
+      );
     }
     assertProblem(await server.request("GET", `/v1/runs/${runId}/stream`, { headers: { "last-event-id": "-1" } }), 422, "validation_error");
     assert.deepEqual((await server.request("GET", `/v1/threads?offset=${MAX_INT32}`)).body, []);
@@ -125,7 +168,10 @@ describe("hostile input", () => {
     const all = (await server.request("GET", `/v1/runs/${runId}/events?after=0`)).body;
     assert.ok(all.length > 2);
     const rest = (await server.request("GET", `/v1/runs/${runId}/events?after=${all.length - 2}`)).body;
-    assert.deepEqual(rest.map((e: { sequence: number }) => e.sequence), [all.length - 1, all.length]);
+    assert.deepEqual(
+      rest.map((e: { sequence: number }) => e.sequence),
+      [all.length - 1, all.length],
+    );
     const atBound = await fetch(`${server.url}/v1/runs/${runId}/stream`, {
       headers: { authorization: `Bearer ${await server.token()}`, "last-event-id": String(MAX_INT32) },
       signal: AbortSignal.timeout(20_000),
@@ -141,8 +187,15 @@ describe("hostile input", () => {
     // metadata and "a" are two levels: the array may nest MAX - 2 more and still fit.
     const fits = await server.request("POST", "/v1/threads", { body: { metadata: { a: nested(MAX_REQUEST_JSON_DEPTH - 2) } } });
     assert.equal(fits.status, 201, JSON.stringify(fits.body).slice(0, 300));
-    assert.deepEqual((await server.request("GET", `/v1/threads/${fits.body.thread_id}`)).body.metadata.a, nested(MAX_REQUEST_JSON_DEPTH - 2));
-    assertProblem(await server.request("POST", "/v1/threads", { body: { metadata: { a: nested(MAX_REQUEST_JSON_DEPTH - 1) } } }), 422, "validation_error");
+    assert.deepEqual(
+      (await server.request("GET", `/v1/threads/${fits.body.thread_id}`)).body.metadata.a,
+      nested(MAX_REQUEST_JSON_DEPTH - 2),
+    );
+    assertProblem(
+      await server.request("POST", "/v1/threads", { body: { metadata: { a: nested(MAX_REQUEST_JSON_DEPTH - 1) } } }),
+      422,
+      "validation_error",
+    );
     const deepQuery = encodeURIComponent(`{"a":${"[".repeat(300)}${"]".repeat(300)}}`);
     assertProblem(await server.request("GET", `/v1/threads?metadata=${deepQuery}`), 422, "validation_error");
   });
@@ -156,25 +209,45 @@ describe("hostile input", () => {
         assertFieldRefused(answer, "body", `/${field}`, /not a finite number/);
       }
     }
-    assertFieldRefused(await server.request("POST", `/v1/threads/${threadId}/runs`, { rawBody: `{${base},"metadata":{"n":1e999}}` }), "body", "/metadata/n", /finite/);
-    assertFieldRefused(await server.request("POST", `/v1/runs/${runId}/steer`, { rawBody: '{"kind":"k","payload":[1,1.5e308,-5e400]}' }), "body", "/payload/2", /finite/);
+    assertFieldRefused(
+      await server.request("POST", `/v1/threads/${threadId}/runs`, { rawBody: `{${base},"metadata":{"n":1e999}}` }),
+      "body",
+      "/metadata/n",
+      /finite/,
+    );
+    assertFieldRefused(
+      await server.request("POST", `/v1/runs/${runId}/steer`, { rawBody: '{"kind":"k","payload":[1,1.5e308,-5e400]}' }),
+      "body",
+      "/payload/2",
+      /finite/,
+    );
     assert.equal(await runsOfThread(), before, "no run was stored");
     assertProblem(await server.request("GET", `/v1/runs/${runId}/join?timeout=1e400`), 422, "validation_error");
     assertProblem(await server.request("GET", `/v1/runs/${runId}/join?timeout=NaN`), 422, "validation_error");
     assertProblem(await server.request("GET", `/v1/runs/${runId}/join?timeout=Infinity`), 422, "validation_error");
-    assert.equal((await server.request("GET", `/v1/threads/${threadId}/runs`)).status, 200, "every read of the thread's runs still answers");
+    assert.equal(
+      (await server.request("GET", `/v1/threads/${threadId}/runs`)).status,
+      200,
+      "every read of the thread's runs still answers",
+    );
   });
 
   test("row 7: run_timeout beyond the timer range is honoured; above the documented maximum it is a 422", async () => {
     const beyondTimer = 2_147_484; // seconds: one more than a single Node timer can hold
-    const created = await server.request("POST", "/v1/runs", { body: { assistant_id: "steps", input: { steps: 2, delayMs: 50 }, run_timeout: beyondTimer } });
+    const created = await server.request("POST", "/v1/runs", {
+      body: { assistant_id: "steps", input: { steps: 2, delayMs: 50 }, run_timeout: beyondTimer },
+    });
     assert.equal(created.status, 202);
     const done = await server.request("GET", `/v1/runs/${created.body.run_id}/join?timeout=20`);
     assert.deepEqual([done.body.status, done.body.run_timeout], ["succeeded", beyondTimer], "not timed out at once");
-    const atMax = await server.request("POST", "/v1/runs", { body: { assistant_id: "echo", input: { message: "x" }, run_timeout: MAX_RUN_TIMEOUT_SECONDS } });
+    const atMax = await server.request("POST", "/v1/runs", {
+      body: { assistant_id: "echo", input: { message: "x" }, run_timeout: MAX_RUN_TIMEOUT_SECONDS },
+    });
     assert.equal(atMax.status, 202);
     assert.equal((await server.request("GET", `/v1/runs/${atMax.body.run_id}/join?timeout=20`)).body.status, "succeeded");
-    const above = await server.request("POST", "/v1/runs", { body: { assistant_id: "echo", input: { message: "x" }, run_timeout: MAX_RUN_TIMEOUT_SECONDS + 1 } });
+    const above = await server.request("POST", "/v1/runs", {
+      body: { assistant_id: "echo", input: { message: "x" }, run_timeout: MAX_RUN_TIMEOUT_SECONDS + 1 },
+    });
     assertProblem(above, 422, "validation_error");
     assert.match(above.body.detail, new RegExp(`run_timeout must be <= ${MAX_RUN_TIMEOUT_SECONDS}`));
   });
@@ -189,7 +262,11 @@ describe("hostile input", () => {
       assert.equal((await server.request("GET", `/v1/runs/${run.body.run_id}/join?timeout=20`)).body.status, "succeeded");
       assert.equal((await server.request("DELETE", `/v1/assistants/${id}`)).status, 204);
     }
-    assertProblem(await server.request("POST", "/v1/assistants", { body: { graph_id: "echo", assistant_id: "c".repeat(129) } }), 422, "validation_error");
+    assertProblem(
+      await server.request("POST", "/v1/assistants", { body: { graph_id: "echo", assistant_id: "c".repeat(129) } }),
+      422,
+      "validation_error",
+    );
     assertProblem(await server.request("GET", `/v1/assistants/${"c".repeat(129)}`), 422, "validation_error");
     assertProblem(await server.request("GET", `/v1/assistants/${"c".repeat(5000)}`), 414, "uri_too_long");
   });
@@ -206,9 +283,21 @@ describe("hostile input", () => {
     assertProblem(await server.request("GET", "/v1/assistants/%ED%A0%80"), 400, "invalid_request");
     assertProblem(await server.request("POST", "/v1/threads", { rawBody: '{"metadata":' }), 400, "invalid_request");
     assertProblem(await server.request("POST", "/v1/threads", { rawBody: '{"__proto__":{"x":1}}' }), 400, "invalid_request");
-    assertProblem(await server.request("POST", "/v1/threads", { body: { metadata: { blob: "x".repeat(1024 * 1024) } } }), 413, "payload_too_large");
-    assertProblem(await server.request("POST", "/v1/threads", { rawBody: "<a/>", headers: { "content-type": "application/xml" } }), 415, "unsupported_media_type");
-    assertProblem(await server.request("GET", "/v1/threads", { headers: { "x-padding": "p".repeat(20_000) } }), 431, "header_fields_too_large");
+    assertProblem(
+      await server.request("POST", "/v1/threads", { body: { metadata: { blob: "x".repeat(1024 * 1024) } } }),
+      413,
+      "payload_too_large",
+    );
+    assertProblem(
+      await server.request("POST", "/v1/threads", { rawBody: "<a/>", headers: { "content-type": "application/xml" } }),
+      415,
+      "unsupported_media_type",
+    );
+    assertProblem(
+      await server.request("GET", "/v1/threads", { headers: { "x-padding": "p".repeat(20_000) } }),
+      431,
+      "header_fields_too_large",
+    );
     assertProblem(await server.request("GET", `/v1/threads/${"x".repeat(20_000)}`), 431, "header_fields_too_large");
 
     const garbage = await rawHttp(server.url, "GARBAGE\r\n\r\n");
@@ -227,7 +316,9 @@ describe("hostile input", () => {
       ["bigint", /is not JSON/],
     ];
     for (const [mode, message] of expectations) {
-      const created = await server.request("POST", `/v1/threads/${threadId}/runs`, { body: { assistant_id: "unstorable", input: { mode } } });
+      const created = await server.request("POST", `/v1/threads/${threadId}/runs`, {
+        body: { assistant_id: "unstorable", input: { mode } },
+      });
       assert.equal(created.status, 202);
       const done = await server.request("GET", `/v1/runs/${created.body.run_id}/join?timeout=20`);
       assert.equal(done.body.status, "failed", `${mode}: ${JSON.stringify(done.body.error)}`);
@@ -243,12 +334,18 @@ describe("hostile input", () => {
     // The refused value never became the thread's state, so the thread goes on working.
     const state = await server.request("GET", `/v1/threads/${threadId}/state`);
     assert.doesNotMatch(JSON.stringify(state.body), /before|bad/, "the thread's state holds none of it");
-    const next = await server.request("POST", `/v1/threads/${threadId}/runs`, { body: { assistant_id: "unstorable", input: { mode: "ok" } } });
+    const next = await server.request("POST", `/v1/threads/${threadId}/runs`, {
+      body: { assistant_id: "unstorable", input: { mode: "ok" } },
+    });
     assert.equal((await server.request("GET", `/v1/runs/${next.body.run_id}/join?timeout=20`)).body.status, "succeeded");
 
     const thrown = await server.request("POST", "/v1/runs", { body: { assistant_id: "unstorable", input: { mode: "throw" } } });
     const failed = (await server.request("GET", `/v1/runs/${thrown.body.run_id}/join?timeout=20`)).body;
-    assert.deepEqual([failed.status, failed.attempt, failed.error.message], ["failed", 1, "exploded with \ufffd and \ufffd inside"], "an error message is stored with U+FFFD in place of what cannot be");
+    assert.deepEqual(
+      [failed.status, failed.attempt, failed.error.message],
+      ["failed", 1, "exploded with \ufffd and \ufffd inside"],
+      "an error message is stored with U+FFFD in place of what cannot be",
+    );
     const fine = await server.request("POST", "/v1/runs", { body: { assistant_id: "unstorable", input: { mode: "ok" } } });
     assert.equal((await server.request("GET", `/v1/runs/${fine.body.run_id}/join?timeout=20`)).body.status, "succeeded");
   });

@@ -24,7 +24,8 @@ describe("storable JSON", () => {
     assert.match(textProblem("\ud800") ?? "", /lone surrogate \(U\+D800\)/);
     assert.match(textProblem("x\udc00") ?? "", /U\+DC00/);
     assert.match(textProblem("\udc00\ud800") ?? "", /lone surrogate/, "a pair in the wrong order is two lone halves");
-    for (const fine of ["", "plain", "\ud83d\udea2", "\ufffd", "tab\tnewline\n"]) assert.equal(textProblem(fine), undefined, JSON.stringify(fine));
+    for (const fine of ["", "plain", "\ud83d\udea2", "\ufffd", "tab\tnewline\n"])
+      assert.equal(textProblem(fine), undefined, JSON.stringify(fine));
     assert.equal(storableText("a\u0000b\ud800c\ud83d\udea2"), "a\ufffdb\ufffdc\ud83d\udea2");
   });
 
@@ -32,7 +33,10 @@ describe("storable JSON", () => {
     assert.equal(findJsonFault({ a: [1, "ok", { b: null, c: true }] }), undefined);
     assert.deepEqual(findJsonFault({ a: [1, "x\u0000"] })?.path, "/a/1");
     assert.deepEqual(findJsonFault({ "a/b": { "c~d": "\ud800" } })?.path, "/a~1b/c~0d");
-    assert.deepEqual(findJsonFault({ ok: 1, bad: Number.POSITIVE_INFINITY }), { path: "/bad", problem: "is not a finite number (JSON numbers must be finite)" });
+    assert.deepEqual(findJsonFault({ ok: 1, bad: Number.POSITIVE_INFINITY }), {
+      path: "/bad",
+      problem: "is not a finite number (JSON numbers must be finite)",
+    });
     assert.match(findJsonFault(Number.NaN)?.problem ?? "", /finite/);
     assert.match(findJsonFault({ "k\u0000": 1 })?.problem ?? "", /member name/);
     assert.equal(findJsonFault("\u0000")?.path, "", "the value itself");
@@ -66,7 +70,8 @@ describe("storable JSON", () => {
 
 describe("tenant ids", () => {
   test("well-formed text up to the length limit; nothing that would alias another tenant", () => {
-    for (const fine of ["acme", "t1", "tenant-ü", "org:42/team", "a".repeat(MAX_TENANT_ID_LENGTH)]) assert.equal(tenantIdProblem(fine), undefined, fine);
+    for (const fine of ["acme", "t1", "tenant-ü", "org:42/team", "a".repeat(MAX_TENANT_ID_LENGTH)])
+      assert.equal(tenantIdProblem(fine), undefined, fine);
     const refused: [unknown, RegExp][] = [
       ["", /non-empty/],
       [42, /string/],
@@ -87,7 +92,8 @@ describe("canonical UUIDs", () => {
   test("only the lowercase 8-4-4-4-12 spelling", () => {
     const id = "123e4567-e89b-12d3-a456-426614174000";
     assert.ok(CANONICAL_UUID.test(id));
-    for (const other of [`urn:uuid:${id}`, `{${id}}`, id.toUpperCase(), id.replaceAll("-", ""), `${id}\n`, ` ${id}`]) assert.ok(!CANONICAL_UUID.test(other), other);
+    for (const other of [`urn:uuid:${id}`, `{${id}}`, id.toUpperCase(), id.replaceAll("-", ""), `${id}\n`, ` ${id}`])
+      assert.ok(!CANONICAL_UUID.test(other), other);
   });
 });
 
@@ -127,14 +133,22 @@ describe("database outages", () => {
     ]) {
       assert.ok(isConnectionFailure(failure), failure.message);
     }
-    for (const statement of [Object.assign(new Error("duplicate key"), { code: "23505" }), Object.assign(new Error("syntax"), { code: "42601" }), new Error("plain"), "text"]) {
+    for (const statement of [
+      Object.assign(new Error("duplicate key"), { code: "23505" }),
+      Object.assign(new Error("syntax"), { code: "42601" }),
+      new Error("plain"),
+      "text",
+    ]) {
       assert.ok(!isConnectionFailure(statement), String(statement));
     }
   });
 
   test("Fastify's other client errors keep their status as problems", () => {
     assert.equal(toApiError(Object.assign(new Error("x"), { statusCode: 414 })).apiError.code, "uri_too_long");
-    assert.equal(toApiError(Object.assign(new Error("x"), { statusCode: 400, code: "FST_ERR_SOMETHING_NEW" })).apiError.code, "invalid_request");
+    assert.equal(
+      toApiError(Object.assign(new Error("x"), { statusCode: 400, code: "FST_ERR_SOMETHING_NEW" })).apiError.code,
+      "invalid_request",
+    );
     assert.equal(toApiError(Object.assign(new Error("x"), { statusCode: 500 })).apiError.code, "internal");
   });
 });

@@ -58,7 +58,11 @@ function recordingClient(url: string, token: string, phase: () => Phase, answers
 }
 
 /** Joins every run until it is settled (joining again after 408 or 503), before `deadline`. */
-async function settleAll(api: ReturnType<typeof recordingClient>, runIds: readonly string[], deadline: number): Promise<Map<string, { status: string; attempt: number }>> {
+async function settleAll(
+  api: ReturnType<typeof recordingClient>,
+  runIds: readonly string[],
+  deadline: number,
+): Promise<Map<string, { status: string; attempt: number }>> {
   const settled = new Map<string, { status: string; attempt: number }>();
   for (const runId of runIds) {
     for (;;) {
@@ -99,7 +103,11 @@ describe(`database outages on ${TEST_DRIVER}`, () => {
     try {
       assert.equal((await runRudder(["migrate"], { DATABASE_URL: database.url })).code, 0);
       const url = await startApi(processes, TESTING_CONFIG);
-      await startWorker(processes, "worker", TESTING_CONFIG, { RUDDER_LEASE_MS: "2000", RUDDER_HEARTBEAT_MS: "400", RUDDER_WORKER_POLL_MS: "200" });
+      await startWorker(processes, "worker", TESTING_CONFIG, {
+        RUDDER_LEASE_MS: "2000",
+        RUDDER_HEARTBEAT_MS: "400",
+        RUDDER_WORKER_POLL_MS: "200",
+      });
       const api = recordingClient(url, await mintToken(SECRET, { tenantId: "outage", roles: ["admin"] }), () => phase, answers);
 
       // Load: creates runs (each with its own Idempotency-Key) and reads one back, all the time.
@@ -170,9 +178,19 @@ describe(`database outages on ${TEST_DRIVER}`, () => {
     }
     const dataDir = mkdtempSync(join(tmpdir(), "rudder-outage-dev-"));
     // A lease of ten minutes: only the restart's own release of dead leases lets their runs go on in time.
-    const processes = new Processes({ DATABASE_URL: undefined, RUDDER_JWT_SECRET: SECRET, RUDDER_LOG_LEVEL: "warn", RUDDER_LEASE_MS: "600000", RUDDER_WORKER_CONCURRENCY: "3" });
+    const processes = new Processes({
+      DATABASE_URL: undefined,
+      RUDDER_JWT_SECRET: SECRET,
+      RUDDER_LOG_LEVEL: "warn",
+      RUDDER_LEASE_MS: "600000",
+      RUDDER_WORKER_CONCURRENCY: "3",
+    });
     const startDev = async (name: string) => {
-      const banner = await processes.start(name, ["dev", "--config", TESTING_CONFIG, "--port", "0", "--data-dir", dataDir], /ready at http:\/\/\S+/);
+      const banner = await processes.start(
+        name,
+        ["dev", "--config", TESTING_CONFIG, "--port", "0", "--data-dir", dataDir],
+        /ready at http:\/\/\S+/,
+      );
       return /ready at (http:\/\/\S+)/.exec(banner)![1]!;
     };
     const answers: Answer[] = [];
@@ -186,7 +204,9 @@ describe(`database outages on ${TEST_DRIVER}`, () => {
         accepted.push(String(created.body?.run_id));
       }
       const runningBy = Date.now() + 60_000;
-      const running = async () => (await Promise.all(accepted.map(async (id) => (await first("GET", `/v1/runs/${id}`)).body?.status))).filter((s) => s === "running").length;
+      const running = async () =>
+        (await Promise.all(accepted.map(async (id) => (await first("GET", `/v1/runs/${id}`)).body?.status))).filter((s) => s === "running")
+          .length;
       while ((await running()) === 0) {
         assert.ok(Date.now() < runningBy, "some run started");
         await sleep(50);
@@ -195,9 +215,20 @@ describe(`database outages on ${TEST_DRIVER}`, () => {
 
       const second = recordingClient(await startDev("dev-2"), token, () => "after", answers);
       const settled = await settleAll(second, accepted, Date.now() + 180_000);
-      assert.deepEqual([...settled.values()].map((run) => run.status), accepted.map(() => "succeeded"), "every accepted run succeeded");
-      assert.ok([...settled.values()].some((run) => run.attempt === 2), "the runs that were running continued on a new attempt");
-      assert.deepEqual(answers.filter((answer) => answer.status >= 500), [], "no 5xx");
+      assert.deepEqual(
+        [...settled.values()].map((run) => run.status),
+        accepted.map(() => "succeeded"),
+        "every accepted run succeeded",
+      );
+      assert.ok(
+        [...settled.values()].some((run) => run.attempt === 2),
+        "the runs that were running continued on a new attempt",
+      );
+      assert.deepEqual(
+        answers.filter((answer) => answer.status >= 500),
+        [],
+        "no 5xx",
+      );
     } catch (error) {
       t.diagnostic(processes.stderr());
       throw error;

@@ -26,19 +26,42 @@ describe("tenant claims and token lifetimes", () => {
 
   test("rows 10-11: tenant claims with lone surrogates, U+FFFD, U+0000, controls or over 128 characters are 401 on every route", async () => {
     // Today's bug: these all became "\ufffd" in the database, so they shared one tenant's data.
-    const victim = await server.request("POST", "/v1/threads", { token: await mintToken(TEST_SECRET, { tenantId: "acme", roles: ["admin"] }), body: { metadata: { secret: "acme's" } } });
+    const victim = await server.request("POST", "/v1/threads", {
+      token: await mintToken(TEST_SECRET, { tenantId: "acme", roles: ["admin"] }),
+      body: { metadata: { secret: "acme's" } },
+    });
     assert.equal(victim.status, 201);
-    const hostile = ["\ud800", "\udbff", "\udc00", "\ufffd", "acme\ud800", "a\u0000b", "\u0000", "acme\n", "\u001b[31m", "x".repeat(MAX_TENANT_ID_LENGTH + 1)];
+    const hostile = [
+      "\ud800",
+      "\udbff",
+      "\udc00",
+      "\ufffd",
+      "acme\ud800",
+      "a\u0000b",
+      "\u0000",
+      "acme\n",
+      "\u001b[31m",
+      "x".repeat(MAX_TENANT_ID_LENGTH + 1),
+    ];
     for (const tenant of hostile) {
       const token = await mintToken(TEST_SECRET, { tenantId: tenant, roles: ["admin"] });
-      for (const [method, path] of [["GET", "/v1/threads"], ["POST", "/v1/threads"], ["GET", `/v1/threads/${victim.body.thread_id}`], ["GET", "/v1/assistants"]] as const) {
+      for (const [method, path] of [
+        ["GET", "/v1/threads"],
+        ["POST", "/v1/threads"],
+        ["GET", `/v1/threads/${victim.body.thread_id}`],
+        ["GET", "/v1/assistants"],
+      ] as const) {
         const answer = await server.request(method, path, { token, ...(method === "POST" ? { body: {} } : {}) });
         assertProblem(answer, 401, "unauthorized");
         assert.match(answer.body.detail, /"tenant_id" claim/);
       }
     }
     for (const claim of [42, ["acme"], { id: "acme" }, ""]) {
-      assertProblem(await server.request("GET", "/v1/threads", { token: await signed({ tenant_id: claim, roles: ["admin"] }, "1h") }), 401, "unauthorized");
+      assertProblem(
+        await server.request("GET", "/v1/threads", { token: await signed({ tenant_id: claim, roles: ["admin"] }, "1h") }),
+        401,
+        "unauthorized",
+      );
     }
   });
 
@@ -57,14 +80,24 @@ describe("tenant claims and token lifetimes", () => {
     const forever = await server.request("GET", "/v1/threads", { token: await signed({ tenant_id: "t1", roles: ["viewer"] }) });
     assertProblem(forever, 401, "unauthorized");
     assert.match(forever.body.detail, /does not expire/);
-    assert.equal((await server.request("GET", "/v1/threads", { token: await signed({ tenant_id: "t1", roles: ["viewer"] }, "5m") })).status, 200);
+    assert.equal(
+      (await server.request("GET", "/v1/threads", { token: await signed({ tenant_id: "t1", roles: ["viewer"] }, "5m") })).status,
+      200,
+    );
   });
 
   test("row 12: with RUDDER_JWT_REQUIRE_EXP=false (auth.require_exp) tokens without exp are accepted", async () => {
     const lenient = await startTestServer({ worker: false, auth: { requireExp: false } });
     try {
-      assert.equal((await lenient.request("GET", "/v1/threads", { token: await signed({ tenant_id: "t1", roles: ["viewer"] }) })).status, 200);
-      assertProblem(await lenient.request("GET", "/v1/threads", { token: await signed({ tenant_id: "\ud800", roles: ["viewer"] }) }), 401, "unauthorized");
+      assert.equal(
+        (await lenient.request("GET", "/v1/threads", { token: await signed({ tenant_id: "t1", roles: ["viewer"] }) })).status,
+        200,
+      );
+      assertProblem(
+        await lenient.request("GET", "/v1/threads", { token: await signed({ tenant_id: "\ud800", roles: ["viewer"] }) }),
+        401,
+        "unauthorized",
+      );
     } finally {
       await lenient.close();
     }
@@ -84,7 +117,9 @@ describe("rudder token", () => {
     assert.equal(await lifetime([]), 12 * 3600);
     assert.equal(await lifetime(["--expires", "90m"]), 90 * 60);
     for (const bad of ["never", "-1h"]) {
-      const refused = await runRudder(["token", "--tenant", "acme", "--roles", "viewer", `--expires=${bad}`], { RUDDER_JWT_SECRET: secret });
+      const refused = await runRudder(["token", "--tenant", "acme", "--roles", "viewer", `--expires=${bad}`], {
+        RUDDER_JWT_SECRET: secret,
+      });
       assert.equal(refused.code, 1, `${bad}: ${refused.stdout}`);
       assert.match(refused.stderr, /--expires must be a lifetime/);
     }

@@ -55,7 +55,9 @@ export function findJsonFault(value: unknown, maxDepth: number = MAX_REQUEST_JSO
     } else if (typeof current === "object" && current !== null) {
       const depth = item.depth + 1;
       if (depth > maxDepth) return { path: pointerOf(item), problem: `nests objects and arrays deeper than ${maxDepth} levels` };
-      const entries: [string, unknown][] = Array.isArray(current) ? current.map((element, index) => [String(index), element]) : Object.entries(current);
+      const entries: [string, unknown][] = Array.isArray(current)
+        ? current.map((element, index) => [String(index), element])
+        : Object.entries(current);
       for (let index = entries.length - 1; index >= 0; index--) {
         const [key, member] = entries[index]!;
         const keyProblem = Array.isArray(current) ? undefined : textProblem(key);
@@ -73,7 +75,10 @@ function pointerOf(item: Pending): string {
   for (let at: Pending | undefined = item; at?.key !== undefined; at = at.parent) {
     keys.push(storableText(at.key).replaceAll("~", "~0").replaceAll("/", "~1"));
   }
-  return keys.reverse().map((key) => `/${key}`).join("");
+  return keys
+    .reverse()
+    .map((key) => `/${key}`)
+    .join("");
 }
 
 /**

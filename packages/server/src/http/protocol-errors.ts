@@ -11,7 +11,8 @@ import { problemFor, sendProblem } from "./problem.ts";
 
 /** Router refusals (Fastify's `frameworkErrors`): an undecodable path (400), a too-long path parameter (414). */
 export function frameworkErrorHandler(error: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
-  const code: ErrorCode = error.code === "FST_ERR_MAX_PARAM_LENGTH" ? "uri_too_long" : error.code === "FST_ERR_BAD_URL" ? "invalid_request" : "internal";
+  const code: ErrorCode =
+    error.code === "FST_ERR_MAX_PARAM_LENGTH" ? "uri_too_long" : error.code === "FST_ERR_BAD_URL" ? "invalid_request" : "internal";
   const detail =
     code === "uri_too_long"
       ? "a path parameter is longer than this server accepts"

@@ -15,5 +15,8 @@ export function assertStorable(event: PendingEvent): void {
     throw new UnstorableOutputError(`the graph's output cannot be stored: the data of its "${event.kind}" event ${reason}`);
   }
   const fault = serializedFault(text);
-  if (fault) throw new UnstorableOutputError(`the graph's output cannot be stored: the data of its "${event.kind}" event at ${fault.path || "/"} ${fault.problem}`);
+  if (fault)
+    throw new UnstorableOutputError(
+      `the graph's output cannot be stored: the data of its "${event.kind}" event at ${fault.path || "/"} ${fault.problem}`,
+    );
 }
