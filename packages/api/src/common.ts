@@ -10,11 +10,20 @@ export type Timestamp = Static<typeof Timestamp>;
 
 export const Uuid = Type.String({ format: "uuid" });
 
+/**
+ * `offset`, an event list's `after` and `Last-Event-ID` are at most this: run event sequences are
+ * 32-bit integers, so nothing lies beyond it, and a larger value would overflow the column's type.
+ */
+export const MAX_INT32 = 2_147_483_647;
+
 /** `limit` (default 50, max 1000) and `offset`, as every list endpoint takes them: spread into a query schema. */
 export const Pagination = {
   limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 50 })),
-  offset: Type.Optional(Type.Integer({ minimum: 0, default: 0 })),
+  offset: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_INT32, default: 0 })),
 };
+
+/** A position in a run's event log (`after`, `Last-Event-ID`): 0 is before the first event. */
+export const EventCursor = (options: { description?: string } = {}) => Type.Integer({ minimum: 0, maximum: MAX_INT32, ...options });
 
 /** The literal schemas of a constant list, as a tuple (TypeBox derives a union's static type from a tuple). */
 type Literals<T extends readonly string[]> = { -readonly [K in keyof T]: TLiteral<T[K]> };

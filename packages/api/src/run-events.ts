@@ -1,5 +1,5 @@
 import { Type, type Static } from "typebox";
-import { JsonObject, literals, Timestamp, Uuid } from "./common.ts";
+import { EventCursor, JsonObject, literals, Timestamp, Uuid } from "./common.ts";
 import { RunError, RunStatus } from "./runs.ts";
 
 /** One entry of a run's event log, as listed and streamed (spec section 6: an SSE event's `data`). */
@@ -18,7 +18,7 @@ export type RunEvent = Static<typeof RunEvent>;
 
 export const RunEventsQuery = Type.Object(
   {
-    after: Type.Optional(Type.Integer({ minimum: 0, default: 0 })),
+    after: Type.Optional(EventCursor({ description: "sequence to read after" })),
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 100 })),
   },
   { additionalProperties: false },
@@ -26,7 +26,7 @@ export const RunEventsQuery = Type.Object(
 export type RunEventsQuery = Static<typeof RunEventsQuery>;
 
 /** A reconnecting stream client sends the last sequence it processed. */
-export const RunStreamHeaders = Type.Object({ "last-event-id": Type.Optional(Type.String({ pattern: "^\\d{1,10}$" })) });
+export const RunStreamHeaders = Type.Object({ "last-event-id": Type.Optional(EventCursor({ description: "the last sequence the client processed" })) });
 export type RunStreamHeaders = Static<typeof RunStreamHeaders>;
 
 /** Why a run ended cancelled: `run_cancelled.data.reason`. */

@@ -32,6 +32,12 @@ export type RunError = Static<typeof RunError>;
 export const RunUsage = Type.Object({ model_calls: Type.Number(), tool_calls: Type.Number(), tokens: Type.Number(), cost: Type.Number() });
 export type RunUsage = Static<typeof RunUsage>;
 
+/**
+ * A run's `run_timeout` is at most one year, in seconds. The worker honours any value up to it
+ * (its timer re-arms past Node's 24.8-day limit); beyond it is a 422.
+ */
+export const MAX_RUN_TIMEOUT_SECONDS = 365 * 24 * 60 * 60;
+
 const NumberOrNull = Type.Union([Type.Number(), Type.Null()]);
 const PositiveOrNull = (description: string) =>
   Type.Optional(Type.Union([Type.Number({ exclusiveMinimum: 0 }), Type.Null()], { description }));
@@ -86,7 +92,11 @@ export const CreateRunBody = Type.Object(
     ...commandFields,
     durability: Type.Optional(Durability),
     multitask_strategy: Type.Optional(MultitaskStrategy),
-    run_timeout: PositiveOrNull("seconds for the whole run"),
+    run_timeout: Type.Optional(
+      Type.Union([Type.Number({ exclusiveMinimum: 0, maximum: MAX_RUN_TIMEOUT_SECONDS }), Type.Null()], {
+        description: "seconds for the whole run (at most one year)",
+      }),
+    ),
     max_model_calls: PositiveOrNull("shared budget"),
     max_tool_calls: PositiveOrNull("shared budget"),
     max_tokens: PositiveOrNull("shared budget"),

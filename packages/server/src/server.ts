@@ -16,6 +16,7 @@ import { AssistantRepository } from "./storage/assistants.ts";
 import { RudderCheckpointSaver } from "./storage/checkpointer.ts";
 import { createPgliteDb, createPostgresDb, type Db } from "./storage/db.ts";
 import { migrate, migrationStatus } from "./storage/migrate.ts";
+import { expireLeases } from "./storage/lease.ts";
 import { SteeringRepository } from "./storage/steering.ts";
 import { ThreadService } from "./threads/service.ts";
 import { VERSION } from "./version.ts";
@@ -45,6 +46,11 @@ export interface StartOptions {
   readonly logger?: FastifyServerOptions["logger"];
   /** Replaces the notifier chosen from the database (benchmarks measure lost wake-ups with it). */
   readonly notifier?: Notifier;
+  /**
+   * This process is the database's only user (`rudder dev` on the embedded database): leases
+   * found at start were held by a process that died, so their runs are claimable at once.
+   */
+  readonly exclusiveDatabase?: boolean;
 }
 
 export interface RunningServer {
@@ -52,7 +58,11 @@ export interface RunningServer {
   readonly app: App | undefined;
   readonly url: string | undefined;
   readonly worker: Worker | undefined;
-  /** Stops the worker (handing unfinished runs back), then the API, then the notifier. */
+  /**
+   * Stops the worker (running attempts get the grace period, the rest go back to the queue) and
+   * the API (no new requests, open streams and joins end, in-flight requests finish) together,
+   * then the notifier.
+   */
   close(): Promise<void>;
 }
 
@@ -63,6 +73,7 @@ export interface RunningServer {
 export async function startServer(options: StartOptions): Promise<RunningServer> {
   const { config, db } = options;
   await prepareSchema(db, options.schema);
+  if (options.exclusiveDatabase) await expireLeases(db);
   const checkpointer = new RudderCheckpointSaver(db);
   const graphs = await GraphRegistry.load(config.graphs, checkpointer);
   const notifier: Notifier =
@@ -88,7 +99,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     : undefined;
   const log: FastifyBaseLogger = app?.log ?? pino({ level: options.logger === false ? "silent" : config.logLevel });
   const worker = options.worker
-    ? new Worker({ db, steering, graphs, checkpointer, notifier, log, prices: config.modelPrices }, { ...DEFAULT_WORKER_OPTIONS, concurrency: config.workerConcurrency, leaseMs: config.leaseMs, heartbeatMs: config.heartbeatMs, pollMs: config.workerPollMs, ...options.worker })
+    ? new Worker({ db, steering, graphs, checkpointer, notifier, log, prices: config.modelPrices }, { ...DEFAULT_WORKER_OPTIONS, concurrency: config.workerConcurrency, leaseMs: config.leaseMs, heartbeatMs: config.heartbeatMs, pollMs: config.workerPollMs, shutdownGraceMs: config.shutdownGraceMs, ...options.worker })
     : undefined;
   let url: string | undefined;
   if (app) {
@@ -108,8 +119,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     url,
     worker,
     async close() {
-      await worker?.stop();
-      await app?.close();
+      await Promise.all([worker?.stop(), app?.close()]);
       await notifier.close();
     },
   };

@@ -14,6 +14,7 @@ import {
 import type { AuthConfig } from "../config/config.ts";
 import { ApiError } from "../domain/errors.ts";
 import { isRole, type Role } from "../domain/roles.ts";
+import { tenantIdProblem } from "../domain/tenants.ts";
 
 /** Who is calling: the tenant every query is scoped to, and the roles that decide what it may do. */
 export interface Principal {
@@ -43,23 +44,30 @@ export function createAuthenticator(config: AuthConfig): Authenticate {
       throw unauthorized("the bearer token is not a valid JWT");
     }
     const options = { issuer: config.issuer, audience: config.audience };
+    let payload: JWTPayload | undefined;
     try {
       if (algorithm === "HS256" && secret) {
-        return (await jwtVerify(token, secret, { ...options, algorithms: ["HS256"] })).payload;
-      }
-      if (algorithm && ASYMMETRIC_ALGORITHMS.includes(algorithm) && jwks) {
-        return (await jwtVerify(token, jwks, { ...options, algorithms: ASYMMETRIC_ALGORITHMS })).payload;
+        payload = (await jwtVerify(token, secret, { ...options, algorithms: ["HS256"] })).payload;
+      } else if (algorithm && ASYMMETRIC_ALGORITHMS.includes(algorithm) && jwks) {
+        payload = (await jwtVerify(token, jwks, { ...options, algorithms: ASYMMETRIC_ALGORITHMS })).payload;
       }
     } catch (error) {
       throw unauthorized(describeJoseError(error));
     }
-    throw unauthorized(`tokens signed with ${algorithm ?? "no algorithm"} are not accepted by this server`);
+    if (!payload) throw unauthorized(`tokens signed with ${algorithm ?? "no algorithm"} are not accepted by this server`);
+    // A token without exp would be valid for ever: a leaked one could never be retired.
+    if (config.requireExp && payload.exp === undefined) {
+      throw unauthorized('the token does not expire (it has no "exp" claim); this server accepts only tokens that expire');
+    }
+    return payload;
   }
 
   function principalFromClaims(payload: JWTPayload): Principal {
     const tenantId = payload[config.tenantClaim];
-    if (typeof tenantId !== "string" || tenantId === "") {
-      throw unauthorized(`the token has no "${config.tenantClaim}" claim`);
+    if (tenantId === undefined) throw unauthorized(`the token has no "${config.tenantClaim}" claim`);
+    const problem = tenantIdProblem(tenantId);
+    if (problem || typeof tenantId !== "string") {
+      throw unauthorized(`the token's "${config.tenantClaim}" claim ${problem ?? "must be a string"}`);
     }
     const rawRoles = payload[config.rolesClaim];
     const roles = Array.isArray(rawRoles) ? rawRoles.filter((r): r is Role => typeof r === "string" && isRole(r)) : [];

@@ -26,7 +26,7 @@ Usage:
 
 Environment: DATABASE_URL, RUDDER_JWT_SECRET, RUDDER_JWKS_URL, RUDDER_JWKS_FILE, PORT, HOST,
 RUDDER_DATA_DIR, RUDDER_LOG_LEVEL, RUDDER_WORKER_CONCURRENCY, RUDDER_QUEUED_RUN_QUOTA,
-RUDDER_STREAM_HEARTBEAT_MS.`;
+RUDDER_STREAM_HEARTBEAT_MS, RUDDER_SHUTDOWN_GRACE_MS, RUDDER_JWT_REQUIRE_EXP.`;
 
 /** Runs one command and returns the process exit code; expected failures print one clear line. */
 export async function main(argv: string[]): Promise<number> {

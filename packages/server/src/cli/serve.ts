@@ -13,7 +13,9 @@ export async function runDev(values: CliValues): Promise<number> {
   const config: RudderConfig = { ...resolved, auth: { ...resolved.auth, jwtSecret: secret } };
   applyGraphEnv(config);
   const db = await openDatabase(config);
-  const server = await startOrClose(db, () => startServer({ config, db, schema: "migrate", worker: {} }));
+  // The embedded database is this process's alone: leases in it belong to a process that died.
+  const exclusiveDatabase = db.driver === "pglite";
+  const server = await startOrClose(db, () => startServer({ config, db, schema: "migrate", worker: {}, exclusiveDatabase }));
   const token = await mintToken(secret, { tenantId: "default", roles: ["admin"], subject: "rudder-dev", expiresIn: "30d" });
   process.stdout.write(
     [
@@ -87,13 +89,24 @@ async function startOrClose(db: Db, start: () => Promise<RunningServer>): Promis
   }
 }
 
-/** Resolves on SIGINT or SIGTERM once the server has stopped and the database is closed. */
+/**
+ * Resolves on SIGINT or SIGTERM once the server has stopped and the database is closed: the API
+ * stops accepting and finishes what is in flight, the worker claims nothing more and lets running
+ * attempts finish within RUDDER_SHUTDOWN_GRACE_MS, then hands the rest back to the queue. A second
+ * signal hands them back at once.
+ */
 function waitForShutdown(server: RunningServer, db: Db): Promise<number> {
   return new Promise((resolve) => {
+    let stopping = false;
     const stop = async () => {
+      if (stopping) {
+        await server.worker?.stop(0);
+        return;
+      }
+      stopping = true;
+      await server.close();
       process.off("SIGINT", stop);
       process.off("SIGTERM", stop);
-      await server.close();
       await db.close();
       resolve(0);
     };

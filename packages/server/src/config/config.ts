@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { isRole, type Role } from "../domain/roles.ts";
+import { tenantIdProblem } from "../domain/tenants.ts";
 
 const KIB = 1024;
 const MIB = 1024 * KIB;
@@ -41,6 +42,8 @@ export interface AuthConfig {
   readonly rolesClaim: string;
   readonly issuer: string | undefined;
   readonly audience: string | undefined;
+  /** Refuse JWTs without `exp` (default true: such a token would be valid for ever). */
+  readonly requireExp: boolean;
   readonly apiKeys: readonly ApiKeySpec[];
 }
 
@@ -68,6 +71,8 @@ export interface RudderConfig {
   readonly heartbeatMs: number;
   /** A worker re-checks the queue this often when no notice arrives. */
   readonly workerPollMs: number;
+  /** On SIGTERM a worker lets running attempts finish this long, then hands the rest back to the queue. */
+  readonly shutdownGraceMs: number;
   /** A quiet SSE stream gets a heartbeat comment this often. */
   readonly streamHeartbeatMs: number;
   /** Per-token model prices for max_cost, by model name (`pricing` in the config file). */
@@ -111,6 +116,7 @@ export function resolveConfig(flags: ConfigFlags, env: Env = process.env, cwd = 
     leaseMs: positiveInteger(env, "RUDDER_LEASE_MS", 30 * SECOND),
     heartbeatMs: positiveInteger(env, "RUDDER_HEARTBEAT_MS", 5 * SECOND),
     workerPollMs: positiveInteger(env, "RUDDER_WORKER_POLL_MS", SECOND),
+    shutdownGraceMs: nonNegativeInteger(env, "RUDDER_SHUTDOWN_GRACE_MS", 10 * SECOND),
     streamHeartbeatMs: positiveInteger(env, "RUDDER_STREAM_HEARTBEAT_MS", 15 * SECOND),
     modelPrices: parsePricing(file.pricing, configFile),
   };
@@ -202,6 +208,7 @@ function parseAuth(raw: unknown, env: Env): AuthConfig {
     rolesClaim: stringOr(file.roles_claim, "roles"),
     issuer: nonEmpty(env.RUDDER_JWT_ISSUER) ?? optionalString(file.issuer),
     audience: nonEmpty(env.RUDDER_JWT_AUDIENCE) ?? optionalString(file.audience),
+    requireExp: booleanSetting(env, "RUDDER_JWT_REQUIRE_EXP") ?? (typeof file.require_exp === "boolean" ? file.require_exp : true),
     apiKeys: parseApiKeys(file.api_keys),
   };
 }
@@ -218,6 +225,8 @@ function parseApiKeys(raw: unknown): ApiKeySpec[] {
     }
     const tenantId = optionalString(entry.tenant_id);
     if (!tenantId) throw new ConfigError(`${where}.tenant_id is required`);
+    const tenantProblem = tenantIdProblem(tenantId);
+    if (tenantProblem) throw new ConfigError(`${where}.tenant_id ${tenantProblem}`);
     const roles = Array.isArray(entry.roles) ? entry.roles : [];
     const invalid = roles.filter((role) => typeof role !== "string" || !isRole(role));
     if (roles.length === 0 || invalid.length > 0) {
@@ -246,6 +255,23 @@ function positiveInteger(env: Env, name: string, fallback: number): number {
   if (raw === undefined) return fallback;
   const value = Number(raw);
   if (!Number.isInteger(value) || value < 1) throw new ConfigError(`${name} must be a positive whole number, not "${raw}"`);
+  return value;
+}
+
+/** "true"/"1" or "false"/"0"; undefined when unset. */
+function booleanSetting(env: Env, name: string): boolean | undefined {
+  const raw = nonEmpty(env[name])?.toLowerCase();
+  if (raw === undefined) return undefined;
+  if (raw === "true" || raw === "1") return true;
+  if (raw === "false" || raw === "0") return false;
+  throw new ConfigError(`${name} must be true or false, not "${env[name]}"`);
+}
+
+function nonNegativeInteger(env: Env, name: string, fallback: number): number {
+  const raw = nonEmpty(env[name]);
+  if (raw === undefined) return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 0) throw new ConfigError(`${name} must be a whole number of milliseconds, not "${raw}"`);
   return value;
 }
 

@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import type { RunError, RunStatus } from "@rudder/api";
+import { storableText } from "./storable-json.ts";
 
 // Run states, strategies, durabilities and the run error object are part of the wire contract.
 export { DURABILITIES, MULTITASK_STRATEGIES, RUN_STATUSES, type Durability, type MultitaskStrategy, type RunError, type RunStatus } from "@rudder/api";
@@ -34,7 +35,8 @@ export function isRetryableError(error: unknown): boolean {
 /** The error object a run that failed in graph code ends with. */
 export function runErrorOf(error: unknown): RunError {
   const name = error instanceof Error ? error.name : "";
-  const message = error instanceof Error ? error.message : String(error);
+  // Graph code writes the message; it is stored, so it must be storable text.
+  const message = storableText(error instanceof Error ? error.message : String(error));
   const code = name === "InvalidUpdateError" ? "invalid_update" : name === "BudgetExceededError" ? "budget_exceeded" : "run_failed";
   return { code, message, retryable: isRetryableError(error) };
 }

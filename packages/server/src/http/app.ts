@@ -2,7 +2,6 @@ import { randomUUID } from "node:crypto";
 import Fastify, {
   type FastifyBaseLogger,
   type FastifyInstance,
-  type FastifySchemaCompiler,
   type FastifyServerOptions,
   type RawReplyDefaultExpression,
   type RawRequestDefaultExpression,
@@ -11,8 +10,6 @@ import Fastify, {
 import type { TypeBoxTypeProvider } from "@fastify/type-provider-typebox";
 import fastifySwagger from "@fastify/swagger";
 import fastifySwaggerUi from "@fastify/swagger-ui";
-import { Ajv, type AnySchema, type Options as AjvOptions } from "ajv";
-import addFormats from "ajv-formats";
 import { Problem } from "@rudder/api";
 import { ApiError } from "../domain/errors.ts";
 import { authPlugin } from "./auth.ts";
@@ -22,7 +19,9 @@ import { systemRoutes } from "./routes/system.ts";
 import { runRoutes } from "./routes/runs.ts";
 import { threadRoutes } from "./routes/threads.ts";
 import type { AppServices } from "./services.ts";
-import { openStreams } from "./sse.ts";
+import { beginShutdown, isShuttingDown } from "./shutdown.ts";
+import { clientErrorHandler, frameworkErrorHandler, RouteMethods } from "./protocol-errors.ts";
+import { buildStrictValidator, storableJsonParser } from "./validation.ts";
 
 export interface AppOptions {
   readonly services: AppServices;
@@ -43,6 +42,12 @@ type ValidatorFactory = NonNullable<NonNullable<NonNullable<FastifyServerOptions
 
 const REQUEST_ID = /^[\w.:-]{1,128}$/;
 
+/**
+ * Path parameters may be this long before the router answers 414. Well above every id the API
+ * can create (assistant ids: 128 characters), so an id that can be created can be used.
+ */
+const MAX_PARAM_LENGTH = 2048;
+
 export async function buildApp(options: AppOptions): Promise<App> {
   const app = Fastify({
     logger: options.logger,
@@ -52,6 +57,11 @@ export async function buildApp(options: AppOptions): Promise<App> {
       return typeof incoming === "string" && REQUEST_ID.test(incoming) ? incoming : randomUUID();
     },
     requestIdHeader: false,
+    routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
+    frameworkErrors: frameworkErrorHandler,
+    clientErrorHandler,
+    // While closing, our own hook answers new requests with a problem (Fastify's 503 is plain JSON).
+    return503OnClosing: false,
     // @fastify/ajv-compiler's types describe the compiler as taking a bare schema; at run time
     // Fastify passes the route part ({ schema, httpPart, ... }), which is what we branch on.
     schemaController: { compilersFactory: { buildValidator: buildStrictValidator as unknown as ValidatorFactory } },
@@ -60,17 +70,32 @@ export async function buildApp(options: AppOptions): Promise<App> {
   app.addSchema(Problem);
   // The API speaks JSON only: any other body is 415, not a string that then fails the schema.
   app.removeContentTypeParser("text/plain");
+  const parseJson = storableJsonParser(app.getDefaultJsonParser("error", "error"));
+  app.removeContentTypeParser("application/json");
+  app.addContentTypeParser("application/json", { parseAs: "string" }, parseJson);
   app.addHook("onRequest", async (request, reply) => {
     reply.header("x-request-id", request.id);
+    if (isShuttingDown(app.server)) {
+      // A request on a kept-alive connection after shutdown began: another instance can take it.
+      reply.header("connection", "close");
+      throw new ApiError("unavailable", "this server is shutting down; retry (another instance will answer)", { retryAfterSeconds: 1 });
+    }
   });
+  const routeMethods = new RouteMethods();
+  app.addHook("onRoute", (route) => routeMethods.add(route));
   app.setErrorHandler((error, request, reply) => {
     const { apiError, unexpected } = toApiError(error as Error);
     if (unexpected) request.log.error({ err: error }, "unhandled error");
+    else if (apiError.cause !== undefined) request.log.warn({ err: apiError.cause }, `answered ${apiError.status} ${apiError.code}`);
     return sendProblem(reply, request, apiError);
   });
-  app.setNotFoundHandler((request, reply) =>
-    sendProblem(reply, request, new ApiError("not_found", `no route ${request.method} ${request.url.split("?")[0]}`)),
-  );
+  app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split("?")[0] ?? "/";
+    const allowed = routeMethods.allowed(path);
+    if (allowed.length === 0) return sendProblem(reply, request, new ApiError("not_found", `no route ${request.method} ${path}`));
+    reply.header("allow", allowed.join(", "));
+    return sendProblem(reply, request, new ApiError("method_not_allowed", `${path} answers ${allowed.join(", ")}, not ${request.method}`));
+  });
 
   await app.register(authPlugin, { authenticate: options.services.authenticate });
   await app.register(fastifySwagger, {
@@ -94,25 +119,14 @@ export async function buildApp(options: AppOptions): Promise<App> {
   await app.register(threadRoutes, { prefix: "/v1", services: options.services });
   await app.register(assistantRoutes, { prefix: "/v1", services: options.services });
   await app.register(runRoutes, { prefix: "/v1", services: options.services });
-  // Open SSE streams would hold close() forever: end them first (clients reconnect elsewhere).
+  // Open SSE streams and joins would hold close(): end them first (clients reconnect elsewhere);
+  // from now on, requests on kept-alive connections get a 503 problem.
   app.addHook("preClose", async () => {
-    for (const stream of openStreams) stream.abort();
+    beginShutdown(app.server);
+    // Node closes connections idle when the close begins; those that go idle later (a stream's, a
+    // join's, a finished request's) would otherwise hold it for the keep-alive timeout (72 s).
+    const sweep = setInterval(() => app.server.closeIdleConnections(), 100).unref();
+    app.server.once("close", () => clearInterval(sweep));
   });
   return app;
-}
-
-/**
- * Bodies are validated exactly as sent: no type coercion, no silent removal of unknown fields
- * (schemas say `additionalProperties: false`, so an unknown field is a 422). Query strings and
- * path parameters arrive as text, so they are coerced to the schema's types.
- */
-function buildStrictValidator(externalSchemas: unknown): FastifySchemaCompiler<AnySchema> {
-  const base: AjvOptions = { allErrors: false, useDefaults: true, removeAdditional: false, strict: false };
-  const bodyAjv = addFormats.default(new Ajv({ ...base, coerceTypes: false }));
-  const textAjv = addFormats.default(new Ajv({ ...base, coerceTypes: "array" }));
-  for (const schema of Object.values(externalSchemas as Record<string, AnySchema>)) {
-    bodyAjv.addSchema(schema);
-    textAjv.addSchema(schema);
-  }
-  return ({ schema, httpPart }) => (httpPart === "body" ? bodyAjv.compile(schema) : textAjv.compile(schema));
 }

@@ -46,12 +46,34 @@ export function toApiError(error: FastifyError | Error): { apiError: ApiError; u
     const detail = errors.map((issue) => `${issue.location}${issue.path === "/" ? "" : issue.path} ${issue.message}`).join("; ");
     return { apiError: new ApiError("validation_error", detail, { fields: { errors } }), unexpected: false };
   }
-  const mapped = fastifyError.code ? FASTIFY_CLIENT_ERRORS[fastifyError.code] : undefined;
+  const mapped = (fastifyError.code ? FASTIFY_CLIENT_ERRORS[fastifyError.code] : undefined) ?? clientErrorByStatus(fastifyError.statusCode);
   if (mapped) return { apiError: new ApiError(mapped, fastifyError.message), unexpected: false };
   return { apiError: new ApiError("internal", "the server failed to handle this request"), unexpected: true };
 }
 
+/** Any other 4xx Fastify raises (its own or a plugin's) keeps its meaning, as a problem. */
+const CLIENT_ERRORS_BY_STATUS: Readonly<Record<number, ErrorCode>> = {
+  401: "unauthorized",
+  403: "forbidden",
+  404: "not_found",
+  405: "method_not_allowed",
+  408: "request_timeout",
+  409: "conflict",
+  413: "payload_too_large",
+  414: "uri_too_long",
+  415: "unsupported_media_type",
+  422: "validation_error",
+  429: "rate_limited",
+  431: "header_fields_too_large",
+};
+
+function clientErrorByStatus(status: number | undefined): ErrorCode | undefined {
+  if (status === undefined || status < 400 || status >= 500) return undefined;
+  return CLIENT_ERRORS_BY_STATUS[status] ?? "invalid_request";
+}
+
 function describeIssue(message: string | undefined, keyword: string, params: Record<string, unknown>): string {
   if (keyword === "additionalProperties") return `has unknown property "${String(params.additionalProperty)}"`;
+  if (keyword === "format" && params.format === "uuid") return "must be a canonical UUID (lowercase 8-4-4-4-12 hex, as the server writes ids)";
   return message ?? keyword;
 }

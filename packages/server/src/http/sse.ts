@@ -1,9 +1,7 @@
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { RunEvent } from "@rudder/api";
 import type { AppServices } from "./services.ts";
-
-/** Streams open on this process, ended by the server's preClose so shutdown does not wait on them. */
-export const openStreams = new Set<AbortController>();
+import { endOnShutdown } from "./shutdown.ts";
 
 /**
  * Writes the run's events after `after` as SSE, as `RunService.follow` reads them from the durable
@@ -18,7 +16,7 @@ export async function streamRunEvents(
 ): Promise<void> {
   const { runId, services } = options;
   const closed = new AbortController();
-  openStreams.add(closed);
+  const release = endOnShutdown(request, closed);
   request.raw.on("close", () => closed.abort());
   reply.hijack();
   const out = reply.raw;
@@ -42,7 +40,7 @@ export async function streamRunEvents(
   } catch (error) {
     request.log.warn({ err: error, runId }, "run stream failed");
   } finally {
-    openStreams.delete(closed);
+    release();
     out.end();
   }
 }

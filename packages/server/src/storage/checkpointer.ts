@@ -19,6 +19,7 @@ import {
 import type { CheckpointTarget } from "../domain/steering.ts";
 import { checkpointWrite, CheckpointWriteBatcher, taskWrites, writeAll, type CheckpointWrite } from "./checkpoint-writes.ts";
 import type { Db, Queryable, Transaction } from "./db.ts";
+import { serializedFault, UnstorableOutputError } from "../domain/storable-json.ts";
 
 /** Where a run puts its checkpoint-commit hook in `config.configurable`. */
 export const CHECKPOINT_HOOK_KEY = "__rudder_checkpoint_hook";
@@ -168,6 +169,7 @@ export class RudderCheckpointSaver extends BaseCheckpointSaver {
       this.serde.dumpsTyped(checkpoint),
       this.dumpMetadata(withRunMetadata(config, metadata)),
     ]);
+    assertStorableState(type, bytes, "the checkpoint");
     const parentId = config.configurable?.checkpoint_id || null;
     const commit: CheckpointTarget = { kind: "checkpoint", checkpointNs: ns, step: metadata.step };
     await this.write(config, checkpointWrite([threadId, ns, checkpoint.id, parentId, type, bytes, metadataJson]), commit);
@@ -181,6 +183,7 @@ export class RudderCheckpointSaver extends BaseCheckpointSaver {
     const rows = await Promise.all(
       dedupeByIndex(writes).map(async ({ idx, channel, value }) => {
         const [type, bytes] = await this.serde.dumpsTyped(value);
+        assertStorableState(type, bytes, `the write to channel "${channel}"`);
         return [idx, channel, type, bytes] as const;
       }),
     );
@@ -378,6 +381,17 @@ function isPlainJson(value: unknown, depth = 0): boolean {
 }
 
 /** jsonb cannot hold U+0000; drop its `\u0000` escapes (an escape is preceded by an even run of `\`). */
+/**
+ * Refuses state the rest of Rudder could not store or stream (U+0000, lone surrogates): kept out
+ * of the thread's checkpoints, it cannot break every later run on the thread, which would start
+ * by emitting it. The node's run fails once instead, saying where.
+ */
+function assertStorableState(type: string, bytes: Uint8Array, what: string): void {
+  if (type !== "json") return;
+  const fault = serializedFault(new TextDecoder().decode(bytes));
+  if (fault) throw new UnstorableOutputError(`the graph's state cannot be stored: ${what} at ${fault.path || "/"} ${fault.problem}`);
+}
+
 function stripNulEscapes(json: string): string {
   return json.replace(/(?<!\\)((?:\\\\)*)\\u0000/g, "$1");
 }

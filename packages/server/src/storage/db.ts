@@ -1,5 +1,6 @@
 import pg from "pg";
 import { PGlite } from "@electric-sql/pglite";
+import { ApiError } from "../domain/errors.ts";
 
 /** Anything that can run one parameterised statement: the pool, or a transaction's client. */
 export interface Queryable {
@@ -32,59 +33,91 @@ export interface Db extends Queryable {
   close(): Promise<void>;
 }
 
+/** A connection attempt that has not succeeded by then fails (503), rather than hanging the request. */
+const CONNECT_TIMEOUT_MS = 5_000;
+
 /** PostgreSQL through a `pg` pool. */
 export function createPostgresDb(connectionString: string, options: { max?: number } = {}): Db {
-  const pool = new pg.Pool({ connectionString, max: options.max ?? 10 });
+  const pool = new pg.Pool({ connectionString, max: options.max ?? 10, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
   // An idle client that loses its connection must not crash the process; the next query reconnects.
   pool.on("error", () => {});
   return {
     driver: "postgres",
     url: connectionString,
     async query<Row>(sql: string, params: readonly unknown[] = []) {
-      const result = await pool.query(sql, params as unknown[]);
+      const result = await pool.query(sql, params as unknown[]).catch(rethrowUnavailable);
       return result.rows as Row[];
     },
     async exec(script: string) {
-      await pool.query(script);
+      await pool.query(script).catch(rethrowUnavailable);
     },
-    async transaction<T>(work: (tx: Transaction) => Promise<T>): Promise<T> {
-      const client = await pool.connect();
-      const last: string[] = [];
-      const committed: (() => void)[] = [];
-      let broken: unknown;
-      try {
-        await client.query("begin");
-        const tx: Transaction = {
-          beforeCommit: (statement) => last.push(statement),
-          afterCommit: (callback) => committed.push(callback),
-          async query<Row>(sql: string, params: readonly unknown[] = []) {
-            const result = await client.query(sql, params as unknown[]);
-            return result.rows as Row[];
-          },
-          async exec(script: string) {
-            // Without parameters pg uses the simple protocol, which accepts several statements.
-            await client.query(script);
-          },
-        };
-        const value = await work(tx);
-        // Without parameters pg uses the simple protocol, which takes several statements at once.
-        await client.query([...last, "commit"].join("; "));
-        for (const callback of committed) callback();
-        return value;
-      } catch (error) {
-        await client.query("rollback").catch((rollbackError: unknown) => {
-          broken = rollbackError;
-        });
-        throw error;
-      } finally {
-        // A client whose rollback failed is in an unknown state: destroy it instead of pooling it.
-        client.release(broken instanceof Error ? broken : undefined);
-      }
-    },
+    transaction: <T>(work: (tx: Transaction) => Promise<T>) => poolTransaction(pool, work).catch(rethrowUnavailable),
     async close() {
       if (!pool.ended) await pool.end();
     },
   };
+}
+
+/** One transaction on a client of the pool: committed when `work` resolves, rolled back when it throws. */
+async function poolTransaction<T>(pool: pg.Pool, work: (tx: Transaction) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  const last: string[] = [];
+  const committed: (() => void)[] = [];
+  let broken: unknown;
+  try {
+    await client.query("begin");
+    const tx: Transaction = {
+      beforeCommit: (statement) => last.push(statement),
+      afterCommit: (callback) => committed.push(callback),
+      async query<Row>(sql: string, params: readonly unknown[] = []) {
+        const result = await client.query(sql, params as unknown[]);
+        return result.rows as Row[];
+      },
+      async exec(script: string) {
+        // Without parameters pg uses the simple protocol, which accepts several statements.
+        await client.query(script);
+      },
+    };
+    const value = await work(tx);
+    // Without parameters pg uses the simple protocol, which takes several statements at once.
+    await client.query([...last, "commit"].join("; "));
+    for (const callback of committed) callback();
+    return value;
+  } catch (error) {
+    await client.query("rollback").catch((rollbackError: unknown) => {
+      broken = rollbackError;
+    });
+    throw error;
+  } finally {
+    // A client whose rollback failed is in an unknown state: destroy it instead of pooling it.
+    client.release(broken instanceof Error ? broken : undefined);
+  }
+}
+
+/** Node's errors for a peer that cannot be reached or went away. */
+const NETWORK_ERROR_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "ECONNABORTED", "ETIMEDOUT", "EPIPE", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH"]);
+/** SQLSTATEs of a server that is shutting down, restarting or refusing connections (class 08: connection exception). */
+const UNAVAILABLE_SQLSTATES = new Set(["57P01", "57P02", "57P03", "53300"]);
+/** What `pg` says, without a code, when a connection ends or never opens. */
+const CONNECTION_LOST = /^Connection terminated|timeout exceeded when trying to connect|connection error and is not queryable|Client was closed and is not queryable/;
+
+/**
+ * A failure of the connection rather than of the statement: the database is down, restarting or
+ * unreachable. Such failures surface as 503 `unavailable` (retryable, with Retry-After); the
+ * pool reconnects on its own once the database is back, so nothing needs a restart.
+ */
+export function isConnectionFailure(error: unknown): boolean {
+  if (typeof error !== "object" || error === null) return false;
+  const { code, message } = error as { code?: unknown; message?: unknown };
+  if (typeof code === "string" && (NETWORK_ERROR_CODES.has(code) || UNAVAILABLE_SQLSTATES.has(code) || code.startsWith("08"))) return true;
+  return typeof message === "string" && CONNECTION_LOST.test(message);
+}
+
+function rethrowUnavailable(error: unknown): never {
+  if (!isConnectionFailure(error)) throw error;
+  const unavailable = new ApiError("unavailable", "the database is unreachable; retry shortly", { retryAfterSeconds: 1 });
+  unavailable.cause = error;
+  throw unavailable;
 }
 
 /**

@@ -1,3 +1,5 @@
+import type { Queryable } from "./db.ts";
+
 /** The worker's fencing token: its writes land only while it still holds this attempt's lease. */
 export interface Lease {
   runId: string;
@@ -13,4 +15,18 @@ export interface Lease {
 export function leaseHeld(first: number, alias = ""): string {
   const t = alias ? `${alias}.` : "";
   return `${t}run_id = $${first} and ${t}attempt = $${first + 1} and ${t}lease_owner = $${first + 2}`;
+}
+
+/**
+ * Ends every lease now, so the runs they hold are claimable at once (a retry; their checkpoints
+ * keep their progress). Only for a database this process alone uses, where any lease found at
+ * start belongs to a process that is gone. Returns how many leases it ended.
+ */
+export async function expireLeases(db: Queryable): Promise<number> {
+  const rows = await db.query<{ run_id: string }>(
+    `update runs set lease_expires_at = now()
+      where status in ('running', 'cancelling') and lease_expires_at > now()
+      returning run_id`,
+  );
+  return rows.length;
 }

@@ -6,6 +6,8 @@ import type { GraphRegistry } from "../graphs/registry.ts";
 import { ATTEMPT_CHECKPOINTS_KEY, AttemptCheckpoints, CHECKPOINT_HOOK_KEY, type CheckpointCommitHook } from "../storage/checkpointer.ts";
 import type { PendingEvent } from "../storage/events.ts";
 import type { ClaimedRun } from "../storage/runs.ts";
+import { storableText } from "../domain/storable-json.ts";
+import { assertStorable } from "./storable-output.ts";
 
 /** A run's budget limits, as the meter takes them. */
 export function budgetOf(run: ClaimedRun) {
@@ -59,7 +61,10 @@ export async function executeAttempt(
     for await (const [mode, chunk] of stream as AsyncIterable<[(typeof STREAM_MODES)[number], unknown]>) {
       if (mode === "values") lastValues = valuesWithout(chunk, lastValues);
       for (const found of interruptsIn(chunk)) interrupts.set((found as { id?: unknown }).id ?? found, found);
-      deps.emit(toEvent(mode, chunk));
+      // Checked before it is buffered: an event the database refuses fails this attempt here, once.
+      const event = toEvent(mode, chunk);
+      assertStorable(event);
+      deps.emit(event);
     }
   } catch (error) {
     return { kind: "threw", error };
@@ -137,7 +142,7 @@ function toEvent(mode: (typeof STREAM_MODES)[number], chunk: unknown): PendingEv
       if ("result" in task || "error" in task) {
         return {
           kind: "node_completed",
-          data: { node: task.name, task_id: task.id, error: task.error ? String((task.error as Error).message ?? task.error) : null, interrupts: task.interrupts ?? [] },
+          data: { node: task.name, task_id: task.id, error: task.error ? storableText(String((task.error as Error).message ?? task.error)) : null, interrupts: task.interrupts ?? [] },
         };
       }
       return { kind: "node_started", data: { node: task.name, task_id: task.id, triggers: task.triggers ?? [] } };

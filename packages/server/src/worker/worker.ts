@@ -18,6 +18,7 @@ import { steeringChannel } from "./steering-channel.ts";
 import { EventBuffer } from "./event-buffer.ts";
 import type { ModelPrice } from "./budget-callbacks.ts";
 import { attemptCheckpoints, budgetOf, executeAttempt, type AttemptResult } from "./executor.ts";
+import { atDeadline } from "./deadline.ts";
 
 export interface WorkerOptions {
   /** Runs executed at once by this process. */
@@ -230,7 +231,7 @@ export class Worker {
       await this.settle(run, lease, result, controller.reason, { events, meter, checkpoints });
     } finally {
       watch.stop();
-      clearTimeout(deadline);
+      deadline?.cancel();
       this.active.delete(run.run_id);
     }
   }
@@ -239,10 +240,9 @@ export class Worker {
    * run_timeout bounds the run from its first start, across attempts and their backoff; a pause
    * ends the run (its resume is a new run with its own clock), so paused time never counts.
    */
-  private armRunTimeout(run: ClaimedRun, stop: (reason: StopReason) => void): NodeJS.Timeout | undefined {
+  private armRunTimeout(run: ClaimedRun, stop: (reason: StopReason) => void): { cancel(): void } | undefined {
     if (run.run_timeout === null || run.started_at === null) return undefined;
-    const remainingMs = Date.parse(run.started_at) + run.run_timeout * 1000 - Date.now();
-    return setTimeout(() => stop("timed_out"), Math.max(0, remainingMs));
+    return atDeadline(Date.parse(run.started_at) + run.run_timeout * 1000, () => stop("timed_out"));
   }
 
   /** Heartbeats the lease; a cancel (seen on a heartbeat or a run_changed notice) or a lost lease stops the attempt. */

@@ -54,6 +54,21 @@ export class Processes {
     await entry.exited;
   }
 
+  /** Sends `signal` (SIGTERM: a graceful stop) and resolves with the exit code once the child exited. */
+  async signal(name: string, signal: NodeJS.Signals): Promise<number | null> {
+    const entry = this.children.find((candidate) => candidate.name === name);
+    assert.ok(entry, `no process ${name}`);
+    if (!exited(entry.child)) entry.child.kill(signal);
+    await entry.exited;
+    return entry.child.exitCode;
+  }
+
+  /** True while the child runs. */
+  running(name: string): boolean {
+    const entry = this.children.find((candidate) => candidate.name === name);
+    return entry !== undefined && !exited(entry.child);
+  }
+
   /** The tail of what each child wrote to stderr and logged, for failure messages. */
   stderr(): string {
     return this.children

@@ -1,0 +1,88 @@
+import type { FastifyRequest, FastifySchemaCompiler } from "fastify";
+import { Ajv, type AnySchema, type ErrorObject, type Options as AjvOptions, type ValidateFunction } from "ajv";
+import addFormats from "ajv-formats";
+import { ApiError } from "../domain/errors.ts";
+import { findJsonFault, type JsonFault } from "../domain/storable-json.ts";
+
+/**
+ * The one validation layer every route shares. JSON bodies are parsed here and held to the
+ * storage rules (no U+0000, no lone surrogate, finite numbers, bounded depth) before any schema
+ * sees them; path and query parameters get the same string rules in their validators; and ids
+ * declared `format: "uuid"` must be canonical. A fault is a 422 naming the field.
+ */
+
+/** The textual form the server writes ids in: lowercase 8-4-4-4-12 hex, nothing around it. */
+export const CANONICAL_UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+type JsonParser = (request: FastifyRequest, body: string, done: (error: Error | null, value?: unknown) => void) => void;
+
+/**
+ * Wraps Fastify's JSON parser (which keeps its prototype-poisoning checks and its 400 for
+ * malformed JSON): a parsed body that breaks a storage rule is a 422 with the JSON Pointer of the
+ * first fault.
+ */
+export function storableJsonParser(parse: JsonParser): JsonParser {
+  return (request, body, done) =>
+    parse(request, body, (error, value) => {
+      if (error) return done(error);
+      const fault = findJsonFault(value);
+      if (fault) return done(faultError("body", fault));
+      done(null, value);
+    });
+}
+
+/** A storage-rule fault as the 422 a schema violation gives, with the same `errors` shape. */
+export function faultError(location: string, fault: JsonFault): ApiError {
+  const path = fault.path || "/";
+  // A fault 128 levels down has a pointer of 128 segments: the detail shows its start.
+  const shown = fault.path.length > 120 ? `${fault.path.slice(0, 120)}…` : fault.path;
+  return new ApiError("validation_error", `${location}${shown} ${fault.problem}`, {
+    fields: { errors: [{ location, path, message: fault.problem }] },
+  });
+}
+
+/**
+ * Bodies are validated exactly as sent: no type coercion, no silent removal of unknown fields
+ * (schemas say `additionalProperties: false`, so an unknown field is a 422). Query strings and
+ * path parameters arrive as text, so they are coerced to the schema's types, after their strings
+ * pass the storage rules (bodies passed them in the parser).
+ */
+export function buildStrictValidator(externalSchemas: unknown): FastifySchemaCompiler<AnySchema> {
+  const base: AjvOptions = { allErrors: false, useDefaults: true, removeAdditional: false, strict: false };
+  const bodyAjv = withCanonicalUuids(new Ajv({ ...base, coerceTypes: false }));
+  const textAjv = withCanonicalUuids(new Ajv({ ...base, coerceTypes: "array" }));
+  for (const schema of Object.values(externalSchemas as Record<string, AnySchema>)) {
+    bodyAjv.addSchema(schema);
+    textAjv.addSchema(schema);
+  }
+  return ({ schema, httpPart }) => {
+    if (httpPart === "body") return bodyAjv.compile(schema);
+    const validate = textAjv.compile(schema);
+    return httpPart === "headers" ? validate : storableFirst(validate);
+  };
+}
+
+function withCanonicalUuids(ajv: Ajv): Ajv {
+  addFormats.default(ajv);
+  // ajv-formats' uuid also admits "urn:uuid:" and upper case, which the database then refuses or
+  // stores under another spelling; the API speaks one spelling, the one it writes.
+  ajv.addFormat("uuid", CANONICAL_UUID);
+  return ajv;
+}
+
+/** A validator that first holds every string of the (query or path) object to the storage rules. */
+function storableFirst(validate: ValidateFunction): ValidateFunction {
+  const guarded = ((data: unknown, context?: Parameters<ValidateFunction>[1]) => {
+    const fault = findJsonFault(data);
+    if (fault) {
+      const error: ErrorObject = { instancePath: fault.path, schemaPath: "#", keyword: "storable", params: {}, message: fault.problem };
+      guarded.errors = [error];
+      return false;
+    }
+    const valid = validate(data, context);
+    guarded.errors = validate.errors;
+    return valid;
+  }) as ValidateFunction;
+  // Fastify hands Ajv validators (known by their schemaEnv) the parent object, for root coercion.
+  return Object.assign(guarded, { schemaEnv: validate.schemaEnv, schema: validate.schema });
+}

@@ -1,0 +1,365 @@
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { connect } from "node:net";
+import { fileURLToPath } from "node:url";
+import { MAX_INT32, MAX_RUN_TIMEOUT_SECONDS } from "@rudder/api";
+import { MAX_REQUEST_JSON_DEPTH } from "../src/domain/limits.ts";
+import { assertProblem } from "./support/problem.ts";
+import { startTestServer, type TestResponse, type TestServer } from "./support/server.ts";
+
+/**
+ * Issue 13, rows 1-9: hostile input answers 4xx problem+json naming what to change, never a 500,
+ * and writes nothing; graph output the database cannot store fails its run once.
+ */
+
+const TESTING_CONFIG = fileURLToPath(new URL("./fixtures/testing.rudder.json", import.meta.url));
+
+const NUL = "a\u0000b";
+const HIGH = "a\ud800b";
+const LOW = "a\udfffb";
+
+/** A 422 validation_error whose detail and errors[0] name the field. */
+function assertFieldRefused(response: TestResponse, location: string, path: string, what: RegExp): void {
+  assertProblem(response, 422, "validation_error");
+  assert.match(response.body.detail, new RegExp(`^${location}${path.replace(/[/]/g, "\\/")} `), response.body.detail);
+  assert.match(response.body.detail, what);
+  assert.deepEqual([response.body.errors[0].location, response.body.errors[0].path], [location, path]);
+}
+
+function nested(depth: number): unknown {
+  let value: unknown = "bottom";
+  for (let i = 0; i < depth; i++) value = [value];
+  return value;
+}
+
+describe("hostile input", () => {
+  let server: TestServer;
+  let threadId: string;
+  let runId: string;
+
+  before(async () => {
+    server = await startTestServer({ configFile: TESTING_CONFIG });
+    threadId = (await server.request("POST", "/v1/threads", { body: { metadata: { kept: true } } })).body.thread_id;
+    runId = (await server.request("POST", `/v1/threads/${threadId}/runs`, { body: { assistant_id: "echo", input: { message: "hi" } } }))
+      .body.run_id;
+    assert.equal((await server.request("GET", `/v1/runs/${runId}/join?timeout=20`)).body.status, "succeeded");
+  });
+  after(() => server.close());
+
+  const runsOfThread = async () => (await server.request("GET", `/v1/threads/${threadId}/runs`)).body.length as number;
+
+  test("row 1: U+0000 in any JSON string or member name is a 422 naming the field, and nothing is written", async () => {
+    const threadsBefore = (await server.request("GET", "/v1/threads?limit=1000")).body.length;
+    const runsBefore = await runsOfThread();
+    const cases: [string, string, unknown, string][] = [
+      ["POST", "/v1/threads", { metadata: { note: NUL } }, "/metadata/note"],
+      ["POST", "/v1/threads", { metadata: { [NUL]: 1 } }, "/metadata"],
+      ["PATCH", `/v1/threads/${threadId}`, { metadata: { list: ["ok", NUL] } }, "/metadata/list/1"],
+      ["POST", `/v1/threads/${threadId}/runs`, { assistant_id: "echo", input: { message: NUL } }, "/input/message"],
+      ["POST", `/v1/threads/${threadId}/runs`, { assistant_id: "echo", input: { message: "hi" }, metadata: { who: NUL } }, "/metadata/who"],
+      [
+        "POST",
+        `/v1/threads/${threadId}/runs`,
+        { assistant_id: "echo", input: { message: "hi" }, config: { configurable: { x: NUL } } },
+        "/config/configurable/x",
+      ],
+      ["POST", `/v1/threads/${threadId}/runs`, { assistant_id: NUL }, "/assistant_id"],
+      ["POST", "/v1/runs", { assistant_id: "echo", input: { message: "hi" }, context: { c: NUL } }, "/context/c"],
+      ["POST", `/v1/runs/${runId}/steer`, { kind: NUL, payload: {} }, "/kind"],
+      ["POST", `/v1/runs/${runId}/steer`, { kind: "note", payload: { text: NUL } }, "/payload/text"],
+      ["POST", `/v1/runs/${runId}/steer`, { kind: "note", payload: 1, idempotency_key: NUL }, "/idempotency_key"],
+      ["POST", `/v1/runs/${runId}/resume`, { resume: NUL }, "/resume"],
+      ["POST", `/v1/threads/${threadId}/fork`, { values: { message: NUL } }, "/values/message"],
+      ["POST", "/v1/assistants", { graph_id: "echo", name: NUL }, "/name"],
+      ["POST", "/v1/assistants", { graph_id: "echo", assistant_id: "ok-id", config: { k: [{ v: NUL }] } }, "/config/k/0/v"],
+    ];
+    for (const [method, path, body, field] of cases) {
+      assertFieldRefused(await server.request(method, path, { body }), "body", field, /U\+0000/);
+    }
+    assertFieldRefused(await server.request("GET", "/v1/assistants/a%00b"), "params", "/assistant_id", /U\+0000/);
+    assertFieldRefused(await server.request("GET", "/v1/assistants?graph_id=%00"), "querystring", "/graph_id", /U\+0000/);
+    assertFieldRefused(
+      await server.request("GET", `/v1/threads/${threadId}/state?checkpoint_id=x%00`),
+      "querystring",
+      "/checkpoint_id",
+      /U\+0000/,
+    );
+    const escapedInJson = encodeURIComponent(JSON.stringify({ user: NUL }));
+    assertFieldRefused(await server.request("GET", `/v1/threads?metadata=${escapedInJson}`), "querystring", "/metadata/user", /U\+0000/);
+
+    assert.equal((await server.request("GET", "/v1/threads?limit=1000")).body.length, threadsBefore, "no thread was created");
+    assert.equal(await runsOfThread(), runsBefore, "no run was created");
+    assert.deepEqual((await server.request("GET", `/v1/threads/${threadId}`)).body.metadata, { kept: true }, "the PATCH wrote nothing");
+    assert.equal(
+      (await server.request("GET", `/v1/runs/${runId}/events`)).body.filter((e: { kind: string }) => e.kind === "run.steer.accepted")
+        .length,
+      0,
+    );
+  });
+
+  test("row 2: a lone surrogate (high or low) in any JSON string is a 422 naming the field", async () => {
+    assertFieldRefused(
+      await server.request("POST", "/v1/threads", { body: { metadata: { a: HIGH } } }),
+      "body",
+      "/metadata/a",
+      /lone surrogate \(U\+D800\)/,
+    );
+    assertFieldRefused(
+      await server.request("POST", "/v1/threads", { body: { metadata: { a: LOW } } }),
+      "body",
+      "/metadata/a",
+      /lone surrogate \(U\+DFFF\)/,
+    );
+    assertFieldRefused(
+      await server.request("POST", "/v1/threads", { body: { metadata: { [HIGH]: true } } }),
+      "body",
+      "/metadata",
+      /member name/,
+    );
+    assertFieldRefused(
+      await server.request("POST", `/v1/runs/${runId}/steer`, { body: { kind: "k", payload: [HIGH] } }),
+      "body",
+      "/payload/0",
+      /lone surrogate/,
+    );
+    assertFieldRefused(
+      await server.request("POST", "/v1/runs", { body: { assistant_id: "echo", input: { message: "\udc00\ud800" } } }),
+      "body",
+      "/input/message",
+      /lone surrogate/,
+    );
+    // A whole pair is ordinary text and is stored as sent.
+    const emoji = await server.request("POST", "/v1/threads", { body: { metadata: { a: "rudder \ud83d\udea2" } } });
+    assert.equal(emoji.status, 201);
+    assert.equal((await server.request("GET", `/v1/threads/${emoji.body.thread_id}`)).body.metadata.a, "rudder \ud83d\udea2");
+  });
+
+  test("row 3: ids are canonical UUIDs: urn:uuid, braces, upper case and missing hyphens are 422", async () => {
+    const spellings = [`urn:uuid:${threadId}`, `{${threadId}}`, threadId.toUpperCase(), threadId.replaceAll("-", ""), ` ${threadId}`];
+    for (const spelling of spellings) {
+      const answer = await server.request("GET", `/v1/threads/${encodeURIComponent(spelling)}`);
+      assertProblem(answer, 422, "validation_error");
+      assert.match(answer.body.detail, /params\/thread_id must be a canonical UUID/);
+      assertProblem(
+        await server.request("GET", `/v1/runs/${encodeURIComponent(spelling.replace(threadId, runId))}`),
+        422,
+        "validation_error",
+      );
+    }
+    assertProblem(await server.request("POST", `/v1/runs/urn:uuid:${runId}/cancel`), 422, "validation_error");
+    assert.equal((await server.request("GET", `/v1/threads/${threadId}`)).status, 200, "the canonical spelling works");
+  });
+
+  test("row 4: offset, limit, after and Last-Event-ID beyond 2^31 are 422; at the bound the answer is the right (empty) page", async () => {
+    for (const huge of ["2147483648", "9223372036854775808", "1e400", "99999999999999999999999"]) {
+      assertProblem(await server.request("GET", `/v1/threads?offset=${huge}`), 422, "validation_error");
+      assertProblem(await server.request("GET", `/v1/threads?limit=${huge}`), 422, "validation_error");
+      assertProblem(await server.request("GET", `/v1/runs/${runId}/events?after=${huge}`), 422, "validation_error");
+      assertProblem(await server.request("GET", `/v1/threads/${threadId}/runs?offset=${huge}`), 422, "validation_error");
+      assertProblem(
+        await server.request("GET", `/v1/runs/${runId}/stream`, { headers: { "last-event-id": huge } }),
+        422,
+        "validation_error",
+      );
+    }
+    assertProblem(await server.request("GET", `/v1/runs/${runId}/stream`, { headers: { "last-event-id": "-1" } }), 422, "validation_error");
+    assert.deepEqual((await server.request("GET", `/v1/threads?offset=${MAX_INT32}`)).body, []);
+    assert.deepEqual((await server.request("GET", `/v1/runs/${runId}/events?after=${MAX_INT32}`)).body, []);
+    const all = (await server.request("GET", `/v1/runs/${runId}/events?after=0`)).body;
+    assert.ok(all.length > 2);
+    const rest = (await server.request("GET", `/v1/runs/${runId}/events?after=${all.length - 2}`)).body;
+    assert.deepEqual(
+      rest.map((e: { sequence: number }) => e.sequence),
+      [all.length - 1, all.length],
+    );
+    const atBound = await fetch(`${server.url}/v1/runs/${runId}/stream`, {
+      headers: { authorization: `Bearer ${await server.token()}`, "last-event-id": String(MAX_INT32) },
+      signal: AbortSignal.timeout(20_000),
+    });
+    assert.equal(atBound.status, 200);
+    assert.doesNotMatch(await atBound.text(), /^id:/m, "a finished run's stream after the last possible sequence has no events and ends");
+  });
+
+  test(`row 5: JSON nested deeper than ${MAX_REQUEST_JSON_DEPTH} levels is a 422 with the limit; at the limit it is stored`, async () => {
+    const deep = await server.request("POST", "/v1/threads", { rawBody: `{"metadata":{"a":${"[".repeat(5000)}${"]".repeat(5000)}}}` });
+    assertProblem(deep, 422, "validation_error");
+    assert.match(deep.body.detail, new RegExp(`^body/metadata/a.* nests objects and arrays deeper than ${MAX_REQUEST_JSON_DEPTH} levels`));
+    // metadata and "a" are two levels: the array may nest MAX - 2 more and still fit.
+    const fits = await server.request("POST", "/v1/threads", { body: { metadata: { a: nested(MAX_REQUEST_JSON_DEPTH - 2) } } });
+    assert.equal(fits.status, 201, JSON.stringify(fits.body).slice(0, 300));
+    assert.deepEqual(
+      (await server.request("GET", `/v1/threads/${fits.body.thread_id}`)).body.metadata.a,
+      nested(MAX_REQUEST_JSON_DEPTH - 2),
+    );
+    assertProblem(
+      await server.request("POST", "/v1/threads", { body: { metadata: { a: nested(MAX_REQUEST_JSON_DEPTH - 1) } } }),
+      422,
+      "validation_error",
+    );
+    const deepQuery = encodeURIComponent(`{"a":${"[".repeat(300)}${"]".repeat(300)}}`);
+    assertProblem(await server.request("GET", `/v1/threads?metadata=${deepQuery}`), 422, "validation_error");
+  });
+
+  test("row 6: 1e400 and other non-finite numbers are a 422 before anything is written", async () => {
+    const before = await runsOfThread();
+    const base = '"assistant_id":"echo","input":{"message":"hi"}';
+    for (const field of ["run_timeout", "max_model_calls", "max_tool_calls", "max_tokens", "max_cost"]) {
+      for (const value of ["1e400", "-1e400"]) {
+        const answer = await server.request("POST", `/v1/threads/${threadId}/runs`, { rawBody: `{${base},"${field}":${value}}` });
+        assertFieldRefused(answer, "body", `/${field}`, /not a finite number/);
+      }
+    }
+    assertFieldRefused(
+      await server.request("POST", `/v1/threads/${threadId}/runs`, { rawBody: `{${base},"metadata":{"n":1e999}}` }),
+      "body",
+      "/metadata/n",
+      /finite/,
+    );
+    assertFieldRefused(
+      await server.request("POST", `/v1/runs/${runId}/steer`, { rawBody: '{"kind":"k","payload":[1,1.5e308,-5e400]}' }),
+      "body",
+      "/payload/2",
+      /finite/,
+    );
+    assert.equal(await runsOfThread(), before, "no run was stored");
+    assertProblem(await server.request("GET", `/v1/runs/${runId}/join?timeout=1e400`), 422, "validation_error");
+    assertProblem(await server.request("GET", `/v1/runs/${runId}/join?timeout=NaN`), 422, "validation_error");
+    assertProblem(await server.request("GET", `/v1/runs/${runId}/join?timeout=Infinity`), 422, "validation_error");
+    assert.equal(
+      (await server.request("GET", `/v1/threads/${threadId}/runs`)).status,
+      200,
+      "every read of the thread's runs still answers",
+    );
+  });
+
+  test("row 7: run_timeout beyond the timer range is honoured; above the documented maximum it is a 422", async () => {
+    const beyondTimer = 2_147_484; // seconds: one more than a single Node timer can hold
+    const created = await server.request("POST", "/v1/runs", {
+      body: { assistant_id: "steps", input: { steps: 2, delayMs: 50 }, run_timeout: beyondTimer },
+    });
+    assert.equal(created.status, 202);
+    const done = await server.request("GET", `/v1/runs/${created.body.run_id}/join?timeout=20`);
+    assert.deepEqual([done.body.status, done.body.run_timeout], ["succeeded", beyondTimer], "not timed out at once");
+    const atMax = await server.request("POST", "/v1/runs", {
+      body: { assistant_id: "echo", input: { message: "x" }, run_timeout: MAX_RUN_TIMEOUT_SECONDS },
+    });
+    assert.equal(atMax.status, 202);
+    assert.equal((await server.request("GET", `/v1/runs/${atMax.body.run_id}/join?timeout=20`)).body.status, "succeeded");
+    const above = await server.request("POST", "/v1/runs", {
+      body: { assistant_id: "echo", input: { message: "x" }, run_timeout: MAX_RUN_TIMEOUT_SECONDS + 1 },
+    });
+    assertProblem(above, 422, "validation_error");
+    assert.match(above.body.detail, new RegExp(`run_timeout must be <= ${MAX_RUN_TIMEOUT_SECONDS}`));
+  });
+
+  test("row 8: every assistant id that can be created can be used; long paths are a 414 problem", async () => {
+    for (const length of [101, 127, 128]) {
+      const id = `a${"b".repeat(length - 1)}`;
+      assert.equal((await server.request("POST", "/v1/assistants", { body: { graph_id: "echo", assistant_id: id } })).status, 201);
+      assert.equal((await server.request("GET", `/v1/assistants/${id}`)).body.assistant_id, id);
+      assert.equal((await server.request("PATCH", `/v1/assistants/${id}`, { body: { name: "renamed" } })).body.name, "renamed");
+      const run = await server.request("POST", "/v1/runs", { body: { assistant_id: id, input: { message: "long" } } });
+      assert.equal((await server.request("GET", `/v1/runs/${run.body.run_id}/join?timeout=20`)).body.status, "succeeded");
+      assert.equal((await server.request("DELETE", `/v1/assistants/${id}`)).status, 204);
+    }
+    assertProblem(
+      await server.request("POST", "/v1/assistants", { body: { graph_id: "echo", assistant_id: "c".repeat(129) } }),
+      422,
+      "validation_error",
+    );
+    assertProblem(await server.request("GET", `/v1/assistants/${"c".repeat(129)}`), 422, "validation_error");
+    assertProblem(await server.request("GET", `/v1/assistants/${"c".repeat(5000)}`), 414, "uri_too_long");
+  });
+
+  test("row 8: every 4xx the framework and Node give is problem+json (404, 405, 400, 413, 415, 431)", async () => {
+    assertProblem(await server.request("GET", "/v1/nowhere"), 404, "not_found");
+    const wrongMethod = await server.request("PUT", "/v1/threads");
+    assertProblem(wrongMethod, 405, "method_not_allowed");
+    assert.equal(wrongMethod.headers.get("allow"), "GET, HEAD, POST");
+    const wrongOnParam = await server.request("POST", `/v1/runs/${runId}`);
+    assertProblem(wrongOnParam, 405, "method_not_allowed");
+    assert.equal(wrongOnParam.headers.get("allow"), "GET, HEAD");
+    assertProblem(await server.request("GET", "/v1/assistants/%E0%A4%A"), 400, "invalid_request");
+    assertProblem(await server.request("GET", "/v1/assistants/%ED%A0%80"), 400, "invalid_request");
+    assertProblem(await server.request("POST", "/v1/threads", { rawBody: '{"metadata":' }), 400, "invalid_request");
+    assertProblem(await server.request("POST", "/v1/threads", { rawBody: '{"__proto__":{"x":1}}' }), 400, "invalid_request");
+    assertProblem(
+      await server.request("POST", "/v1/threads", { body: { metadata: { blob: "x".repeat(1024 * 1024) } } }),
+      413,
+      "payload_too_large",
+    );
+    assertProblem(
+      await server.request("POST", "/v1/threads", { rawBody: "<a/>", headers: { "content-type": "application/xml" } }),
+      415,
+      "unsupported_media_type",
+    );
+    assertProblem(
+      await server.request("GET", "/v1/threads", { headers: { "x-padding": "p".repeat(20_000) } }),
+      431,
+      "header_fields_too_large",
+    );
+    assertProblem(await server.request("GET", `/v1/threads/${"x".repeat(20_000)}`), 431, "header_fields_too_large");
+
+    const garbage = await rawHttp(server.url, "GARBAGE\r\n\r\n");
+    assert.match(garbage, /^HTTP\/1\.1 400 /);
+    assert.match(garbage, /content-type: application\/problem\+json/i);
+    assert.equal(JSON.parse(garbage.slice(garbage.indexOf("\r\n\r\n") + 4)).code, "invalid_request");
+  });
+
+  test("row 9: graph output the database cannot store fails the run once, saying what and where; it is not retried", async () => {
+    // Whichever event carries the value first names it: the node's update or the new state.
+    const at = String.raw`"(?:updates|values)" event at \/(?:updates\/produce|values)\/result`;
+    const expectations: [string, RegExp][] = [
+      ["nul", new RegExp(`${at}\\/text contains U\\+0000`)],
+      ["surrogate", new RegExp(`${at}\\/text contains a lone surrogate \\(U\\+D800\\)`)],
+      ["key", new RegExp(`${at} has a member name that contains U\\+0000`)],
+      ["bigint", /is not JSON/],
+    ];
+    for (const [mode, message] of expectations) {
+      const created = await server.request("POST", `/v1/threads/${threadId}/runs`, {
+        body: { assistant_id: "unstorable", input: { mode } },
+      });
+      assert.equal(created.status, 202);
+      const done = await server.request("GET", `/v1/runs/${created.body.run_id}/join?timeout=20`);
+      assert.equal(done.body.status, "failed", `${mode}: ${JSON.stringify(done.body.error)}`);
+      assert.equal(done.body.attempt, 1, "failed on its first attempt");
+      assert.equal(done.body.error.code, "run_failed");
+      assert.equal(done.body.error.retryable, false);
+      assert.match(done.body.error.message, /^the graph's (output|state) cannot be stored: /);
+      assert.match(done.body.error.message, message);
+      const kinds = (await server.request("GET", `/v1/runs/${created.body.run_id}/events`)).body.map((e: { kind: string }) => e.kind);
+      assert.equal(kinds.filter((kind: string) => kind === "run_failed").length, 1);
+      assert.ok(!kinds.includes("run_retrying") && !kinds.includes("run_dead_letter"), kinds.join(","));
+    }
+    // The refused value never became the thread's state, so the thread goes on working.
+    const state = await server.request("GET", `/v1/threads/${threadId}/state`);
+    assert.doesNotMatch(JSON.stringify(state.body), /before|bad/, "the thread's state holds none of it");
+    const next = await server.request("POST", `/v1/threads/${threadId}/runs`, {
+      body: { assistant_id: "unstorable", input: { mode: "ok" } },
+    });
+    assert.equal((await server.request("GET", `/v1/runs/${next.body.run_id}/join?timeout=20`)).body.status, "succeeded");
+
+    const thrown = await server.request("POST", "/v1/runs", { body: { assistant_id: "unstorable", input: { mode: "throw" } } });
+    const failed = (await server.request("GET", `/v1/runs/${thrown.body.run_id}/join?timeout=20`)).body;
+    assert.deepEqual(
+      [failed.status, failed.attempt, failed.error.message],
+      ["failed", 1, "exploded with \ufffd and \ufffd inside"],
+      "an error message is stored with U+FFFD in place of what cannot be",
+    );
+    const fine = await server.request("POST", "/v1/runs", { body: { assistant_id: "unstorable", input: { mode: "ok" } } });
+    assert.equal((await server.request("GET", `/v1/runs/${fine.body.run_id}/join?timeout=20`)).body.status, "succeeded");
+  });
+});
+
+/** Sends raw bytes and returns what the server answers before it closes the connection. */
+function rawHttp(url: string, request: string): Promise<string> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(port), hostname, () => socket.write(request));
+    let answer = "";
+    socket.setTimeout(10_000, () => socket.destroy(new Error("no answer within 10 s")));
+    socket.on("data", (chunk) => (answer += chunk.toString()));
+    socket.on("close", () => resolve(answer));
+    socket.on("error", reject);
+  });
+}
