@@ -15,6 +15,7 @@ import { Ajv, type AnySchema, type Options as AjvOptions } from "ajv";
 import addFormats from "ajv-formats";
 import { Problem } from "@rudder/api";
 import { ApiError } from "../domain/errors.ts";
+import { a2aRoutes } from "../gateways/a2a/routes.ts";
 import { authPlugin } from "./auth.ts";
 import { sendProblem, toApiError } from "./problem.ts";
 import { assistantRoutes } from "./routes/assistants.ts";
@@ -94,6 +95,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
   await app.register(threadRoutes, { prefix: "/v1", services: options.services });
   await app.register(assistantRoutes, { prefix: "/v1", services: options.services });
   await app.register(runRoutes, { prefix: "/v1", services: options.services });
+  await app.register(a2aRoutes, { services: options.services });
   // Open SSE streams would hold close() forever: end them first (clients reconnect elsewhere).
   app.addHook("preClose", async () => {
     for (const stream of openStreams) stream.abort();

@@ -1,0 +1,138 @@
+import { createHash, randomUUID } from "node:crypto";
+import type { StreamResponse } from "@a2a-js/sdk";
+import { RequestMalformedError } from "@a2a-js/sdk/errors";
+import { ApiError } from "../../domain/errors.ts";
+import { canonicalJson } from "../../domain/runs.ts";
+import { graphInputChannels } from "../../graphs/input.ts";
+import type { GraphRegistry } from "../../graphs/registry.ts";
+import type { RunService } from "../../runs/service.ts";
+import { currentTaskRun, listTaskRuns, taskRunById, taskRunByIdempotencyKey, type TaskFilter, type TaskRun } from "../../storage/a2a-tasks.ts";
+import type { Assistant } from "../../storage/assistants.ts";
+import type { Db } from "../../storage/db.ts";
+import type { ThreadRepository } from "../../storage/threads.ts";
+import { DEFAULT_TEXT_FIELD, type InputTarget } from "./parts.ts";
+import { TaskEventMapper, taskOf, taskResponse } from "./task-view.ts";
+
+/** What starts a task: the graph input a message asks for, on its context (thread) or a new one. */
+export interface TaskStart {
+  readonly input: Record<string, unknown>;
+  readonly contextId: string | undefined;
+  readonly messageId: string;
+}
+
+/**
+ * A2A tasks over Rudder runs: a task is its first run and the runs that resume it (they inherit
+ * its `metadata.a2a_task_id`); its context is the runs' thread. Runs are created, resumed,
+ * cancelled and followed only through `RunService`; tasks are read back from the runs table, so
+ * any API process can answer for any task, and nothing about a task lives in memory.
+ */
+export class A2ATasks {
+  constructor(
+    private readonly db: Db,
+    private readonly runService: RunService,
+    private readonly threads: ThreadRepository,
+    private readonly graphs: GraphRegistry,
+  ) {}
+
+  /** Where a message's text goes for this assistant, and the graph's input fields (for the card). */
+  async inputOf(assistant: Assistant): Promise<{ target: InputTarget; channels: string[] | undefined }> {
+    const graph = await this.graphs.get(assistant.graph_id);
+    const channels = graph ? graphInputChannels(graph) : undefined;
+    const field = assistant.metadata.a2a_text_field;
+    return {
+      target: { messagesChannel: channels?.includes("messages") ?? false, textField: typeof field === "string" && field ? field : DEFAULT_TEXT_FIELD },
+      channels,
+    };
+  }
+
+  current(tenantId: string, assistantId: string, taskId: string): Promise<TaskRun | undefined> {
+    return currentTaskRun(this.db, tenantId, assistantId, taskId);
+  }
+
+  list(tenantId: string, assistantId: string, filter: TaskFilter, page: { limit: number; offset: number }): Promise<{ runs: TaskRun[]; total: number }> {
+    return listTaskRuns(this.db, tenantId, assistantId, filter, page);
+  }
+
+  /**
+   * Starts a task: a run whose id is the task's, tagged `a2a_task_id` as it is inserted, on the
+   * message's context (thread) or a new one. The message id is the run's Idempotency-Key, so a
+   * client that retries a send gets the task its first attempt started, never a second run.
+   */
+  async start(tenantId: string, assistant: Assistant, start: TaskStart): Promise<TaskRun> {
+    const key = idempotencyKeyOf(assistant.assistant_id, start.messageId);
+    const fingerprint = canonicalFingerprint(start);
+    const replay = await this.replay(tenantId, assistant.assistant_id, key, fingerprint);
+    if (replay) return replay;
+    const threadId = start.contextId ?? (await this.threads.create(tenantId, randomUUID(), { a2a_assistant_id: assistant.assistant_id })).thread_id;
+    if (start.contextId !== undefined && !(await this.threads.get(tenantId, start.contextId))) {
+      throw new RequestMalformedError(`contextId ${start.contextId} names no context of this tenant`);
+    }
+    const runId = randomUUID();
+    const metadata = { a2a_task_id: runId, a2a_message_id: start.messageId, a2a_fingerprint: fingerprint };
+    try {
+      const { run } = await this.runService.create(tenantId, threadId, { assistant_id: assistant.assistant_id, input: start.input, metadata }, key, undefined, runId);
+      return (await this.current(tenantId, assistant.assistant_id, run.metadata.a2a_task_id as string))!;
+    } catch (error) {
+      // The thread was made for this run only: without the run it would be an empty leftover.
+      if (start.contextId === undefined) await this.threads.delete(tenantId, threadId).catch(() => undefined);
+      // A concurrent send of the same message won the key (its new thread made its request differ).
+      if (error instanceof ApiError && error.code === "idempotency_conflict") {
+        const winner = await this.replay(tenantId, assistant.assistant_id, key, fingerprint);
+        if (winner) return winner;
+      }
+      throw error;
+    }
+  }
+
+  /** The task an earlier send of the same message started, as it is now (it may have been resumed since). */
+  private async replay(tenantId: string, assistantId: string, key: string, fingerprint: string): Promise<TaskRun | undefined> {
+    const found = await taskRunByIdempotencyKey(this.db, tenantId, key);
+    if (!found) return undefined;
+    if (found.fingerprint !== fingerprint) throw new RequestMalformedError("this messageId was already sent with a different message; give every message its own id");
+    return (await this.current(tenantId, assistantId, found.run.task_id)) ?? found.run;
+  }
+
+  /** Answers an input-required task: its paused run is resumed with `value`, and the new run carries the task on. */
+  async resume(tenantId: string, run: TaskRun, value: unknown): Promise<TaskRun> {
+    const next = await this.runService.resume(tenantId, run.run_id, { resume: value });
+    return (await taskRunById(this.db, tenantId, next.run_id))!;
+  }
+
+  async cancel(tenantId: string, run: TaskRun): Promise<void> {
+    await this.runService.cancel(tenantId, run.run_id);
+  }
+
+  /** Waits until the run is terminal or paused, or `signal` aborts; then reads it as it is. */
+  async settle(tenantId: string, run: TaskRun, signal: AbortSignal): Promise<TaskRun> {
+    for await (const update of this.runService.follow(run.run_id, { events: false, signal })) {
+      if (update.type === "settled") break;
+    }
+    return (await taskRunById(this.db, tenantId, run.run_id)) ?? run;
+  }
+
+  /**
+   * The task's stream, from its run's durable event log: the task as it is now, then the updates
+   * of the run's events from its first (a subscriber that joins late still gets the whole
+   * streamed output), then the final artifact and status once the run is terminal or paused.
+   */
+  async *updates(tenantId: string, run: TaskRun, signal: AbortSignal): AsyncGenerator<StreamResponse, void, undefined> {
+    yield taskResponse(taskOf(run));
+    const mapper = new TaskEventMapper(run);
+    for await (const update of this.runService.follow(run.run_id, { signal })) {
+      if (update.type === "events") for (const event of update.events) yield* mapper.updates(event);
+      if (update.type === "settled") {
+        yield* mapper.finish((await taskRunById(this.db, tenantId, run.run_id)) ?? run);
+        return;
+      }
+    }
+  }
+}
+
+/** Tenant-unique (assistant, message) key, within the Idempotency-Key length limit. */
+function idempotencyKeyOf(assistantId: string, messageId: string): string {
+  return `a2a:${createHash("sha256").update(`${assistantId}\n${messageId}`).digest("hex")}`;
+}
+
+function canonicalFingerprint(start: TaskStart): string {
+  return createHash("sha256").update(canonicalJson({ input: start.input, context_id: start.contextId ?? null })).digest("hex");
+}
