@@ -424,7 +424,7 @@ describe("A2A gateway", () => {
       assert.equal(JSON.parse(last.data).result.statusUpdate.status.state, "TASK_STATE_COMPLETED");
     });
 
-    test("refusals before JSON-RPC: no token or a bad one is 401, another tenant's assistant 404, as problem+json", async () => {
+    test("refusals before JSON-RPC: no token or a bad one is 401, no role 403, another tenant's assistant 404, as problem+json", async () => {
       for (const url of [cardUrl(server, "echo"), `${server.url}/a2a/echo`]) {
         const method = url.endsWith(".json") ? "GET" : "POST";
         const anonymous = await fetch(url, { method, headers: { "content-type": "application/json" }, body: method === "POST" ? "{}" : undefined });
@@ -432,6 +432,9 @@ describe("A2A gateway", () => {
         assert.match(anonymous.headers.get("content-type") ?? "", /application\/problem\+json/);
         const forged = await fetch(url, { method, headers: { authorization: "Bearer nope", "content-type": "application/json" }, body: method === "POST" ? "{}" : undefined });
         assert.equal(forged.status, 401);
+        const roleless = await fetch(url, { method, headers: { authorization: `Bearer ${await server.token("t1", [])}`, "content-type": "application/json" }, body: method === "POST" ? "{}" : undefined });
+        assert.equal(roleless.status, 403);
+        assert.equal(((await roleless.json()) as { code: string }).code, "forbidden");
       }
       const created = await server.request("POST", "/v1/assistants", { body: { assistant_id: "private-echo", graph_id: "echo" } });
       assert.equal(created.status, 201, JSON.stringify(created.body));
@@ -443,6 +446,47 @@ describe("A2A gateway", () => {
       const post = await rpc(server, "private-echo", send03({ parts: [{ kind: "data", data: { message: "x" } }] }), { tenant: "t2" });
       assert.equal(post.status, 404);
       assert.equal(post.body.error, undefined);
+    });
+  });
+
+  describe("concurrency and processes", () => {
+    test("one message sent five times at once starts one task, and leaves no stray context behind", async () => {
+      const echo = await a2aClient(server, "echo", "1.0", { tenant: "t-race" });
+      const rounds = 3;
+      for (let round = 0; round < rounds; round++) {
+        const message = userMessage([data({ message: `race ${round}` })]);
+        const results = await Promise.all(Array.from({ length: 5 }, () => echo.sendMessage(sendRequest(message))));
+        assert.equal(new Set(results.map((result) => asTask(result).id)).size, 1);
+      }
+      const [counts] = await server.database.db.query<{ runs: number; threads: number }>(
+        "select (select count(*)::int from runs where tenant_id = $1) as runs, (select count(*)::int from threads where tenant_id = $1) as threads",
+        ["t-race"],
+      );
+      assert.deepEqual(counts, { runs: rounds, threads: rounds });
+    });
+
+    test("a task started through one API process is streamed, read and cancelled through another", async () => {
+      // A second API process on the same database, without a worker: the first one's worker runs
+      // the tasks; the second knows them only from the database.
+      const other = await startTestServer({ configFile: TESTING_CONFIG, database: { ...server.database, drop: async () => {} }, worker: false });
+      try {
+        const there = await a2aClient(other, "chat_messages", "1.0");
+        const events = await collect(there.sendMessageStream(sendRequest(userMessage([text("elsewhere")]))));
+        assert.equal(stateOf(events.at(-1)!), TaskState.TASK_STATE_COMPLETED);
+        assert.equal(textOf(artifactUpdates(events).at(-1)!.artifact!.parts), "You said: elsewhere (turn 1)");
+        const taskId = (events[0]!.payload!.value as Task).id;
+        const here = await a2aClient(server, "chat_messages", "1.0");
+        assert.equal(answerOf(await here.getTask(get(taskId))), "You said: elsewhere (turn 1)");
+        const steerable = await a2aClient(server, "steerable", "1.0");
+        const started = asTask(await steerable.sendMessage(sendRequest(userMessage([data({ rounds: 1, waitMs: 60_000 })]), { returnImmediately: true })));
+        await readUntil(steerable.resubscribeTask({ tenant: "", id: started.id }), (event) => stateOf(event) === TaskState.TASK_STATE_WORKING);
+        const cancelledThere = await a2aClient(other, "steerable", "1.0");
+        await cancelledThere.cancelTask({ tenant: "", id: started.id, metadata: undefined });
+        await settled(started.id);
+        assert.equal((await cancelledThere.getTask(get(started.id))).status?.state, TaskState.TASK_STATE_CANCELED);
+      } finally {
+        await other.server.close();
+      }
     });
   });
 
