@@ -190,7 +190,7 @@ export class RudderA2AHandler implements A2ARequestHandler {
   }
 
   private async taskRun(taskId: string): Promise<TaskRun> {
-    if (!taskId.trim()) throw new RequestMalformedError("a task id is required");
+    if (typeof taskId !== "string" || !taskId.trim()) throw new RequestMalformedError("a task id (a string) is required");
     const run = await this.tasks.current(this.call.tenantId, this.call.assistant.assistant_id, taskId);
     if (!run) throw new TaskNotFoundError(`task ${taskId} not found`);
     return run;
