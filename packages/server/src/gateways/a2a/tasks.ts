@@ -9,6 +9,7 @@ import type { RunService } from "../../runs/service.ts";
 import { currentTaskRun, listTaskRuns, taskRunById, taskRunByIdempotencyKey, type TaskFilter, type TaskRun } from "../../storage/a2a-tasks.ts";
 import type { Assistant } from "../../storage/assistants.ts";
 import type { Db } from "../../storage/db.ts";
+import type { Run } from "../../storage/runs.ts";
 import type { ThreadRepository } from "../../storage/threads.ts";
 import { DEFAULT_TEXT_FIELD, type InputTarget } from "./parts.ts";
 import { TaskEventMapper, taskOf, taskResponse } from "./task-view.ts";
@@ -104,8 +105,8 @@ export class A2ATasks {
 
   /** Waits until the run is terminal or paused, or `signal` aborts; then reads it as it is. */
   async settle(tenantId: string, run: TaskRun, signal: AbortSignal): Promise<TaskRun> {
-    for await (const update of this.runService.follow(run.run_id, { events: false, signal })) {
-      if (update.type === "settled") break;
+    for await (const update of this.runService.follow(tenantId, run.run_id, { events: false, signal })) {
+      if (update.type === "settled") return taskRunOf(update.run, run.task_id);
     }
     return (await taskRunById(this.db, tenantId, run.run_id)) ?? run;
   }
@@ -118,14 +119,20 @@ export class A2ATasks {
   async *updates(tenantId: string, run: TaskRun, signal: AbortSignal): AsyncGenerator<StreamResponse, void, undefined> {
     yield taskResponse(taskOf(run));
     const mapper = new TaskEventMapper(run);
-    for await (const update of this.runService.follow(run.run_id, { signal })) {
+    for await (const update of this.runService.follow(tenantId, run.run_id, { signal })) {
       if (update.type === "events") for (const event of update.events) yield* mapper.updates(event);
       if (update.type === "settled") {
-        yield* mapper.finish((await taskRunById(this.db, tenantId, run.run_id)) ?? run);
+        yield* mapper.finish(taskRunOf(update.run, run.task_id));
         return;
       }
     }
   }
+}
+
+/** A run of task `taskId`, as the task view reads it. */
+function taskRunOf(run: Run, taskId: string): TaskRun {
+  const { run_id, thread_id, status, output, error, created_at, updated_at } = run;
+  return { task_id: taskId, run_id, thread_id, status, output, error, created_at, updated_at };
 }
 
 /** Tenant-unique (assistant, message) key, within the Idempotency-Key length limit. */
