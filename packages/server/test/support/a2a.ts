@@ -1,5 +1,6 @@
+import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
-import { Role, type Message, type Part, type SendMessageRequest, type StreamResponse } from "@a2a-js/sdk";
+import { Role, TaskState, type Message, type Part, type SendMessageRequest, type StreamResponse, type Task, type TaskArtifactUpdateEvent } from "@a2a-js/sdk";
 import { parseLegacyAgentCard } from "@a2a-js/sdk/compat/v0_3/client";
 import {
   ClientFactory,
@@ -106,4 +107,33 @@ export function sseData(body: string): { result?: Record<string, unknown>; error
     .split("\n\n")
     .flatMap((frame) => frame.split("\n").filter((line) => line.startsWith("data: ")))
     .map((line) => JSON.parse(line.slice("data: ".length)));
+}
+
+/** The state a stream event reports (a task or a status update). */
+export const stateOf = (event: StreamResponse): TaskState | undefined =>
+  event.payload?.$case === "task" ? event.payload.value.status?.state : event.payload?.$case === "statusUpdate" ? event.payload.value.status?.state : undefined;
+/** The artifact updates among a stream's events. */
+export const artifactUpdates = (events: StreamResponse[]): TaskArtifactUpdateEvent[] =>
+  events.flatMap((event) => (event.payload?.$case === "artifactUpdate" ? [event.payload.value] : []));
+/** A send's result, which Rudder always answers with a task. */
+export const asTask = (result: unknown): Task => {
+  assert.ok(result && typeof result === "object" && "status" in result, `expected a task, got ${JSON.stringify(result)}`);
+  return result as Task;
+};
+/** A completed task's output: the data part of its artifact. */
+export const outputOf = (task: Task): Record<string, unknown> => dataOf(task.artifacts[0]?.parts ?? [])[0] as Record<string, unknown>;
+/** A completed task's answer: the text part of its artifact. */
+export const answerOf = (task: Task): string => textOf(task.artifacts[0]?.parts ?? []);
+/** GetTask params. */
+export const get = (id: string) => ({ tenant: "", id, historyLength: undefined });
+
+/** Reads a task's stream until `until` holds for an event (the stream stays open), returning what it read. */
+export async function readUntil(stream: AsyncGenerator<StreamResponse>, until: (event: StreamResponse) => boolean): Promise<StreamResponse[]> {
+  const seen: StreamResponse[] = [];
+  // next() rather than for-await: leaving a for-await loop would close the stream.
+  for (let next = await stream.next(); !next.done; next = await stream.next()) {
+    seen.push(next.value);
+    if (until(next.value)) return seen;
+  }
+  throw new Error(`the stream ended before the awaited event: ${JSON.stringify(seen.map(stateOf))}`);
 }
