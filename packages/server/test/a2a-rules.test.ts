@@ -6,8 +6,8 @@ import { RUN_STATUSES, type RunStatus } from "../src/domain/runs.ts";
 import { agentCard, legacyAgentCard } from "../src/gateways/a2a/card.ts";
 import { inputFromParts, outputText, resumeValueFromParts, tokenText } from "../src/gateways/a2a/parts.ts";
 import { TaskEventMapper, runStatusesOf, stateLabel, taskOf, taskStateOf } from "../src/gateways/a2a/task-view.ts";
-import type { TaskRun } from "../src/storage/a2a-tasks.ts";
-import type { RunEvent } from "../src/storage/runs.ts";
+import type { TaskRun } from "../src/runs/a2a-tasks.ts";
+import type { RunEvent } from "@rudder/api";
 import { data, dataOf, text, textOf } from "./support/a2a.ts";
 
 const toMessages = { messagesChannel: true, textField: "input" };

@@ -1,4 +1,5 @@
-import type { RunError, RunStatus } from "../domain/runs.ts";
+import type { Run } from "@rudder/api";
+import type { RunStatus } from "../domain/runs.ts";
 import type { Queryable } from "./db.ts";
 import { iso } from "./rows.ts";
 
@@ -7,21 +8,12 @@ import { iso } from "./rows.ts";
  * share `metadata.a2a_task_id` (the first run's id; a resume copies the metadata), and the run
  * that is not superseded is the task's current one.
  */
-export interface TaskRun {
-  task_id: string;
-  run_id: string;
-  thread_id: string | null;
-  status: RunStatus;
-  output: unknown;
-  error: RunError | null;
-  created_at: string;
-  updated_at: string;
-}
+export type TaskRun = Pick<Run, "run_id" | "thread_id" | "status" | "output" | "error" | "created_at" | "updated_at"> & { task_id: string };
 
-interface TaskRunRow extends Omit<TaskRun, "created_at" | "updated_at"> {
+type TaskRunRow = Omit<TaskRun, "created_at" | "updated_at"> & {
   created_at: Date | string;
   updated_at: Date | string;
-}
+};
 
 export interface TaskFilter {
   readonly threadId?: string | undefined;

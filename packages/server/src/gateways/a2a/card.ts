@@ -2,7 +2,7 @@ import { A2A_PROTOCOL_VERSION, type AgentCard } from "@a2a-js/sdk";
 import { A2A_LEGACY_PROTOCOL_VERSION } from "@a2a-js/sdk/compat/v0_3";
 import { LegacyRestTransportHandler } from "@a2a-js/sdk/compat/v0_3/server";
 import { ServerCallContext, type A2ARequestHandler } from "@a2a-js/sdk/server";
-import type { Assistant } from "../../storage/assistants.ts";
+import type { Assistant } from "@rudder/api";
 import { VERSION } from "../../version.ts";
 import type { InputTarget } from "./parts.ts";
 

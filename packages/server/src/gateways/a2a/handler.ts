@@ -26,13 +26,12 @@ import {
   UnsupportedOperationError,
 } from "@a2a-js/sdk/errors";
 import type { A2ARequestHandler } from "@a2a-js/sdk/server";
+import type { Assistant } from "@rudder/api";
 import type { FastifyBaseLogger } from "fastify";
 import { ApiError, type ErrorCode } from "../../domain/errors.ts";
-import type { TaskRun } from "../../storage/a2a-tasks.ts";
-import type { Assistant } from "../../storage/assistants.ts";
+import type { A2ATaskService, TaskRun } from "../../runs/a2a-tasks.ts";
 import { inputFromParts, resumeValueFromParts, type InputTarget } from "./parts.ts";
-import type { A2ATasks } from "./tasks.ts";
-import { isTerminalTask, runStatusesOf, stateLabel, taskOf } from "./task-view.ts";
+import { TaskEventMapper, isTerminalTask, runStatusesOf, stateLabel, taskOf, taskResponse } from "./task-view.ts";
 
 /** Who is calling, on which assistant, for one request. */
 export interface A2ACall {
@@ -69,7 +68,7 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
  */
 export class RudderA2AHandler implements A2ARequestHandler {
   constructor(
-    private readonly tasks: A2ATasks,
+    private readonly tasks: A2ATaskService,
     private readonly call: A2ACall,
   ) {}
 
@@ -92,7 +91,7 @@ export class RudderA2AHandler implements A2ARequestHandler {
 
   async *sendMessageStream(params: SendMessageRequest): AsyncGenerator<StreamResponse, void, undefined> {
     const run = await this.guard(() => this.begin(params));
-    yield* this.guardStream(this.tasks.updates(this.call.tenantId, run, this.call.signal));
+    yield* this.guardStream(this.updates(run));
   }
 
   async getTask(params: GetTaskRequest): Promise<Task> {
@@ -143,7 +142,7 @@ export class RudderA2AHandler implements A2ARequestHandler {
       if (isTerminalTask(found)) throw new UnsupportedOperationError(`task ${found.task_id} has ended; read it with GetTask`);
       return found;
     });
-    yield* this.guardStream(this.tasks.updates(this.call.tenantId, run, this.call.signal));
+    yield* this.guardStream(this.updates(run));
   }
 
   async createTaskPushNotificationConfig(): Promise<TaskPushNotificationConfig> {
@@ -160,6 +159,20 @@ export class RudderA2AHandler implements A2ARequestHandler {
 
   async deleteTaskPushNotificationConfig(_params: DeleteTaskPushNotificationConfigRequest): Promise<void> {
     throw pushNotSupported();
+  }
+
+  /**
+   * The task's stream, from its run's durable event log: the task as it is now, then the updates
+   * of the run's events from its first (a subscriber that joins late still gets the whole
+   * streamed output), then the final artifact and status once the run is terminal or paused.
+   */
+  private async *updates(run: TaskRun): AsyncGenerator<StreamResponse, void, undefined> {
+    yield taskResponse(taskOf(run));
+    const mapper = new TaskEventMapper(run);
+    for await (const update of this.tasks.follow(this.call.tenantId, run, { events: true, signal: this.call.signal })) {
+      if (update.type === "events") for (const event of update.events) yield* mapper.updates(event);
+      else yield* mapper.finish(update.run);
+    }
   }
 
   /** A message starts a task, or answers the input-required task it names. */

@@ -6,12 +6,11 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { Type } from "typebox";
 import { grants } from "../../domain/roles.ts";
-import type { AppServices } from "../../http/app.ts";
-import { problems } from "../../http/schemas.ts";
+import { problems } from "../../http/responses.ts";
+import type { AppServices } from "../../http/services.ts";
 import { openStreams } from "../../http/sse.ts";
 import { agentCard, legacyAgentCard } from "./card.ts";
 import { RudderA2AHandler, type A2ACall } from "./handler.ts";
-import { A2ATasks } from "./tasks.ts";
 
 /** One JSON-RPC 2.0 response, as both SDK transport handlers produce it. */
 interface JsonRpcResponse {
@@ -36,7 +35,7 @@ const AssistantParam = Type.Object({ assistant_id: Type.String({ minLength: 1 })
  * problem+json before any JSON-RPC is read), viewers read, operators send and cancel.
  */
 export const a2aRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = async (app, { services }) => {
-  const tasks = new A2ATasks(services.db, services.runService, services.threads, services.graphs);
+  const tasks = services.a2aTasks;
   const tags = ["a2a"];
   // JSON-RPC reports a malformed body itself (-32700), so bodies reach the handler as text.
   app.removeContentTypeParser("application/json");
@@ -45,9 +44,9 @@ export const a2aRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
   /** The assistant (404 for one the tenant cannot see), its card and where text input goes. */
   const describe = async (request: FastifyRequest, assistantId: string) => {
     const assistant = await services.assistants.get(request.principal.tenantId, assistantId);
-    const { target, channels } = await tasks.inputOf(assistant);
+    const target = await tasks.inputShapeOf(assistant);
     const endpoint = `${publicOrigin(request)}/a2a/${encodeURIComponent(assistant.assistant_id)}`;
-    return { assistant, target, card: agentCard(assistant, { endpoint, inputChannels: channels, target }) };
+    return { assistant, target, card: agentCard(assistant, { endpoint, inputChannels: target.channels, target }) };
   };
 
   app.get(

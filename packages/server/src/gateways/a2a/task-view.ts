@@ -1,7 +1,7 @@
 import { Role, TaskState, type Artifact, type Message, type Part, type StreamResponse, type Task, type TaskStatus } from "@a2a-js/sdk";
+import type { RunEvent } from "@rudder/api";
 import { isTerminal, type RunStatus } from "../../domain/runs.ts";
-import type { RunEvent } from "../../storage/runs.ts";
-import type { TaskRun } from "../../storage/a2a-tasks.ts";
+import type { TaskRun } from "../../runs/a2a-tasks.ts";
 import { dataPart, isObject, outputText, textPart, tokenText } from "./parts.ts";
 
 /**

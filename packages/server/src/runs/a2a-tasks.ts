@@ -1,18 +1,15 @@
 import { createHash, randomUUID } from "node:crypto";
-import type { StreamResponse } from "@a2a-js/sdk";
-import { RequestMalformedError } from "@a2a-js/sdk/errors";
-import { ApiError } from "../../domain/errors.ts";
-import { canonicalJson } from "../../domain/runs.ts";
-import { graphInputChannels } from "../../graphs/input.ts";
-import type { GraphRegistry } from "../../graphs/registry.ts";
-import type { RunService } from "../../runs/service.ts";
-import { currentTaskRun, listTaskRuns, taskRunById, taskRunByIdempotencyKey, type TaskFilter, type TaskRun } from "../../storage/a2a-tasks.ts";
-import type { Assistant } from "../../storage/assistants.ts";
-import type { Db } from "../../storage/db.ts";
-import type { Run } from "../../storage/runs.ts";
-import type { ThreadRepository } from "../../storage/threads.ts";
-import { DEFAULT_TEXT_FIELD, type InputTarget } from "./parts.ts";
-import { TaskEventMapper, taskOf, taskResponse } from "./task-view.ts";
+import type { Assistant, Run, RunEvent } from "@rudder/api";
+import { ApiError } from "../domain/errors.ts";
+import { canonicalJson } from "../domain/runs.ts";
+import { graphInputChannels } from "../graphs/input.ts";
+import type { GraphRegistry } from "../graphs/registry.ts";
+import { currentTaskRun, listTaskRuns, taskRunById, taskRunByIdempotencyKey, type TaskFilter, type TaskRun } from "../storage/a2a-tasks.ts";
+import type { Db } from "../storage/db.ts";
+import type { ThreadService } from "../threads/service.ts";
+import type { RunService } from "./service.ts";
+
+export type { TaskFilter, TaskRun };
 
 /** What starts a task: the graph input a message asks for, on its context (thread) or a new one. */
 export interface TaskStart {
@@ -21,29 +18,39 @@ export interface TaskStart {
   readonly messageId: string;
 }
 
+/** What an assistant's graph takes: its input fields, and where a message's text goes. */
+export interface TaskInputShape {
+  readonly channels: string[] | undefined;
+  readonly messagesChannel: boolean;
+  /** `metadata.a2a_text_field` of the assistant, default `input`. */
+  readonly textField: string;
+}
+
+/** What following a task's current run yields: its new events, then the run as it settled. */
+export type TaskUpdate = { readonly type: "events"; readonly events: RunEvent[] } | { readonly type: "settled"; readonly run: TaskRun };
+
+const DEFAULT_TEXT_FIELD = "input";
+
 /**
- * A2A tasks over Rudder runs: a task is its first run and the runs that resume it (they inherit
- * its `metadata.a2a_task_id`); its context is the runs' thread. Runs are created, resumed,
- * cancelled and followed only through `RunService`; tasks are read back from the runs table, so
- * any API process can answer for any task, and nothing about a task lives in memory.
+ * A2A tasks over Rudder runs (docs/a2a.md): a task is its first run and the runs that resume it
+ * (they inherit its `metadata.a2a_task_id`); its context is the runs' thread. Runs are created,
+ * resumed, cancelled and followed through `RunService`; tasks are read back from the runs table,
+ * so any API process answers for any task, and nothing about a task lives in memory. The A2A
+ * gateway speaks the protocol over this service.
  */
-export class A2ATasks {
+export class A2ATaskService {
   constructor(
     private readonly db: Db,
     private readonly runService: RunService,
-    private readonly threads: ThreadRepository,
+    private readonly threads: ThreadService,
     private readonly graphs: GraphRegistry,
   ) {}
 
-  /** Where a message's text goes for this assistant, and the graph's input fields (for the card). */
-  async inputOf(assistant: Assistant): Promise<{ target: InputTarget; channels: string[] | undefined }> {
+  async inputShapeOf(assistant: Assistant): Promise<TaskInputShape> {
     const graph = await this.graphs.get(assistant.graph_id);
     const channels = graph ? graphInputChannels(graph) : undefined;
     const field = assistant.metadata.a2a_text_field;
-    return {
-      target: { messagesChannel: channels?.includes("messages") ?? false, textField: typeof field === "string" && field ? field : DEFAULT_TEXT_FIELD },
-      channels,
-    };
+    return { channels, messagesChannel: channels?.includes("messages") ?? false, textField: typeof field === "string" && field ? field : DEFAULT_TEXT_FIELD };
   }
 
   current(tenantId: string, assistantId: string, taskId: string): Promise<TaskRun | undefined> {
@@ -61,13 +68,10 @@ export class A2ATasks {
    */
   async start(tenantId: string, assistant: Assistant, start: TaskStart): Promise<TaskRun> {
     const key = idempotencyKeyOf(assistant.assistant_id, start.messageId);
-    const fingerprint = canonicalFingerprint(start);
+    const fingerprint = fingerprintOf(start);
     const replay = await this.replay(tenantId, assistant.assistant_id, key, fingerprint);
     if (replay) return replay;
-    const threadId = start.contextId ?? (await this.threads.create(tenantId, randomUUID(), { a2a_assistant_id: assistant.assistant_id })).thread_id;
-    if (start.contextId !== undefined && !(await this.threads.get(tenantId, start.contextId))) {
-      throw new RequestMalformedError(`contextId ${start.contextId} names no context of this tenant`);
-    }
+    const threadId = start.contextId === undefined ? (await this.threads.create(tenantId, { a2a_assistant_id: assistant.assistant_id })).thread_id : await this.context(tenantId, start.contextId);
     const runId = randomUUID();
     const metadata = { a2a_task_id: runId, a2a_message_id: start.messageId, a2a_fingerprint: fingerprint };
     try {
@@ -85,47 +89,52 @@ export class A2ATasks {
     }
   }
 
+  /** The thread of an existing context; an unknown one (or another tenant's) is a fault in the request. */
+  private async context(tenantId: string, contextId: string): Promise<string> {
+    try {
+      return (await this.threads.get(tenantId, contextId)).thread_id;
+    } catch (error) {
+      if (error instanceof ApiError && error.code === "not_found") throw new ApiError("validation_error", `contextId ${contextId} names no context of this tenant`);
+      throw error;
+    }
+  }
+
   /** The task an earlier send of the same message started, as it is now (it may have been resumed since). */
   private async replay(tenantId: string, assistantId: string, key: string, fingerprint: string): Promise<TaskRun | undefined> {
     const found = await taskRunByIdempotencyKey(this.db, tenantId, key);
     if (!found) return undefined;
-    if (found.fingerprint !== fingerprint) throw new RequestMalformedError("this messageId was already sent with a different message; give every message its own id");
+    if (found.fingerprint !== fingerprint) throw new ApiError("validation_error", "this messageId was already sent with a different message; give every message its own id");
     return (await this.current(tenantId, assistantId, found.run.task_id)) ?? found.run;
   }
 
   /** Answers an input-required task: its paused run is resumed with `value`, and the new run carries the task on. */
   async resume(tenantId: string, run: TaskRun, value: unknown): Promise<TaskRun> {
     const next = await this.runService.resume(tenantId, run.run_id, { resume: value });
-    return (await taskRunById(this.db, tenantId, next.run_id))!;
+    return taskRunOf(next, run.task_id);
   }
 
   async cancel(tenantId: string, run: TaskRun): Promise<void> {
     await this.runService.cancel(tenantId, run.run_id);
   }
 
-  /** Waits until the run is terminal or paused, or `signal` aborts; then reads it as it is. */
-  async settle(tenantId: string, run: TaskRun, signal: AbortSignal): Promise<TaskRun> {
-    for await (const update of this.runService.follow(tenantId, run.run_id, { events: false, signal })) {
-      if (update.type === "settled") return taskRunOf(update.run, run.task_id);
+  /**
+   * Follows the task's current run from the start of its durable event log: its events (unless
+   * `events` is false) as they commit, then the run once it is terminal or paused. Ends early,
+   * without `settled`, when `signal` aborts.
+   */
+  async *follow(tenantId: string, run: TaskRun, options: { events: boolean; signal: AbortSignal }): AsyncGenerator<TaskUpdate, void, undefined> {
+    for await (const update of this.runService.follow(tenantId, run.run_id, options)) {
+      if (update.type === "events") yield update;
+      if (update.type === "settled") yield { type: "settled", run: taskRunOf(update.run, run.task_id) };
     }
-    return (await taskRunById(this.db, tenantId, run.run_id)) ?? run;
   }
 
-  /**
-   * The task's stream, from its run's durable event log: the task as it is now, then the updates
-   * of the run's events from its first (a subscriber that joins late still gets the whole
-   * streamed output), then the final artifact and status once the run is terminal or paused.
-   */
-  async *updates(tenantId: string, run: TaskRun, signal: AbortSignal): AsyncGenerator<StreamResponse, void, undefined> {
-    yield taskResponse(taskOf(run));
-    const mapper = new TaskEventMapper(run);
-    for await (const update of this.runService.follow(tenantId, run.run_id, { signal })) {
-      if (update.type === "events") for (const event of update.events) yield* mapper.updates(event);
-      if (update.type === "settled") {
-        yield* mapper.finish(taskRunOf(update.run, run.task_id));
-        return;
-      }
+  /** Waits until the run is terminal or paused, or `signal` aborts; then the run as it is. */
+  async settle(tenantId: string, run: TaskRun, signal: AbortSignal): Promise<TaskRun> {
+    for await (const update of this.follow(tenantId, run, { events: false, signal })) {
+      if (update.type === "settled") return update.run;
     }
+    return (await taskRunById(this.db, tenantId, run.run_id)) ?? run;
   }
 }
 
@@ -140,6 +149,6 @@ function idempotencyKeyOf(assistantId: string, messageId: string): string {
   return `a2a:${createHash("sha256").update(`${assistantId}\n${messageId}`).digest("hex")}`;
 }
 
-function canonicalFingerprint(start: TaskStart): string {
+function fingerprintOf(start: TaskStart): string {
   return createHash("sha256").update(canonicalJson({ input: start.input, context_id: start.contextId ?? null })).digest("hex");
 }
