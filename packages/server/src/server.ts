@@ -10,6 +10,7 @@ import { ThreadStateReader } from "./graphs/thread-state.ts";
 import { buildApp, type App } from "./http/app.ts";
 import type { AppServices } from "./http/services.ts";
 import { createLocalNotifier, createPostgresNotifier, type Notifier } from "./notify/notifier.ts";
+import { A2ATaskService } from "./runs/a2a-tasks.ts";
 import { RunService } from "./runs/service.ts";
 import { SteeringService } from "./runs/steering.ts";
 import { AssistantRepository } from "./storage/assistants.ts";
@@ -80,12 +81,15 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     options.notifier ?? (db.driver === "postgres" && db.url ? createPostgresNotifier(db.url) : createLocalNotifier());
   const steering = new SteeringRepository(db);
   const assistants = new AssistantCatalog(new AssistantRepository(db), graphs, config.assistants);
+  const threads = new ThreadService(db, new ThreadStateReader(graphs, checkpointer));
+  const runService = new RunService(db, assistants, graphs, notifier, { queuedRunQuota: config.queuedRunQuota });
   const services: AppServices = {
     authenticate: createAuthenticator(config.auth),
     assistants,
-    threads: new ThreadService(db, new ThreadStateReader(graphs, checkpointer)),
-    runService: new RunService(db, assistants, graphs, notifier, { queuedRunQuota: config.queuedRunQuota }),
+    threads,
+    runService,
     steeringService: new SteeringService(db, notifier),
+    a2aTasks: new A2ATaskService(db, runService, threads, graphs),
     notifier,
     readiness: async () => {
       await db.query("select 1");

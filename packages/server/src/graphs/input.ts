@@ -15,12 +15,11 @@ interface InputDescribed {
 export async function validateGraphInput(graph: RunnableGraph, input: unknown): Promise<void> {
   if (input === null || input === undefined) return;
   const described = graph as unknown as InputDescribed;
-  const definition = described.builder?._inputDefinition;
-  if (definition && typeof definition === "object" && !Array.isArray(definition)) {
+  const channels = graphInputChannels(graph);
+  if (channels) {
     if (typeof input !== "object" || Array.isArray(input)) {
       throw new ApiError("validation_error", "input must be an object of the graph's input channels");
     }
-    const channels = Object.keys(definition);
     const unknown = Object.keys(input).filter((key) => !channels.includes(key));
     if (unknown.length > 0 && channels.length > 0) {
       throw new ApiError("validation_error", `input has unknown key(s) ${unknown.join(", ")}; the graph's input channels are ${channels.join(", ")}`);
@@ -33,4 +32,10 @@ export async function validateGraphInput(graph: RunnableGraph, input: unknown): 
       throw new ApiError("validation_error", `input does not match the graph's input schema: ${(error as Error).message}`);
     }
   }
+}
+
+/** The graph's input channels, when it describes them (a StateGraph does); undefined otherwise. */
+export function graphInputChannels(graph: RunnableGraph): string[] | undefined {
+  const definition = (graph as unknown as InputDescribed).builder?._inputDefinition;
+  return definition && typeof definition === "object" && !Array.isArray(definition) ? Object.keys(definition) : undefined;
 }

@@ -12,6 +12,7 @@ import fastifySwagger from "@fastify/swagger";
 import fastifySwaggerUi from "@fastify/swagger-ui";
 import { Problem } from "@rudder/api";
 import { ApiError } from "../domain/errors.ts";
+import { a2aRoutes } from "../gateways/a2a/routes.ts";
 import { authPlugin } from "./auth.ts";
 import { sendProblem, toApiError } from "./problem.ts";
 import { assistantRoutes } from "./routes/assistants.ts";
@@ -119,6 +120,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
   await app.register(threadRoutes, { prefix: "/v1", services: options.services });
   await app.register(assistantRoutes, { prefix: "/v1", services: options.services });
   await app.register(runRoutes, { prefix: "/v1", services: options.services });
+  await app.register(a2aRoutes, { services: options.services });
   // Open SSE streams and joins would hold close(): end them first (clients reconnect elsewhere);
   // from now on, requests on kept-alive connections get a 503 problem.
   app.addHook("preClose", async () => {

@@ -2,6 +2,7 @@ import type { Readiness } from "@rudder/api";
 import type { Authenticate } from "../auth/authenticator.ts";
 import type { AssistantCatalog } from "../graphs/assistants.ts";
 import type { Notifier } from "../notify/notifier.ts";
+import type { A2ATaskService } from "../runs/a2a-tasks.ts";
 import type { RunService } from "../runs/service.ts";
 import type { SteeringService } from "../runs/steering.ts";
 import type { ThreadService } from "../threads/service.ts";
@@ -16,6 +17,8 @@ export interface AppServices {
   readonly threads: ThreadService;
   readonly runService: RunService;
   readonly steeringService: SteeringService;
+  /** A2A tasks over runs, for the A2A gateway. */
+  readonly a2aTasks: A2ATaskService;
   readonly notifier: Notifier;
   /** Throws when the database does not answer; otherwise what /ready reports. */
   readonly readiness: () => Promise<Omit<Readiness, "ok">>;

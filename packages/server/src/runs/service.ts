@@ -59,7 +59,8 @@ export class RunService {
    * same transaction. Pass `tx` to create it inside the caller's transaction (the scheduler commits
    * a run with its schedule's advance). For `enqueue` (and a stateless run) the insert is one
    * statement; `reject` and `cancel_previous` decide under the thread's row lock, which
-   * serialises creates on that thread.
+   * serialises creates on that thread. A caller that must name the run before it exists (the A2A
+   * gateway's task id is its first run's id) passes `runId`.
    */
   async create(
     tenantId: string,
@@ -67,6 +68,7 @@ export class RunService {
     request: CreateRunBody,
     idempotencyKey?: string,
     tx?: Transaction,
+    runId: string = randomUUID(),
   ): Promise<{ run: Run; replayed: boolean }> {
     const assistant = await this.assistants.get(tenantId, request.assistant_id).catch((error: unknown) => {
       // An unknown assistant is a fault in the body, not a missing resource at this URL.
@@ -81,7 +83,7 @@ export class RunService {
     const hasCommand = request.resume !== undefined || request.update != null || request.goto != null;
     const run: NewRun = {
       tenantId,
-      runId: randomUUID(),
+      runId,
       threadId,
       assistantId: assistant.assistant_id,
       graphId: assistant.graph_id,

@@ -1,0 +1,154 @@
+import { createHash, randomUUID } from "node:crypto";
+import type { Assistant, Run, RunEvent } from "@rudder/api";
+import { ApiError } from "../domain/errors.ts";
+import { canonicalJson } from "../domain/runs.ts";
+import { graphInputChannels } from "../graphs/input.ts";
+import type { GraphRegistry } from "../graphs/registry.ts";
+import { currentTaskRun, listTaskRuns, taskRunById, taskRunByIdempotencyKey, type TaskFilter, type TaskRun } from "../storage/a2a-tasks.ts";
+import type { Db } from "../storage/db.ts";
+import type { ThreadService } from "../threads/service.ts";
+import type { RunService } from "./service.ts";
+
+export type { TaskFilter, TaskRun };
+
+/** What starts a task: the graph input a message asks for, on its context (thread) or a new one. */
+export interface TaskStart {
+  readonly input: Record<string, unknown>;
+  readonly contextId: string | undefined;
+  readonly messageId: string;
+}
+
+/** What an assistant's graph takes: its input fields, and where a message's text goes. */
+export interface TaskInputShape {
+  readonly channels: string[] | undefined;
+  readonly messagesChannel: boolean;
+  /** `metadata.a2a_text_field` of the assistant, default `input`. */
+  readonly textField: string;
+}
+
+/** What following a task's current run yields: its new events, then the run as it settled. */
+export type TaskUpdate = { readonly type: "events"; readonly events: RunEvent[] } | { readonly type: "settled"; readonly run: TaskRun };
+
+const DEFAULT_TEXT_FIELD = "input";
+
+/**
+ * A2A tasks over Rudder runs (docs/a2a.md): a task is its first run and the runs that resume it
+ * (they inherit its `metadata.a2a_task_id`); its context is the runs' thread. Runs are created,
+ * resumed, cancelled and followed through `RunService`; tasks are read back from the runs table,
+ * so any API process answers for any task, and nothing about a task lives in memory. The A2A
+ * gateway speaks the protocol over this service.
+ */
+export class A2ATaskService {
+  constructor(
+    private readonly db: Db,
+    private readonly runService: RunService,
+    private readonly threads: ThreadService,
+    private readonly graphs: GraphRegistry,
+  ) {}
+
+  async inputShapeOf(assistant: Assistant): Promise<TaskInputShape> {
+    const graph = await this.graphs.get(assistant.graph_id);
+    const channels = graph ? graphInputChannels(graph) : undefined;
+    const field = assistant.metadata.a2a_text_field;
+    return { channels, messagesChannel: channels?.includes("messages") ?? false, textField: typeof field === "string" && field ? field : DEFAULT_TEXT_FIELD };
+  }
+
+  current(tenantId: string, assistantId: string, taskId: string): Promise<TaskRun | undefined> {
+    return currentTaskRun(this.db, tenantId, assistantId, taskId);
+  }
+
+  list(tenantId: string, assistantId: string, filter: TaskFilter, page: { limit: number; offset: number }): Promise<{ runs: TaskRun[]; total: number }> {
+    return listTaskRuns(this.db, tenantId, assistantId, filter, page);
+  }
+
+  /**
+   * Starts a task: a run whose id is the task's, tagged `a2a_task_id` as it is inserted, on the
+   * message's context (thread) or a new one. The message id is the run's Idempotency-Key, so a
+   * client that retries a send gets the task its first attempt started, never a second run.
+   */
+  async start(tenantId: string, assistant: Assistant, start: TaskStart): Promise<TaskRun> {
+    const key = idempotencyKeyOf(assistant.assistant_id, start.messageId);
+    const fingerprint = fingerprintOf(start);
+    const replay = await this.replay(tenantId, assistant.assistant_id, key, fingerprint);
+    if (replay) return replay;
+    const threadId = start.contextId === undefined ? (await this.threads.create(tenantId, { a2a_assistant_id: assistant.assistant_id })).thread_id : await this.context(tenantId, start.contextId);
+    const runId = randomUUID();
+    const metadata = { a2a_task_id: runId, a2a_message_id: start.messageId, a2a_fingerprint: fingerprint };
+    try {
+      const { run } = await this.runService.create(tenantId, threadId, { assistant_id: assistant.assistant_id, input: start.input, metadata }, key, undefined, runId);
+      return (await this.current(tenantId, assistant.assistant_id, run.metadata.a2a_task_id as string))!;
+    } catch (error) {
+      // The thread was made for this run only: without the run it would be an empty leftover.
+      if (start.contextId === undefined) await this.threads.delete(tenantId, threadId).catch(() => undefined);
+      // A concurrent send of the same message won the key (its new thread made its request differ).
+      if (error instanceof ApiError && error.code === "idempotency_conflict") {
+        const winner = await this.replay(tenantId, assistant.assistant_id, key, fingerprint);
+        if (winner) return winner;
+      }
+      throw error;
+    }
+  }
+
+  /** The thread of an existing context; an unknown one (or another tenant's) is a fault in the request. */
+  private async context(tenantId: string, contextId: string): Promise<string> {
+    try {
+      return (await this.threads.get(tenantId, contextId)).thread_id;
+    } catch (error) {
+      if (error instanceof ApiError && error.code === "not_found") throw new ApiError("validation_error", `contextId ${contextId} names no context of this tenant`);
+      throw error;
+    }
+  }
+
+  /** The task an earlier send of the same message started, as it is now (it may have been resumed since). */
+  private async replay(tenantId: string, assistantId: string, key: string, fingerprint: string): Promise<TaskRun | undefined> {
+    const found = await taskRunByIdempotencyKey(this.db, tenantId, key);
+    if (!found) return undefined;
+    if (found.fingerprint !== fingerprint) throw new ApiError("validation_error", "this messageId was already sent with a different message; give every message its own id");
+    return (await this.current(tenantId, assistantId, found.run.task_id)) ?? found.run;
+  }
+
+  /** Answers an input-required task: its paused run is resumed with `value`, and the new run carries the task on. */
+  async resume(tenantId: string, run: TaskRun, value: unknown): Promise<TaskRun> {
+    const next = await this.runService.resume(tenantId, run.run_id, { resume: value });
+    return taskRunOf(next, run.task_id);
+  }
+
+  async cancel(tenantId: string, run: TaskRun): Promise<void> {
+    await this.runService.cancel(tenantId, run.run_id);
+  }
+
+  /**
+   * Follows the task's current run from the start of its durable event log: its events (unless
+   * `events` is false) as they commit, then the run once it is terminal or paused. Ends early,
+   * without `settled`, when `signal` aborts.
+   */
+  async *follow(tenantId: string, run: TaskRun, options: { events: boolean; signal: AbortSignal }): AsyncGenerator<TaskUpdate, void, undefined> {
+    for await (const update of this.runService.follow(tenantId, run.run_id, options)) {
+      if (update.type === "events") yield update;
+      if (update.type === "settled") yield { type: "settled", run: taskRunOf(update.run, run.task_id) };
+    }
+  }
+
+  /** Waits until the run is terminal or paused, or `signal` aborts; then the run as it is. */
+  async settle(tenantId: string, run: TaskRun, signal: AbortSignal): Promise<TaskRun> {
+    for await (const update of this.follow(tenantId, run, { events: false, signal })) {
+      if (update.type === "settled") return update.run;
+    }
+    return (await taskRunById(this.db, tenantId, run.run_id)) ?? run;
+  }
+}
+
+/** A run of task `taskId`, as the task view reads it. */
+function taskRunOf(run: Run, taskId: string): TaskRun {
+  const { run_id, thread_id, status, output, error, created_at, updated_at } = run;
+  return { task_id: taskId, run_id, thread_id, status, output, error, created_at, updated_at };
+}
+
+/** Tenant-unique (assistant, message) key, within the Idempotency-Key length limit. */
+function idempotencyKeyOf(assistantId: string, messageId: string): string {
+  return `a2a:${createHash("sha256").update(`${assistantId}\n${messageId}`).digest("hex")}`;
+}
+
+function fingerprintOf(start: TaskStart): string {
+  return createHash("sha256").update(canonicalJson({ input: start.input, context_id: start.contextId ?? null })).digest("hex");
+}
