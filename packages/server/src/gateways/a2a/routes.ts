@@ -8,7 +8,7 @@ import { Type } from "typebox";
 import { grants } from "../../domain/roles.ts";
 import { problems } from "../../http/responses.ts";
 import type { AppServices } from "../../http/services.ts";
-import { openStreams } from "../../http/sse.ts";
+import { endOnShutdown } from "../../http/shutdown.ts";
 import { agentCard, legacyAgentCard } from "./card.ts";
 import { RudderA2AHandler, type A2ACall } from "./handler.ts";
 
@@ -91,7 +91,8 @@ export const a2aRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
         return reply.send({ jsonrpc: "2.0", id: parsed.id, error: mapError(error) });
       }
       const closed = new AbortController();
-      openStreams.add(closed);
+      // A closing server ends the call's wait (clients resubscribe elsewhere).
+      const release = endOnShutdown(request, closed);
       // The request's own close event fires once its body is read: the response's tells a client that left.
       reply.raw.on("close", () => closed.abort());
       try {
@@ -110,7 +111,7 @@ export const a2aRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
         if (!isStream(answer)) return reply.send(answer);
         return await streamAnswer(request, reply, answer, { legacy, heartbeatMs: services.streamHeartbeatMs, mapError, id: parsed.id });
       } finally {
-        openStreams.delete(closed);
+        release();
       }
     },
   );
