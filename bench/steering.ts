@@ -8,7 +8,9 @@
  *
  * Two figures per steer: the server's own `queue_latency_seconds` of run.steer.consumed
  * (acceptance commit → consumption commit, one database clock), and what a client sees: from
- * sending the steer to reading its run.steer.consumed on the run's live SSE stream.
+ * sending the steer to reading its run.steer.consumed on the run's live SSE stream (and, of that,
+ * the steer call itself: request to 202). The client runs in the server's process, so on a busy
+ * machine the two share one event loop.
  *
  *   node --import tsx bench/steering.ts [--driver pglite|postgres|both] [--steers N]
  *
@@ -46,7 +48,7 @@ const GRAPHS = {
 type GraphName = keyof typeof GRAPHS;
 
 /** One steer at a time, each sent once the previous one's consumption was seen on the stream. */
-async function measure(server: TestServer, graph: GraphName): Promise<{ queue: number[]; client: number[] }> {
+async function measure(server: TestServer, graph: GraphName): Promise<{ queue: number[]; client: number[]; call: number[] }> {
   // Each steerable round is a superstep: lift LangGraph's default recursion limit (25).
   const body = { assistant_id: graph, input: GRAPHS[graph].input, config: { recursionLimit: 1_000_000 } };
   const { body: run } = await server.request("POST", "/v1/runs", { body });
@@ -54,10 +56,12 @@ async function measure(server: TestServer, graph: GraphName): Promise<{ queue: n
   const stream = await openSse(`${server.url}/v1/runs/${run.run_id}/stream`, { headers: { authorization: `Bearer ${await server.token()}` }, lastEventId: "0" });
   const queue: number[] = [];
   const client: number[] = [];
+  const call: number[] = [];
   try {
     for (let i = 0; i < STEERS; i++) {
       const sentAt = performance.now();
       const { body: accepted } = await server.request("POST", `/v1/runs/${run.run_id}/steer`, { body: { kind: "message", payload: { message: `m${i}` } } });
+      call.push(performance.now() - sentAt);
       for (;;) {
         const next = await stream.next();
         if (!next) throw new Error(`the stream of run ${run.run_id} ended before m${i} was consumed`);
@@ -73,7 +77,8 @@ async function measure(server: TestServer, graph: GraphName): Promise<{ queue: n
   }
   await server.request("POST", `/v1/runs/${run.run_id}/steer`, { body: GRAPHS[graph].stop });
   await server.request("GET", `/v1/runs/${run.run_id}/join?timeout=30`);
-  return { queue: queue.sort((a, b) => a - b), client: client.sort((a, b) => a - b) };
+  const sorted = (values: number[]) => values.sort((a, b) => a - b);
+  return { queue: sorted(queue), client: sorted(client), call: sorted(call) };
 }
 
 async function bench(driver: "pglite" | "postgres", notices: boolean) {
@@ -85,7 +90,7 @@ async function bench(driver: "pglite" | "postgres", notices: boolean) {
   const rows = [];
   try {
     for (const graph of Object.keys(GRAPHS) as GraphName[]) {
-      const { queue, client } = await measure(server, graph);
+      const { queue, client, call } = await measure(server, graph);
       const row = {
         driver,
         graph,
@@ -96,6 +101,7 @@ async function bench(driver: "pglite" | "postgres", notices: boolean) {
         queue_max_ms: queue.at(-1)!.toFixed(1),
         client_p50_ms: percentile(client, 50).toFixed(1),
         client_p99_ms: percentile(client, 99).toFixed(1),
+        steer_call_p50_ms: percentile(call, 50).toFixed(1),
       };
       console.log(JSON.stringify(row));
       rows.push(row);
