@@ -279,8 +279,10 @@ function arbitraries(own: Ids, victim: Ids, tokens: { attacker: string; hostile:
     .map(({ route: [method, template], id: target, query: generated, body: payload, headers: extra, authorization: auth }): FuzzRequest => {
       const path = template.replace(/:\w+/, () => safePathSegment(target));
       const params = { ...generated };
-      // A valid join timeout makes the server wait that long on purpose: keep such waits short.
-      if (template.endsWith("/join") && Number(params.timeout) > 2 && Number(params.timeout) <= 300) params.timeout = "1";
+      // A valid join timeout (or none: the default is 30 s) makes the server wait that long on
+      // purpose, past HANG_MS for a run that stays active: keep such waits short.
+      const joinWaits = params.timeout === undefined || (Number(params.timeout) > 2 && Number(params.timeout) <= 300);
+      if (template.endsWith("/join") && joinWaits) params.timeout = "1";
       const searchable = Object.entries(params).map(([key, value]) => `${safePathSegment(key)}=${safePathSegment(value)}`);
       const sent: Record<string, string> = { ...auth };
       if (payload !== undefined && extra.contentType) sent["content-type"] = extra.contentType;

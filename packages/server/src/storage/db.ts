@@ -64,6 +64,13 @@ async function poolTransaction<T>(pool: pg.Pool, work: (tx: Transaction) => Prom
   const last: string[] = [];
   const committed: (() => void)[] = [];
   let broken: unknown;
+  // While checked out, the pool no longer listens for the client's errors: a connection reset
+  // between two statements would be an unhandled 'error' event and end the process. Remember it
+  // instead; the next statement fails (503) and the client is destroyed, not pooled.
+  const onConnectionError = (error: Error) => {
+    broken = error;
+  };
+  client.on("error", onConnectionError);
   try {
     await client.query("begin");
     const tx: Transaction = {
@@ -90,6 +97,7 @@ async function poolTransaction<T>(pool: pg.Pool, work: (tx: Transaction) => Prom
     throw error;
   } finally {
     // A client whose rollback failed is in an unknown state: destroy it instead of pooling it.
+    client.removeListener("error", onConnectionError);
     client.release(broken instanceof Error ? broken : undefined);
   }
 }
