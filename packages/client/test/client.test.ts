@@ -3,10 +3,14 @@ import assert from "node:assert/strict";
 import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { fileURLToPath } from "node:url";
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
 import { RudderClient, RudderError } from "../src/index.ts";
 import { backoffMs, shouldRetry, DEFAULT_RETRY } from "../src/retry.ts";
 import { startTestServer, type TestServer } from "../../server/test/support/server.ts";
 
+const run = promisify(execFile);
+const QUICKSTART = fileURLToPath(new URL("../../../examples/client/quickstart.ts", import.meta.url));
 const TESTING_CONFIG = fileURLToPath(new URL("../../server/test/fixtures/testing.rudder.json", import.meta.url));
 const FAST_RETRY = { attempts: 5, baseMs: 10, capMs: 200 };
 
@@ -159,6 +163,17 @@ describe("@rudder/client against a real server", () => {
     const listed = (await client.runs.events(slow.run_id)).map((event) => event.kind);
     assert.deepEqual(streamed, listed);
     assert.equal(streamed.at(-1), "run_cancelled");
+  });
+
+  test("the quick start example (examples/client/quickstart.ts) runs as written", async () => {
+    const { stdout } = await run(process.execPath, ["--import", "tsx", QUICKSTART], {
+      env: { ...process.env, RUDDER_URL: server.url, RUDDER_TOKEN: await server.token() },
+    });
+    const lines = stdout.trim().split("\n");
+    assert.equal(lines[0], "event 1: run_started");
+    assert.match(lines.at(-2) ?? "", /^event \d+: run_succeeded$/);
+    const [status, output] = (lines.at(-1) ?? "").split(": ");
+    assert.deepEqual([status, JSON.parse(output ?? "null")], ["run succeeded", { message: "hello", reply: "hello" }]);
   });
 
   test("problems become RudderError with code, status, title, detail, retryable, requestId", async () => {
