@@ -52,6 +52,8 @@ export interface StartOptions {
    * `RUDDER_CRON_ENABLED=false`.
    */
   readonly scheduler?: Partial<SchedulerOptions> | false;
+  /** The clock schedules compute due times from (tests move it; default the system clock). */
+  readonly clock?: () => Date;
   readonly logger?: FastifyServerOptions["logger"];
   /** Replaces the notifier chosen from the database (benchmarks measure lost wake-ups with it). */
   readonly notifier?: Notifier;
@@ -98,7 +100,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     threads,
     runService,
     steeringService: new SteeringService(db, notifier),
-    schedules: new ScheduleService(db, assistants, notifier),
+    schedules: new ScheduleService(db, assistants, notifier, options.clock),
     a2aTasks: new A2ATaskService(db, runService, threads, graphs),
     notifier,
     readiness: async () => {
@@ -116,7 +118,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     ? new Worker({ db, steering, graphs, checkpointer, notifier, log, prices: config.modelPrices }, { ...DEFAULT_WORKER_OPTIONS, concurrency: config.workerConcurrency, leaseMs: config.leaseMs, heartbeatMs: config.heartbeatMs, pollMs: config.workerPollMs, shutdownGraceMs: config.shutdownGraceMs, ...options.worker })
     : undefined;
   const schedulerOptions = options.scheduler ?? (options.worker && config.cronEnabled ? {} : false);
-  const scheduler = schedulerOptions ? new Scheduler({ db, runService, notifier, log }, { ...DEFAULT_SCHEDULER_OPTIONS, ...schedulerOptions }) : undefined;
+  const scheduler = schedulerOptions ? new Scheduler({ db, runService, notifier, log }, { ...DEFAULT_SCHEDULER_OPTIONS, now: options.clock, ...schedulerOptions }) : undefined;
   let url: string | undefined;
   if (app) {
     await listen(app, config.host, config.port).catch(async (error: unknown) => {

@@ -51,21 +51,20 @@ export interface Firing {
 }
 
 /**
- * The firing of a schedule that was due at `due` and is looked at `now` (>= `due`). Due times
- * missed while no executor ran fire once, as the latest of them (DESIGN.md: "fire once (the
- * latest), not once each"); the next due time is the first after `now`, so a gap never leaves a
- * backlog behind.
+ * The firing of a schedule that was due at `due` and is looked at `now` (>= `due`). A due time
+ * older than `graceMs` counts as missed: the due times missed while no executor ran fire once,
+ * as the latest of them (DESIGN.md: "fire once (the latest), not once each"), and the next due
+ * time is the first after `now`, so a gap leaves no backlog. A due time within the grace fires as
+ * itself and the next is the one after it (still due if the executor is behind), so an executor
+ * that is merely busy or a moment late loses no due time.
  */
-export function firingAt(cron: string, timezone: string, due: Date, now: Date): Firing {
+export function firingAt(cron: string, timezone: string, due: Date, now: Date, graceMs = 0): Firing {
   const pattern = compile(cron, timezone);
-  let scheduledAt = due;
-  if (now.getTime() > due.getTime()) {
-    // The latest due time at or before now (croner includes one earlier in the same second).
-    const [latest] = pattern.previousRuns(1, new Date(now.getTime() + 1));
-    if (latest && latest.getTime() > due.getTime() && latest.getTime() <= now.getTime()) scheduledAt = latest;
-  }
-  const after = new Date(Math.max(now.getTime(), scheduledAt.getTime()));
-  return { scheduledAt, nextRunAt: pattern.nextRun(after) };
+  if (now.getTime() - due.getTime() <= graceMs) return { scheduledAt: due, nextRunAt: pattern.nextRun(due) };
+  // The latest due time at or before now (croner includes one earlier in the same second).
+  const [latest] = pattern.previousRuns(1, new Date(now.getTime() + 1));
+  const scheduledAt = latest && latest.getTime() > due.getTime() && latest.getTime() <= now.getTime() ? latest : due;
+  return { scheduledAt, nextRunAt: pattern.nextRun(new Date(Math.max(now.getTime(), scheduledAt.getTime()))) };
 }
 
 function compile(cron: string, timezone: string): Cron {

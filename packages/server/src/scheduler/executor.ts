@@ -15,6 +15,12 @@ export interface SchedulerOptions {
    * and no notice comes (notices are only hints).
    */
   readonly pollMs: number;
+  /**
+   * A due time older than this when claimed counts as missed (no executor ran): missed due times
+   * of a schedule fire once, as the latest. Younger ones fire each on its own, so a busy executor
+   * loses none.
+   */
+  readonly misfireGraceMs: number;
   /** After a failed pass (the database is down), the next one waits this long. */
   readonly retryMs: number;
   /**
@@ -22,9 +28,11 @@ export interface SchedulerOptions {
    * executor whatever their hosts' clocks say. Tests pass a controllable one.
    */
   readonly now?: (() => Date) | undefined;
+  /** false: `start()` runs no loop and passes happen only through `fireDue()` (tests with a controlled clock). */
+  readonly loop?: boolean | undefined;
 }
 
-export const DEFAULT_SCHEDULER_OPTIONS: SchedulerOptions = { batchSize: 50, pollMs: 30_000, retryMs: 1_000 };
+export const DEFAULT_SCHEDULER_OPTIONS: SchedulerOptions = { batchSize: 50, pollMs: 30_000, misfireGraceMs: 10_000, retryMs: 1_000 };
 
 export interface SchedulerDeps {
   readonly db: Db;
@@ -59,6 +67,7 @@ export class Scheduler {
   ) {}
 
   start(): void {
+    if (this.options.loop === false) return;
     this.loop = this.run();
   }
 
@@ -95,7 +104,7 @@ export class Scheduler {
    * due time that cannot create a run is skipped, never retried in a loop.
    */
   private async fire(tx: Transaction, schedule: DueSchedule): Promise<void> {
-    const { scheduledAt, nextRunAt } = firingAt(schedule.cron, schedule.timezone, schedule.due, schedule.now);
+    const { scheduledAt, nextRunAt } = firingAt(schedule.cron, schedule.timezone, schedule.due, schedule.now, this.options.misfireGraceMs);
     await tx.query("savepoint fire_schedule");
     try {
       const { run } = await this.deps.runService.create(
