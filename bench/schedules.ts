@@ -10,7 +10,7 @@
  * The executor wakes at the due time it read from the table (not a poll). Workers are off: runs
  * stay pending, so only firing is measured.
  *
- *   node --import tsx bench/schedules.ts [--driver pglite|postgres|both] [--schedules N] [--batch N]
+ *   node --import tsx bench/schedules.ts [--driver pglite|postgres|both] [--schedules N] [--batch N] [--parallel N]
  *
  * PostgreSQL: RUDDER_TEST_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/test); a
  * private database is created and dropped.
@@ -23,7 +23,8 @@ import type { TestDatabase } from "../packages/server/test/support/db.ts";
 import { startTestServer } from "../packages/server/test/support/server.ts";
 import { mapLimit } from "../packages/server/test/support/api.ts";
 
-const { values } = parseArgs({ options: { driver: { type: "string", default: "both" }, schedules: { type: "string", default: "1000" }, batch: { type: "string", default: "50" } } });
+const { values } = parseArgs({ options: { driver: { type: "string", default: "both" }, schedules: { type: "string", default: "1000" }, batch: { type: "string", default: "50" }, parallel: { type: "string", default: "4" } } });
+const PARALLEL = Number(values.parallel);
 const SCHEDULES = Number(values.schedules);
 const BATCH = Number(values.batch);
 const CONFIG = fileURLToPath(new URL("../packages/server/test/fixtures/testing.rudder.json", import.meta.url));
@@ -65,7 +66,7 @@ async function bench(driver: "pglite" | "postgres"): Promise<void> {
     configFile: CONFIG,
     database,
     worker: false,
-    scheduler: { batchSize: BATCH },
+    scheduler: { batchSize: BATCH, parallelBatches: PARALLEL },
     config: { queuedRunQuota: 10 * SCHEDULES },
   });
   try {
@@ -91,7 +92,7 @@ async function bench(driver: "pglite" | "postgres"): Promise<void> {
       "select (extract(epoch from created_at - $1::text::timestamptz) * 1000)::float8 as ms from runs where metadata->>'scheduled_at' = $1::text",
       [scheduledAt],
     );
-    console.log(`${driver}: ${SCHEDULES} schedules due at ${scheduledAt}, batches of ${BATCH}`);
+    console.log(`${driver}: ${SCHEDULES} schedules due at ${scheduledAt}, batches of ${BATCH}${driver === "postgres" ? `, ${PARALLEL} at once` : ""}`);
     console.log(`  claimed   (due -> created_at):        ${summary(claimed.map((row) => row.ms))}`);
     console.log(`  committed (due -> visible to others): ${summary(seen)}`);
   } finally {

@@ -1,10 +1,15 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
+import { once } from "node:events";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { resolveConfig } from "../src/config/config.ts";
-import { TEST_DRIVER } from "./support/db.ts";
+import { startRudder, waitForOutput } from "./support/cli.ts";
+import { createTestDatabase, TEST_DRIVER } from "./support/db.ts";
 import { assertProblem } from "./support/problem.ts";
-import { startTestServer, type TestServer } from "./support/server.ts";
+import { EXAMPLES_CONFIG, startTestServer, type TestServer } from "./support/server.ts";
 
 /**
  * Schedules over HTTP with the real executor (DESIGN.md "Schedules"): CRUD and its refusals,
@@ -348,6 +353,38 @@ describe(`RUDDER_CRON_ENABLED=false on ${TEST_DRIVER}`, () => {
       assert.equal(stored.body.last_run_id, null);
     } finally {
       await server.close();
+    }
+  });
+});
+
+describe(`rudder dev on ${TEST_DRIVER}`, () => {
+  test("runs the cron executor: an every-second schedule fires", { timeout: 120_000 }, async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), "rudder-dev-cron-"));
+    const database = TEST_DRIVER === "postgres" ? await createTestDatabase({ migrated: false }) : undefined;
+    const child = startRudder(["dev", "--config", EXAMPLES_CONFIG, "--port", "0", "--data-dir", dataDir], {
+      DATABASE_URL: database?.url,
+      RUDDER_JWT_SECRET: undefined,
+      RUDDER_CRON_ENABLED: undefined,
+    });
+    try {
+      const banner = await waitForOutput(child, /Dev token[^\n]*\n\s+(\S+)\n/);
+      assert.match(banner, /cron: +schedules fire in this process/);
+      const url = /ready at (http:\/\/127\.0\.0\.1:\d+)/.exec(banner)?.[1];
+      const token = /Dev token[^\n]*\n\s+(\S+)\n/.exec(banner)?.[1];
+      assert.ok(url && token, banner);
+      const headers = { authorization: `Bearer ${token}`, "content-type": "application/json" };
+      const created = await fetch(`${url}/v1/schedules`, { method: "POST", headers, body: JSON.stringify({ assistant_id: "echo", cron: EVERY_SECOND, input: { message: "dev" } }) });
+      assert.equal(created.status, 201);
+      const { schedule_id } = (await created.json()) as { schedule_id: string };
+      const query = encodeURIComponent(JSON.stringify({ schedule_id }));
+      for (let runs: Run[] = []; runs.length === 0; await new Promise((resolve) => setTimeout(resolve, 100))) {
+        runs = (await (await fetch(`${url}/v1/runs?metadata=${query}`, { headers })).json()) as Run[];
+      }
+    } finally {
+      child.kill("SIGTERM");
+      const [code] = await once(child, "close");
+      assert.equal(code, 0, "SIGTERM stops the dev server and its executor cleanly");
+      await database?.drop();
     }
   });
 });

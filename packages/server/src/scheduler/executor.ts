@@ -10,6 +10,8 @@ import { advanceSchedule, claimDueSchedules, msUntilNextDue, type DueSchedule } 
 export interface SchedulerOptions {
   /** Due schedules fired per transaction. */
   readonly batchSize: number;
+  /** On PostgreSQL, transactions a pass runs at once (each claims its own batch); PGlite runs one. */
+  readonly parallelBatches: number;
   /**
    * The longest the executor sleeps without looking at the table, when no schedule is due sooner
    * and no notice comes (notices are only hints).
@@ -32,7 +34,7 @@ export interface SchedulerOptions {
   readonly loop?: boolean | undefined;
 }
 
-export const DEFAULT_SCHEDULER_OPTIONS: SchedulerOptions = { batchSize: 50, pollMs: 30_000, misfireGraceMs: 10_000, retryMs: 1_000 };
+export const DEFAULT_SCHEDULER_OPTIONS: SchedulerOptions = { batchSize: 50, parallelBatches: 4, pollMs: 30_000, misfireGraceMs: 10_000, retryMs: 1_000 };
 
 export interface SchedulerDeps {
   readonly db: Db;
@@ -83,11 +85,14 @@ export class Scheduler {
    * Returns how many due times it handled (fired or recorded as refused).
    */
   async fireDue(): Promise<number> {
+    // PGlite has one connection: its transactions would only queue behind each other.
+    const lanes = this.deps.db.driver === "postgres" ? this.options.parallelBatches : 1;
     let handled = 0;
     for (;;) {
-      const count = await this.deps.db.transaction((tx) => this.fireBatch(tx));
-      handled += count;
-      if (count < this.options.batchSize || this.stopping) return handled;
+      // Concurrent batches claim disjoint rows (skip locked) and commit independently.
+      const counts = await Promise.all(Array.from({ length: lanes }, () => this.deps.db.transaction((tx) => this.fireBatch(tx))));
+      handled += counts.reduce((sum, count) => sum + count, 0);
+      if (counts.every((count) => count < this.options.batchSize) || this.stopping) return handled;
     }
   }
 
