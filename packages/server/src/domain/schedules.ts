@@ -67,6 +67,17 @@ export function firingAt(cron: string, timezone: string, due: Date, now: Date, g
   return { scheduledAt, nextRunAt: pattern.nextRun(new Date(Math.max(now.getTime(), scheduledAt.getTime()))) };
 }
 
+/** Parsed patterns by time zone and cron: thousands of schedules share a few crons, and parsing is most of a firing's cost. */
+const compiled = new Map<string, Cron>();
+const COMPILED_MAX = 10_000;
+
 function compile(cron: string, timezone: string): Cron {
-  return new Cron(cron.trim(), { timezone, paused: true, mode: "5-or-6-parts" });
+  const key = `${timezone}\n${cron.trim()}`;
+  let pattern = compiled.get(key);
+  if (!pattern) {
+    pattern = new Cron(cron.trim(), { timezone, paused: true, mode: "5-or-6-parts" });
+    if (compiled.size >= COMPILED_MAX) compiled.clear();
+    compiled.set(key, pattern);
+  }
+  return pattern;
 }
