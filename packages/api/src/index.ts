@@ -11,4 +11,5 @@ export * from "./assistants.ts";
 export * from "./runs.ts";
 export * from "./run-events.ts";
 export * from "./steering.ts";
+export * from "./schedules.ts";
 export * from "./system.ts";

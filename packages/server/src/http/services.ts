@@ -5,6 +5,7 @@ import type { Notifier } from "../notify/notifier.ts";
 import type { A2ATaskService } from "../runs/a2a-tasks.ts";
 import type { RunService } from "../runs/service.ts";
 import type { SteeringService } from "../runs/steering.ts";
+import type { ScheduleService } from "../scheduler/service.ts";
 import type { ThreadService } from "../threads/service.ts";
 
 /**
@@ -17,6 +18,7 @@ export interface AppServices {
   readonly threads: ThreadService;
   readonly runService: RunService;
   readonly steeringService: SteeringService;
+  readonly schedules: ScheduleService;
   /** A2A tasks over runs, for the A2A gateway. */
   readonly a2aTasks: A2ATaskService;
   readonly notifier: Notifier;

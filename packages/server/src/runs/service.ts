@@ -70,7 +70,7 @@ export class RunService {
     tx?: Transaction,
     runId: string = randomUUID(),
   ): Promise<{ run: Run; replayed: boolean }> {
-    const assistant = await this.assistants.get(tenantId, request.assistant_id).catch((error: unknown) => {
+    const assistant = await this.assistants.get(tenantId, request.assistant_id, tx).catch((error: unknown) => {
       // An unknown assistant is a fault in the body, not a missing resource at this URL.
       if (error instanceof ApiError && error.code === "not_found") {
         throw new ApiError("validation_error", `assistant_id "${request.assistant_id}" names no assistant`);
@@ -166,6 +166,11 @@ export class RunService {
 
   async get(tenantId: string, runId: string): Promise<Run> {
     return publicRun(await this.own(this.db, tenantId, runId));
+  }
+
+  /** The tenant's runs, newest first, filtered (`GET /v1/runs`). */
+  async list(tenantId: string, filter: runRows.RunListFilter, page: { limit: number; offset: number }): Promise<Run[]> {
+    return (await runRows.listRuns(this.db, tenantId, filter, page)).map(publicRun);
   }
 
   async listByThread(tenantId: string, threadId: string, page: { limit: number; offset: number }): Promise<Run[]> {
