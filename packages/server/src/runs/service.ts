@@ -239,6 +239,8 @@ export class RunService {
       const old = await this.own(tx, tenantId, runId, { lock: true });
       await this.transition(tx, old, "resume");
       const successor = await runRows.insertSuccessor(tx, runId, randomUUID(), { resume: command.resume, update: command.update ?? null, goto: command.goto ?? null });
+      // A stateless run checkpoints under its own id: its state goes to the run that continues it.
+      if (old.thread_id === null) await runRows.moveRunCheckpoints(tx, runId, successor.run_id);
       await migrateToSuccessor(tx, runId, successor.run_id);
       await this.notifier.publishWithin(tx, { topic: "run_created" });
       return publicRun(successor);
