@@ -81,7 +81,7 @@ describe(`MCP behind a load balancer: two rudder serve processes on ${TEST_DRIVE
         // The cancellation goes to the other process than the call.
         const file = join(scratch, "cancel.log");
         const aborted = new AbortController();
-        const call = client.callTool({ name: "steps", arguments: { steps: 200, delayMs: 100, sideEffectFile: file } }, undefined, { signal: aborted.signal });
+        const call = client.callTool({ name: "steps", arguments: { steps: 20, delayMs: 500, sideEffectFile: file } }, undefined, { signal: aborted.signal });
         let runId = "";
         while (!runId) {
           runId = existsSync(file) ? (readFileSync(file, "utf8").split(" ")[0] ?? "") : "";

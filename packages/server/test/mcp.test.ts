@@ -128,6 +128,7 @@ describe(`MCP endpoint on ${TEST_DRIVER}`, () => {
     assert.equal((badCall.messages[0]!.error as { code: number }).code, -32602);
     const notification = await rawMcp(server.url, { jsonrpc: "2.0", method: "notifications/initialized" }, { token });
     assert.equal(notification.status, 202);
+    assert.equal(notification.text, "", "202 without a body");
   });
 
   test("tools/list: exposed assistants, named by the rule, with schemas; others never", async () => {
@@ -278,13 +279,13 @@ describe(`MCP endpoint on ${TEST_DRIVER}`, () => {
     try {
       const file = join(scratch, "cancel-notify.log");
       const aborted = new AbortController();
-      const call = client.callTool({ name: "count_steps_", arguments: { steps: 200, delayMs: 100, sideEffectFile: file } }, undefined, { signal: aborted.signal });
+      const call = client.callTool({ name: "count_steps_", arguments: { steps: 20, delayMs: 500, sideEffectFile: file } }, undefined, { signal: aborted.signal });
       const runId = await firstRunIdIn(file);
       aborted.abort("the user changed their mind");
       await assert.rejects(call);
       const run = await joinRun(server, runId);
       assert.equal(run.status, "cancelled");
-      assert.ok(readFileSync(file, "utf8").trim().split("\n").length < 200);
+      assert.ok(readFileSync(file, "utf8").trim().split("\n").length < 20, "it stopped before its last step");
     } finally {
       await client.close();
     }
@@ -296,7 +297,7 @@ describe(`MCP endpoint on ${TEST_DRIVER}`, () => {
     const closed = new AbortController();
     const call = rawMcp(
       server.url,
-      { jsonrpc: "2.0", id: 7, method: "tools/call", params: { name: "count_steps_", arguments: { steps: 200, delayMs: 100, sideEffectFile: file } } },
+      { jsonrpc: "2.0", id: 7, method: "tools/call", params: { name: "count_steps_", arguments: { steps: 20, delayMs: 500, sideEffectFile: file } } },
       { token, signal: closed.signal },
     );
     const runId = await firstRunIdIn(file);
@@ -338,4 +339,40 @@ describe(`MCP endpoint on ${TEST_DRIVER}`, () => {
       await declining.client.close();
     }
   });
+});
+
+/** Its own servers, after the others closed: two servers in one process share the example graphs' module objects (and so their checkpointer). */
+describe(`MCP endpoint at shutdown on ${TEST_DRIVER}`, () => {
+  let scratch: string;
+  before(() => {
+    scratch = mkdtempSync(join(tmpdir(), "rudder-mcp-"));
+  });
+  after(() => rmSync(scratch, { recursive: true, force: true }));
+
+  test("a closing server ends a waiting call at once with a retryable error; the run is not cancelled", async () => {
+    const closing = await startTestServer({ configFile: TESTING_CONFIG, assistants: ASSISTANTS });
+    let reopened: TestServer | undefined;
+    try {
+      const { client } = await mcpClient(closing);
+      const file = join(scratch, "shutdown.log");
+      const call = client.callTool({ name: "count_steps_", arguments: { steps: 20, delayMs: 500, sideEffectFile: file } });
+      call.catch(() => undefined);
+      const runId = await firstRunIdIn(file);
+      const closed = closing.server.close();
+      const result = (await call) as CallToolResult;
+      await closed;
+      assert.equal(result.isError, true);
+      assert.match(text(result), new RegExp(`^unavailable: .*run ${runId} goes on`));
+      assert.equal((result.structuredContent as { error: { retryable: boolean } }).error.retryable, true);
+      // The run was not cancelled: it runs to its end (on the closing server's worker, in its grace period, or on the next one).
+      reopened = await startTestServer({ configFile: TESTING_CONFIG, assistants: ASSISTANTS, database: closing.database });
+      const finished = await joinRun(reopened, runId);
+      assert.equal(finished.status, "succeeded");
+      assert.equal(finished.output.count, 20);
+    } finally {
+      await reopened?.server.close();
+      await closing.database.drop();
+    }
+  });
+
 });
