@@ -129,6 +129,8 @@ describe(`MCP endpoint on ${TEST_DRIVER}`, () => {
     const notification = await rawMcp(server.url, { jsonrpc: "2.0", method: "notifications/initialized" }, { token });
     assert.equal(notification.status, 202);
     assert.equal(notification.text, "", "202 without a body");
+    const openapi = await server.request("GET", "/openapi.json", { token: null });
+    assert.deepEqual(Object.keys(openapi.body.paths["/mcp"]).sort(), ["delete", "get", "post"]);
   });
 
   test("tools/list: exposed assistants, named by the rule, with schemas; others never", async () => {
@@ -211,6 +213,18 @@ describe(`MCP endpoint on ${TEST_DRIVER}`, () => {
     } finally {
       await client.close();
     }
+  });
+
+  test("the same request id sent again in a session gets the same run, not a second one", async () => {
+    const token = await server.token();
+    const init = await rawMcp(server.url, initializeRequest("2025-11-25"), { token });
+    const headers = { "mcp-session-id": init.headers.get("mcp-session-id")!, "mcp-protocol-version": "2025-11-25" };
+    const call = { jsonrpc: "2.0", id: 42, method: "tools/call", params: { name: "count_steps_", arguments: { steps: 2 } } };
+    const first = await rawMcp(server.url, call, { token, headers });
+    const again = await rawMcp(server.url, call, { token, headers });
+    const runOf = (answer: { messages: Record<string, unknown>[] }) => ((answer.messages.at(-1)!.result as CallToolResult)._meta as Record<string, string>)["rudder/run_id"];
+    assert.ok(runOf(first));
+    assert.equal(runOf(again), runOf(first));
   });
 
   test("errors are results with isError: a failed run, bad arguments (no run), and a viewer may not call (403)", async () => {
