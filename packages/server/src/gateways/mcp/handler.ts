@@ -232,7 +232,12 @@ async function awaitResult(services: McpServices, call: McpCall, first: Run, ext
     if (!settled) return interrupted(services, call, current);
     const elicitation = settled.status === "paused" && call.session?.elicitation ? elicitationFor(settled) : undefined;
     if (!elicitation) return resultOfRun(settled);
-    await call.sendToClient({ jsonrpc: "2.0", id: elicitation.id, method: "elicitation/create", params: elicitation.params }, extra.requestId);
+    try {
+      await call.sendToClient({ jsonrpc: "2.0", id: elicitation.id, method: "elicitation/create", params: elicitation.params }, extra.requestId);
+    } catch {
+      // The call's stream is gone: the client left.
+      return interrupted(services, call, settled);
+    }
     // The answer arrives in another request (to any process), which resumes or cancels the run.
     const answered = await services.runService.waitWhilePaused(call.tenantId, settled.run_id, signal);
     if (!answered) return interrupted(services, call, settled);
