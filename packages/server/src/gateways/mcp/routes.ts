@@ -115,7 +115,8 @@ export const mcpRoutes: FastifyPluginAsyncTypebox<{ services: AppServices; versi
       method,
       url: "/mcp",
       config: { permission: "read" },
-      schema: { tags, summary: method === "GET" ? "Not offered: server messages travel on each call's response stream (405)" : "Not offered: sessions hold no server state to end (405)", response: problems(401, 405) },
+      // Not an operation (it never succeeds): left out of the OpenAPI document.
+      schema: { hide: true, response: problems(401, 405) },
       handler: async (_request, reply) => {
         reply.header("allow", "POST");
         throw new ApiError("method_not_allowed", `MCP here is stateless: ${method} /mcp is not offered; send JSON-RPC with POST /mcp`);
