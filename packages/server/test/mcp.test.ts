@@ -129,6 +129,9 @@ describe(`MCP endpoint on ${TEST_DRIVER}`, () => {
     const notification = await rawMcp(server.url, { jsonrpc: "2.0", method: "notifications/initialized" }, { token });
     assert.equal(notification.status, 202);
     assert.equal(notification.text, "", "202 without a body");
+    const strayAnswer = await rawMcp(server.url, { jsonrpc: "2.0", id: "rudder-elicit:00000000-0000-4000-8000-000000000000:answer", result: { action: "accept" } }, { token });
+    assert.equal(strayAnswer.status, 202, "an answer naming no run of the session changes nothing");
+    assert.equal(strayAnswer.text, "");
     const openapi = await server.request("GET", "/openapi.json", { token: null });
     assert.deepEqual(Object.keys(openapi.body.paths["/mcp"]), ["post"], "GET and DELETE are no operations (405)");
   });

@@ -42,7 +42,7 @@ export const mcpRoutes: FastifyPluginAsyncTypebox<{ services: AppServices; versi
         summary: "MCP over Streamable HTTP (protocol 2025-11-25 and 2025-06-18): exposed assistants are tools",
         response: {
           200: Type.Unknown({ description: "a JSON-RPC response, or text/event-stream of JSON-RPC messages" }),
-          202: Type.Null({ description: "notifications and responses accepted" }),
+          202: Type.Unknown({ description: "notifications and responses accepted: no body" }),
           ...problems(401, 403, 413),
         },
       },
@@ -76,7 +76,8 @@ export const mcpRoutes: FastifyPluginAsyncTypebox<{ services: AppServices; versi
         else if (message.method === "notifications/cancelled") await cancelCall(services, tenantId, session, canOperate, message.params);
         else if (!isResponse(message)) rest.push(message);
       }
-      if (rest.length === 0) return reply.code(202).send(null);
+      // Accepted, with no body (as the transport answers notifications and responses).
+      if (rest.length === 0) return reply.code(202).send("");
       // Params the method's schema refuses are the protocol's invalid-params error (the SDK would call it internal).
       const invalid = rest.length === 1 ? invalidParams(rest[0]!) : undefined;
       if (invalid) return reply.type("application/json").send(JSON.stringify(invalid));
