@@ -6,6 +6,7 @@ import { createAuthenticator } from "./auth/authenticator.ts";
 import { ConfigError, type RudderConfig } from "./config/config.ts";
 import { AssistantCatalog } from "./graphs/assistants.ts";
 import { GraphRegistry } from "./graphs/registry.ts";
+import { GraphSchemaCatalog } from "./graphs/schemas.ts";
 import { ThreadStateReader } from "./graphs/thread-state.ts";
 import { buildApp, type App } from "./http/app.ts";
 import type { AppServices } from "./http/services.ts";
@@ -97,6 +98,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
   const services: AppServices = {
     authenticate: createAuthenticator(config.auth),
     assistants,
+    graphSchemas: new GraphSchemaCatalog(graphs),
     threads,
     runService,
     steeringService: new SteeringService(db, notifier),

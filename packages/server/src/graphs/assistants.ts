@@ -34,6 +34,11 @@ export class AssistantCatalog {
     return assistant;
   }
 
+  /** Whether the assistant is one of the config file's (the same for every tenant), not a tenant's own. */
+  isDeclared(assistantId: string): boolean {
+    return this.declared.has(assistantId);
+  }
+
   /** Config-declared assistants first (in config order), then the tenant's own, newest first. */
   async list(
     tenantId: string,

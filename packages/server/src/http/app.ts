@@ -13,6 +13,7 @@ import fastifySwaggerUi from "@fastify/swagger-ui";
 import { Problem } from "@rudder/api";
 import { ApiError } from "../domain/errors.ts";
 import { a2aRoutes } from "../gateways/a2a/routes.ts";
+import { mcpRoutes } from "../gateways/mcp/routes.ts";
 import { authPlugin } from "./auth.ts";
 import { sendProblem, toApiError } from "./problem.ts";
 import { assistantRoutes } from "./routes/assistants.ts";
@@ -123,6 +124,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
   await app.register(runRoutes, { prefix: "/v1", services: options.services });
   await app.register(scheduleRoutes, { prefix: "/v1", services: options.services });
   await app.register(a2aRoutes, { services: options.services });
+  await app.register(mcpRoutes, { services: options.services, version: options.version });
   // Open SSE streams and joins would hold close(): end them first (clients reconnect elsewhere);
   // from now on, requests on kept-alive connections get a 503 problem.
   app.addHook("preClose", async () => {

@@ -1,6 +1,7 @@
 import type { Readiness } from "@rudder/api";
 import type { Authenticate } from "../auth/authenticator.ts";
 import type { AssistantCatalog } from "../graphs/assistants.ts";
+import type { GraphSchemaCatalog } from "../graphs/schemas.ts";
 import type { Notifier } from "../notify/notifier.ts";
 import type { A2ATaskService } from "../runs/a2a-tasks.ts";
 import type { RunService } from "../runs/service.ts";
@@ -15,6 +16,8 @@ import type { ThreadService } from "../threads/service.ts";
 export interface AppServices {
   readonly authenticate: Authenticate;
   readonly assistants: AssistantCatalog;
+  /** The graphs' input and output JSON Schemas, for the MCP gateway's tools. */
+  readonly graphSchemas: GraphSchemaCatalog;
   readonly threads: ThreadService;
   readonly runService: RunService;
   readonly steeringService: SteeringService;

@@ -225,6 +225,18 @@ export class RunService {
     throw new ApiError("join_timeout", `run ${runId} is still ${run.status} after ${timeoutSeconds} s; join again to keep waiting`);
   }
 
+  /**
+   * Waits while the run stays paused and not resumed: the run once it was resumed (its
+   * `superseded_by_run_id` is set) or left paused (cancelled); undefined when `signal` aborts first.
+   */
+  async waitWhilePaused(tenantId: string, runId: string, signal: AbortSignal): Promise<Run | undefined> {
+    for await (const _wakeup of wakeups(this.notifier, (n) => n.topic === "run_changed" && n.runId === runId, { intervalMs: RECHECK_MS, signal })) {
+      const run = await this.own(this.db, tenantId, runId);
+      if (run.status !== "paused" || run.superseded_by_run_id) return publicRun(run);
+    }
+    return undefined;
+  }
+
   /** Cancel: pending and paused runs end cancelled at once; a running run goes to cancelling and its worker stops it. */
   async cancel(tenantId: string, runId: string): Promise<Run> {
     return this.db.transaction(async (tx) => {
@@ -244,6 +256,8 @@ export class RunService {
       const old = await this.own(tx, tenantId, runId, { lock: true });
       await this.transition(tx, old, "resume");
       const successor = await runRows.insertSuccessor(tx, runId, randomUUID(), { resume: command.resume, update: command.update ?? null, goto: command.goto ?? null });
+      // A stateless run checkpoints under its own id: its state goes to the run that continues it.
+      if (old.thread_id === null) await runRows.moveRunCheckpoints(tx, runId, successor.run_id);
       await migrateToSuccessor(tx, runId, successor.run_id);
       await this.notifier.publishWithin(tx, { topic: "run_created" });
       return publicRun(successor);

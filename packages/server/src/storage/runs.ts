@@ -355,6 +355,15 @@ export async function insertSuccessor(tx: Queryable, runId: string, newRunId: st
 }
 
 /**
+ * A stateless run's checkpoints (kept under its own id) handed to the run that resumes it, so the
+ * resume continues from the interrupt. The paused run holds no lease, so nothing writes them meanwhile.
+ */
+export async function moveRunCheckpoints(tx: Queryable, fromRunId: string, toRunId: string): Promise<void> {
+  await tx.query("update checkpoint_writes set thread_id = $2 where thread_id = $1", [fromRunId, toRunId]);
+  await tx.query("update checkpoints set thread_id = $2 where thread_id = $1", [fromRunId, toRunId]);
+}
+
+/**
  * Cancelling runs whose worker died (the lease expired), locked: thread before run, skipping what
  * others hold, as the claim does, so a late settle of the same run and the reaper cannot deadlock.
  */
