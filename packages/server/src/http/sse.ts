@@ -17,6 +17,7 @@ export async function streamRunEvents(
   const { runId, services } = options;
   const closed = new AbortController();
   const release = endOnShutdown(request, closed);
+  services.metrics.sseStreams.inc();
   request.raw.on("close", () => closed.abort());
   reply.hijack();
   const out = reply.raw;
@@ -38,8 +39,9 @@ export async function streamRunEvents(
       else if (update.type === "quiet") out.write(": heartbeat\n\n");
     }
   } catch (error) {
-    request.log.warn({ err: error, runId }, "run stream failed");
+    request.log.warn({ err: error, run_id: runId }, "run stream failed");
   } finally {
+    services.metrics.sseStreams.dec();
     release();
     out.end();
   }
