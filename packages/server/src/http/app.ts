@@ -14,6 +14,7 @@ import { Problem } from "@rudder/api";
 import { ApiError } from "../domain/errors.ts";
 import { a2aRoutes } from "../gateways/a2a/routes.ts";
 import { authPlugin } from "./auth.ts";
+import { RequestLogController } from "./logging.ts";
 import { sendProblem, toApiError } from "./problem.ts";
 import { assistantRoutes } from "./routes/assistants.ts";
 import { metricsRoutes } from "./routes/metrics.ts";
@@ -54,7 +55,7 @@ const MAX_PARAM_LENGTH = 2048;
 export async function buildApp(options: AppOptions): Promise<App> {
   const app = Fastify({
     loggerInstance: options.logger,
-    requestIdLogLabel: "request_id",
+    logController: new RequestLogController(),
     bodyLimit: options.bodyLimitBytes,
     genReqId: (request) => {
       const incoming = request.headers["x-request-id"];

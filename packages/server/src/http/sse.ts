@@ -2,6 +2,7 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import type { RunEvent } from "@rudder/api";
 import type { AppServices } from "./services.ts";
 import { endOnShutdown } from "./shutdown.ts";
+import { requestFields } from "./logging.ts";
 
 /**
  * Writes the run's events after `after` as SSE, as `RunService.follow` reads them from the durable
@@ -44,5 +45,6 @@ export async function streamRunEvents(
     services.metrics.sseStreams.dec();
     release();
     out.end();
+    request.log.info(requestFields(request, 200, reply.elapsedTime), "stream ended");
   }
 }

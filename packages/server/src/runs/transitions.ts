@@ -40,7 +40,8 @@ export async function applyTransition(
     // Back in the queue: a claim may find it now.
     ...(status === "pending" ? [{ topic: "run_created" } as const] : []),
   );
-  if (metrics) tx.afterCommit(() => metrics.runStatusChanged(changed.status, changed.graph_id));
+  // A resume leaves the old run paused (linked to its successor): only a change of status counts.
+  if (metrics && changed.status !== run.status) tx.afterCommit(() => metrics.runStatusChanged(changed.status, changed.graph_id));
   return changed;
 }
 

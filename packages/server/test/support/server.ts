@@ -5,6 +5,7 @@ import type { Role } from "../../src/domain/roles.ts";
 import { startServer, type RunningServer } from "../../src/server.ts";
 import type { WorkerOptions } from "../../src/worker/worker.ts";
 import type { Notifier } from "../../src/notify/notifier.ts";
+import type { Logger } from "pino";
 import { createTestDatabase, type TestDatabase } from "./db.ts";
 
 export const TEST_SECRET = "rudder-test-secret-rudder-test-secret";
@@ -56,6 +57,8 @@ export async function startTestServer(
     config?: Partial<RudderConfig>;
     /** Replaces the notifier the server would choose (benchmarks drop notices with it). */
     notifier?: Notifier;
+    /** The server's logger (default: silent); tests capture log lines with one. */
+    logger?: Logger;
   } = {},
 ): Promise<TestServer> {
   const database = options.database ?? (await createTestDatabase({ migrated: false }));
@@ -68,7 +71,7 @@ export async function startTestServer(
     ...options.config,
   };
   const worker = options.worker === false ? false : { pollMs: 200, heartbeatMs: 500, ...options.worker };
-  const server: RunningServer = await startServer({ config, db: database.db, schema: "migrate", logger: false, worker, notifier: options.notifier });
+  const server: RunningServer = await startServer({ config, db: database.db, schema: "migrate", logger: options.logger ?? false, worker, notifier: options.notifier });
   const url = server.url!;
   const token = (tenant = "t1", roles: Role[] = ["admin"]) => mintToken(TEST_SECRET, { tenantId: tenant, roles });
   return {
