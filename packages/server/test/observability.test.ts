@@ -7,9 +7,10 @@ import { mintToken } from "../src/auth/authenticator.ts";
 import { createLocalNotifier } from "../src/notify/notifier.ts";
 import { createLogger } from "../src/observability/logger.ts";
 import { startServer } from "../src/server.ts";
-import { createTestDatabase, TEST_DATABASE_URL } from "./support/db.ts";
+import { createTestDatabase, TEST_DATABASE_URL, TEST_DRIVER } from "./support/db.ts";
 import { startTestServer, TEST_SECRET, type TestServer } from "./support/server.ts";
 import { openSse } from "./support/sse.ts";
+import { runRudder, startRudder, waitForOutput } from "./support/cli.ts";
 
 const TESTING_CONFIG = fileURLToPath(new URL("./fixtures/testing.rudder.json", import.meta.url));
 const SCRAPE_TOKEN = "scrape-token-0123456789abcdef";
@@ -385,5 +386,58 @@ describe("observability: log formats", () => {
     assert.equal(line.level, "info");
     assert.equal(line.run_id, "r1");
     assert.equal(line.token, "[redacted]");
+  });
+});
+
+describe("observability: real rudder processes", () => {
+  test("bad --log-format and --metrics-port values stop the command with one clear line", async () => {
+    const format = await runRudder(["worker", "--log-format", "xml"], { DATABASE_URL: "postgres://127.0.0.1:1/none" });
+    assert.equal(format.code, 1);
+    assert.match(format.stderr, /log format .* must be json or pretty, not "xml"/);
+    const port = await runRudder(["worker", "--metrics-port", "ninety"], { DATABASE_URL: "postgres://127.0.0.1:1/none" });
+    assert.equal(port.code, 1);
+    assert.match(port.stderr, /metrics port .* must be 0 to 65535 or "off", not "ninety"/);
+  });
+
+  test("rudder serve and rudder worker: each exposes its own metrics, and the worker's JSON log lines of a run carry its run_id", { skip: TEST_DRIVER === "pglite" && "needs PostgreSQL: processes share one database" }, async () => {
+    const database = await createTestDatabase();
+    const env = { DATABASE_URL: database.url, RUDDER_JWT_SECRET: TEST_SECRET, RUDDER_METRICS_TOKEN: SCRAPE_TOKEN, RUDDER_LOG_LEVEL: "info" };
+    const serve = startRudder(["serve", "--config", TESTING_CONFIG, "--port", "0"], env);
+    const worker = startRudder(["worker", "--config", TESTING_CONFIG, "--metrics-port", "0"], { ...env, RUDDER_WORKER_POLL_MS: "200" });
+    const apiBanner = waitForOutput(serve, /rudder serve: listening at http:\/\/\S+/);
+    const workerBanner = waitForOutput(worker, /metrics at http:\/\/\S+\/metrics/);
+    const workerOut: string[] = [];
+    worker.stdout.on("data", (chunk: Buffer) => workerOut.push(chunk.toString()));
+    const stopped = (child: typeof serve) => new Promise<void>((resolve) => (child.exitCode !== null ? resolve() : child.once("exit", () => resolve())));
+    try {
+      const apiUrl = /rudder serve: listening at (http:\/\/\S+)/.exec(await apiBanner)![1]!;
+      const metricsUrl = /metrics at (http:\/\/\S+)\/metrics/.exec(await workerBanner)![1]!;
+      const token = await mintToken(TEST_SECRET, { tenantId: "t1", roles: ["admin"] });
+      const headers = { authorization: `Bearer ${token}`, "content-type": "application/json" };
+      const created = await fetch(`${apiUrl}/v1/runs`, { method: "POST", headers, body: JSON.stringify({ assistant_id: "echo", input: { message: "across processes" } }) });
+      assert.equal(created.status, 202);
+      const runId = ((await created.json()) as { run_id: string }).run_id;
+      const joined = await fetch(`${apiUrl}/v1/runs/${runId}/join?timeout=60`, { headers });
+      assert.equal(((await joined.json()) as { status: string }).status, "succeeded");
+
+      assert.equal((await fetch(`${metricsUrl}/metrics`)).status, 401);
+      const fromWorker = await scrape(metricsUrl);
+      assert.equal(sum(fromWorker, "rudder_runs_settled_total", { status: "succeeded", graph_id: "echo" }), 1);
+      assert.equal(sum(fromWorker, "rudder_run_claim_wait_seconds_count"), 1);
+      assert.ok(sum(fromWorker, "rudder_process_resident_memory_bytes") > 0);
+      const fromApi = await scrape(apiUrl);
+      assert.equal(sum(fromApi, "rudder_runs_created_total", { graph_id: "echo" }), 1);
+      assert.equal(sum(fromApi, "rudder_runs_settled_total"), 0);
+
+      const lines = workerOut.join("").split("\n").filter((line) => line.startsWith("{")).map((line) => JSON.parse(line) as Record<string, unknown>);
+      const ofRun = lines.filter((line) => line.run_id === runId);
+      assert.deepEqual(ofRun.map((line) => line.msg), ["attempt started", "attempt settled"]);
+      assert.ok(ofRun.every((line) => line.attempt === 1 && typeof line.worker_id === "string" && line.level === "info"));
+    } finally {
+      serve.kill("SIGTERM");
+      worker.kill("SIGTERM");
+      await Promise.all([stopped(serve), stopped(worker)]);
+      await database.drop();
+    }
   });
 });
