@@ -376,7 +376,7 @@ describe("observability: log formats", () => {
     createLogger({ level: "info", format: "pretty", destination: pretty.destination }).info({ run_id: "r1", authorization: "Bearer x" }, "attempt settled");
     const text = pretty.chunks.join("");
     assert.match(text, /INFO.*attempt settled/);
-    assert.match(text, /run_id: "r1"/);
+    assert.match(text, /"run_id":"r1"/);
     assert.doesNotMatch(text, /Bearer x/);
     assert.throws(() => JSON.parse(text));
     const json = capture();

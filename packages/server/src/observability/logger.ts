@@ -42,7 +42,6 @@ export interface LoggerOptions {
 export function createLogger(options: LoggerOptions): Logger {
   const settings = {
     level: options.level,
-    base: { pid: process.pid },
     formatters: { level: (label: string) => ({ level: label }) },
     redact: { paths: REDACTED_PATHS, censor: "[redacted]" },
   };
@@ -52,6 +51,7 @@ export function createLogger(options: LoggerOptions): Logger {
       pretty({
         colorize: !options.destination && process.stdout.isTTY,
         translateTime: "HH:MM:ss.l",
+        singleLine: true,
         ignore: "pid,hostname",
         destination: options.destination ?? 1,
         sync: true,
