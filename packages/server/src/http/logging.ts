@@ -14,6 +14,10 @@ export class RequestLogController extends LogController {
     request.log.debug({ method: request.method, path: pathOf(request), remote_address: request.ip }, "incoming request");
   }
 
+  override routeNotFound(request: FastifyRequest): void {
+    request.log.info({ method: request.method, path: pathOf(request) }, "no route matches");
+  }
+
   override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
     const fields = requestFields(request, reply.statusCode, reply.elapsedTime);
     if (error) reply.log.error({ ...fields, err: error }, "request errored");
