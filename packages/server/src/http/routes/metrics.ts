@@ -17,8 +17,10 @@ export const metricsRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }>
         tags: ["system"],
         summary: "Prometheus metrics of this process (viewer role or the scrape token)",
         description: "Text exposition format 0.0.4. docs/observability.md lists every metric.",
-        produces: ["text/plain"],
-        response: { 200: MetricsText, ...problems(401, 403) },
+        response: {
+          200: { description: "Prometheus text exposition format 0.0.4", content: { "text/plain; version=0.0.4": { schema: MetricsText } } },
+          ...problems(401, 403),
+        },
       },
     },
     async (request, reply) => {
