@@ -31,7 +31,8 @@ export class Processes {
   /** Starts `rudder ...args` and resolves with its stdout once it matches `ready`. */
   async start(name: string, args: string[], ready: RegExp, env: Record<string, string | undefined> = {}): Promise<string> {
     if (this.closed) throw new Error(`not starting ${name}: the test is stopping its processes`);
-    const child = startRudder(args, { ...this.env, ...env });
+    // JSON lines, which `logs` collects, even from `rudder dev` (readable lines by default).
+    const child = startRudder(args, { RUDDER_LOG_FORMAT: "json", ...this.env, ...env });
     const stderr: string[] = [];
     child.stderr.on("data", (chunk: Buffer) => stderr.push(chunk.toString()));
     const logs: string[] = [];
