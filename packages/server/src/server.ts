@@ -19,6 +19,9 @@ import { createPgliteDb, createPostgresDb, type Db } from "./storage/db.ts";
 import { migrate, migrationStatus } from "./storage/migrate.ts";
 import { expireLeases } from "./storage/lease.ts";
 import { SteeringRepository } from "./storage/steering.ts";
+import { loadEmbedder } from "./store/embedder.ts";
+import { StoreService } from "./store/service.ts";
+import { StoreSweeper } from "./store/sweeper.ts";
 import { ThreadService } from "./threads/service.ts";
 import { VERSION } from "./version.ts";
 import { DEFAULT_WORKER_OPTIONS, Worker, type WorkerOptions } from "./worker/worker.ts";
@@ -59,6 +62,8 @@ export interface RunningServer {
   readonly app: App | undefined;
   readonly url: string | undefined;
   readonly worker: Worker | undefined;
+  /** The long-term store (tests and benchmarks reach it directly). */
+  readonly store: StoreService;
   /**
    * Stops the worker (running attempts get the grace period, the rest go back to the queue) and
    * the API (no new requests, open streams and joins end, in-flight requests finish) together,
@@ -83,6 +88,12 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
   const assistants = new AssistantCatalog(new AssistantRepository(db), graphs, config.assistants);
   const threads = new ThreadService(db, new ThreadStateReader(graphs, checkpointer));
   const runService = new RunService(db, assistants, graphs, notifier, { queuedRunQuota: config.queuedRunQuota });
+  const storeIndex = config.store.index;
+  const store = new StoreService(db, {
+    index: storeIndex && { embedder: await loadEmbedder(storeIndex), dims: storeIndex.dims, fields: storeIndex.fields },
+    defaultTtl: config.store.defaultTtl,
+    refreshOnRead: config.store.refreshOnRead,
+  });
   const services: AppServices = {
     authenticate: createAuthenticator(config.auth),
     assistants,
@@ -90,6 +101,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     runService,
     steeringService: new SteeringService(db, notifier),
     a2aTasks: new A2ATaskService(db, runService, threads, graphs),
+    store,
     notifier,
     readiness: async () => {
       await db.query("select 1");
@@ -103,7 +115,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     : undefined;
   const log: FastifyBaseLogger = app?.log ?? pino({ level: options.logger === false ? "silent" : config.logLevel });
   const worker = options.worker
-    ? new Worker({ db, steering, graphs, checkpointer, notifier, log, prices: config.modelPrices }, { ...DEFAULT_WORKER_OPTIONS, concurrency: config.workerConcurrency, leaseMs: config.leaseMs, heartbeatMs: config.heartbeatMs, pollMs: config.workerPollMs, shutdownGraceMs: config.shutdownGraceMs, ...options.worker })
+    ? new Worker({ db, steering, graphs, checkpointer, notifier, log, prices: config.modelPrices, store }, { ...DEFAULT_WORKER_OPTIONS, concurrency: config.workerConcurrency, leaseMs: config.leaseMs, heartbeatMs: config.heartbeatMs, pollMs: config.workerPollMs, shutdownGraceMs: config.shutdownGraceMs, ...options.worker })
     : undefined;
   let url: string | undefined;
   if (app) {
@@ -118,12 +130,15 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
   }
   // Only once the API listens: a server that failed to start must not have claimed runs.
   worker?.start();
+  const sweeper = new StoreSweeper(db, config.store.sweepIntervalMinutes * 60_000, (error) => log.warn({ err: error }, "store TTL sweep failed"));
+  sweeper.start();
   return {
     app,
     url,
     worker,
+    store,
     async close() {
-      await Promise.all([worker?.stop(), app?.close()]);
+      await Promise.all([worker?.stop(), app?.close(), sweeper.stop()]);
       await notifier.close();
     },
   };

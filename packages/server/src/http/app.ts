@@ -18,6 +18,7 @@ import { sendProblem, toApiError } from "./problem.ts";
 import { assistantRoutes } from "./routes/assistants.ts";
 import { systemRoutes } from "./routes/system.ts";
 import { runRoutes } from "./routes/runs.ts";
+import { storeRoutes } from "./routes/store.ts";
 import { threadRoutes } from "./routes/threads.ts";
 import type { AppServices } from "./services.ts";
 import { beginShutdown, isShuttingDown } from "./shutdown.ts";
@@ -120,6 +121,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
   await app.register(threadRoutes, { prefix: "/v1", services: options.services });
   await app.register(assistantRoutes, { prefix: "/v1", services: options.services });
   await app.register(runRoutes, { prefix: "/v1", services: options.services });
+  await app.register(storeRoutes, { prefix: "/v1", services: options.services });
   await app.register(a2aRoutes, { services: options.services });
   // Open SSE streams and joins would hold close(): end them first (clients reconnect elsewhere);
   // from now on, requests on kept-alive connections get a 503 problem.

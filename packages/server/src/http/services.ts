@@ -5,6 +5,7 @@ import type { Notifier } from "../notify/notifier.ts";
 import type { A2ATaskService } from "../runs/a2a-tasks.ts";
 import type { RunService } from "../runs/service.ts";
 import type { SteeringService } from "../runs/steering.ts";
+import type { StoreService } from "../store/service.ts";
 import type { ThreadService } from "../threads/service.ts";
 
 /**
@@ -19,6 +20,8 @@ export interface AppServices {
   readonly steeringService: SteeringService;
   /** A2A tasks over runs, for the A2A gateway. */
   readonly a2aTasks: A2ATaskService;
+  /** The long-term store, per tenant. */
+  readonly store: StoreService;
   readonly notifier: Notifier;
   /** Throws when the database does not answer; otherwise what /ready reports. */
   readonly readiness: () => Promise<Omit<Readiness, "ok">>;

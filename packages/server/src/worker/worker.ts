@@ -19,6 +19,8 @@ import { EventBuffer } from "./event-buffer.ts";
 import type { ModelPrice } from "./budget-callbacks.ts";
 import { attemptCheckpoints, budgetOf, executeAttempt, type AttemptResult } from "./executor.ts";
 import { atDeadline } from "./deadline.ts";
+import { TenantStore } from "../store/langgraph-store.ts";
+import type { StoreService } from "../store/service.ts";
 
 export interface WorkerOptions {
   /** Runs executed at once by this process. */
@@ -64,6 +66,8 @@ interface WorkerDeps {
   /** Model prices for max_cost, by model name. */
   readonly prices: Readonly<Record<string, ModelPrice>>;
   readonly steering: SteeringRepository;
+  /** The long-term store: each run's nodes get its tenant's, as LangGraph's store. */
+  readonly store: StoreService;
 }
 
 /** The lifecycle's claim rule: the status and thread status a claim writes. */
@@ -208,6 +212,7 @@ export class Worker {
       if (run.attempt > this.options.maxAttempts) stop("attempts_exhausted");
       const result = controller.signal.aborted ? ({ kind: "threw", error: new Error("cancelled") } as const) : await executeAttempt(run, {
         graphs: this.deps.graphs,
+        store: new TenantStore(this.deps.store, run.tenant_id),
         emit: (event) => buffer.push(event),
         signal: controller.signal,
         meter,
