@@ -97,3 +97,88 @@ export function checkEmbeddings(vectors: unknown, count: number, dims: number): 
   }
   return vectors as number[][];
 }
+
+/**
+ * The texts at a field path of a value, as LangGraph's InMemoryStore reads them for indexing:
+ * "$" is the whole value as JSON; "a.b" a nested field; "a[0]", "a[-1]", "a[*]" array elements;
+ * "a.*" every member; "{x,y}" several fields. Strings, numbers and booleans give their text,
+ * objects and arrays their JSON. (The `getTextAtPath` that @langchain/langgraph-checkpoint
+ * exports is a simpler one that knows neither "$" nor wildcards.)
+ */
+export function textsAtPath(value: unknown, path: string): string[] {
+  if (path === "" || path === "$") return [JSON.stringify(value, null, 2)];
+  return extract(value, tokenizeFieldPath(path), 0);
+}
+
+function leafText(value: unknown): string[] {
+  if (typeof value === "string" || typeof value === "number" || typeof value === "boolean") return [String(value)];
+  if (value === null || value === undefined) return [];
+  return typeof value === "object" ? [JSON.stringify(value, null, 2)] : [];
+}
+
+function extract(value: unknown, tokens: readonly string[], position: number): string[] {
+  if (position >= tokens.length) return leafText(value);
+  const token = tokens[position]!;
+  const texts: string[] = position === 0 && token === "$" ? [JSON.stringify(value, null, 2)] : [];
+  if (token.startsWith("[") && token.endsWith("]")) {
+    if (!Array.isArray(value)) return [];
+    const index = token.slice(1, -1);
+    if (index === "*") {
+      for (const element of value) texts.push(...extract(element, tokens, position + 1));
+    } else {
+      let at = Number.parseInt(index, 10);
+      if (at < 0) at += value.length;
+      if (at >= 0 && at < value.length) texts.push(...extract(value[at], tokens, position + 1));
+    }
+  } else if (token.startsWith("{") && token.endsWith("}")) {
+    if (typeof value !== "object" || value === null) return [];
+    for (const field of token.slice(1, -1).split(",").map((f) => f.trim())) {
+      let current: unknown = value;
+      for (const part of tokenizeFieldPath(field)) {
+        current = typeof current === "object" && current !== null && part in current ? (current as Record<string, unknown>)[part] : undefined;
+        if (current === undefined) break;
+      }
+      if (current !== undefined && current !== null) texts.push(...leafText(current));
+    }
+  } else if (token === "*") {
+    const members = Array.isArray(value) ? value : typeof value === "object" && value !== null ? Object.values(value) : [];
+    for (const member of members) texts.push(...extract(member, tokens, position + 1));
+  } else if (typeof value === "object" && value !== null && token in value) {
+    texts.push(...extract((value as Record<string, unknown>)[token], tokens, position + 1));
+  }
+  return texts;
+}
+
+/** "a.b[0].{x,y}" → ["a", "b", "[0]", "{x,y}"], brackets and braces kept whole. */
+export function tokenizeFieldPath(path: string): string[] {
+  const tokens: string[] = [];
+  let current = "";
+  for (let i = 0; i < path.length; ) {
+    const char = path[i]!;
+    if (char === "[" || char === "{") {
+      if (current) tokens.push(current);
+      current = "";
+      const close = char === "[" ? "]" : "}";
+      let depth = 1;
+      let token = char;
+      i += 1;
+      while (i < path.length && depth > 0) {
+        if (path[i] === char) depth += 1;
+        else if (path[i] === close) depth -= 1;
+        token += path[i];
+        i += 1;
+      }
+      tokens.push(token);
+      continue;
+    }
+    if (char === ".") {
+      if (current) tokens.push(current);
+      current = "";
+    } else {
+      current += char;
+    }
+    i += 1;
+  }
+  if (current) tokens.push(current);
+  return tokens;
+}

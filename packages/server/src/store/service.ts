@@ -1,4 +1,3 @@
-import { getTextAtPath } from "@langchain/langgraph-checkpoint";
 import {
   STORE_LIST_NAMESPACES_DEFAULT_LIMIT,
   STORE_SEARCH_DEFAULT_LIMIT,
@@ -8,7 +7,7 @@ import {
   type StoreSearchOperation,
 } from "@rudder/api";
 import { ApiError } from "../domain/errors.ts";
-import { checkAddressSize, checkEmbeddings, effectiveTtl, parseFilter, vectorNorm, type FilterCondition } from "../domain/store.ts";
+import { checkAddressSize, checkEmbeddings, effectiveTtl, parseFilter, textsAtPath, vectorNorm, type FilterCondition } from "../domain/store.ts";
 import type { Db, Queryable } from "../storage/db.ts";
 import { deleteItem, getItem, hasPgvector, listNamespaces, putItem, searchItems, type PutRow, type SearchRanking } from "../storage/store.ts";
 
@@ -133,7 +132,7 @@ export class StoreService {
   private indexedText(value: Record<string, unknown>, index: false | string[] | undefined): string | null {
     if (index === false) return null;
     const fields = index ?? this.settings.index?.fields ?? WHOLE_VALUE;
-    const texts = fields.flatMap((field) => getTextAtPath(value, field));
+    const texts = fields.flatMap((field) => textsAtPath(value, field));
     return texts.length === 0 ? null : texts.join("\n");
   }
 
