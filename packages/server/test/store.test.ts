@@ -1,7 +1,11 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { DEFAULT_STORE_CONFIG, type StoreConfig } from "../src/config/config.ts";
+import { ConfigError, DEFAULT_STORE_CONFIG, resolveConfig, type StoreConfig } from "../src/config/config.ts";
+import { loadEmbedder } from "../src/store/embedder.ts";
 import { StoreSweeper } from "../src/store/sweeper.ts";
 import { createTestDatabase, TEST_DRIVER } from "./support/db.ts";
 import { assertProblem } from "./support/problem.ts";
@@ -288,6 +292,14 @@ describe(`store (${TEST_DRIVER})`, () => {
     assert.notEqual(bOther, null);
   });
 
+  test("the OpenAPI document has both routes, with the operation kinds", async () => {
+    const openapi = (await server.request("GET", "/openapi.json", { token: null })).body;
+    assert.ok(openapi.paths["/v1/store/batch"]?.post, "POST /v1/store/batch");
+    assert.ok(openapi.paths["/v1/store/search"]?.get, "GET /v1/store/search");
+    const text = JSON.stringify(openapi.paths["/v1/store/batch"].post);
+    for (const kind of ["put", "get", "delete", "search", "list_namespaces"]) assert.ok(text.includes(`"const":"${kind}"`) || text.includes(`"enum":["${kind}"]`), kind);
+  });
+
   test("graph code and HTTP share the tenant's store; a graph never reaches another tenant's", async () => {
     const run = async (tenant: string, input: Op) => {
       const created = await server.request("POST", "/v1/runs", { tenant, body: { assistant_id: "memory", input } });
@@ -387,5 +399,36 @@ describe(`store semantic search (${TEST_DRIVER})`, () => {
     } finally {
       await plain.close();
     }
+  });
+});
+
+describe("store configuration", () => {
+  const configWith = (store: unknown) => {
+    const dir = mkdtempSync(join(tmpdir(), "rudder-store-config-"));
+    const file = join(dir, "rudder.json");
+    writeFileSync(file, JSON.stringify({ graphs: {}, store }));
+    return () => resolveConfig({ config: file }, {}).store;
+  };
+
+  test("store.index and store.ttl resolve; defaults apply; bad shapes stop startup with a ConfigError", async () => {
+    assert.deepEqual(configWith(undefined)(), DEFAULT_STORE_CONFIG);
+    const resolved = configWith({ index: { embed: "./embed.ts:embed", dims: 8 }, ttl: { default_ttl: 1.5, refresh_on_read: false } })();
+    assert.deepEqual([resolved.index?.exportName, resolved.index?.dims, resolved.index?.fields, resolved.defaultTtl, resolved.refreshOnRead, resolved.sweepIntervalMinutes], ["embed", 8, ["$"], 1.5, false, 60]);
+    assert.ok(resolved.index?.file.endsWith("/embed.ts"));
+    for (const bad of [
+      "x",
+      { index: { embed: "./e.ts:e", dims: 0 } },
+      { index: { embed: "", dims: 4 } },
+      { index: { embed: "./e.ts:e", dims: 4, fields: [] } },
+      { ttl: { default_ttl: -1 } },
+      { ttl: { refresh_on_read: "yes" } },
+      { ttl: { sweep_interval_minutes: 0 } },
+    ]) {
+      assert.throws(configWith(bad), ConfigError, JSON.stringify(bad));
+    }
+    await assert.rejects(loadEmbedder({ file: EMBED_FIXTURE, exportName: "DIMS", dims: 4, fields: ["$"] }), ConfigError);
+    await assert.rejects(loadEmbedder({ file: "/nonexistent/embed.ts", exportName: "embed", dims: 4, fields: ["$"] }), ConfigError);
+    const embedder = await loadEmbedder({ file: EMBED_FIXTURE, exportName: "embed", dims: 4, fields: ["$"] });
+    assert.deepEqual(await embedder.embedQuery("pizza and jazz"), [1, 0, 1, 0]);
   });
 });
