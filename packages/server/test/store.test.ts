@@ -383,6 +383,20 @@ describe(`store semantic search (${TEST_DRIVER})`, () => {
     }
   });
 
+  test("an embedder that fails makes the batch a 503 (retryable) and writes nothing", async () => {
+    const server = await startTestServer({ worker: false, config: { store: SEMANTIC } });
+    try {
+      const failed = await batch(server, [put(["down"], "ok", { text: "pasta" }), put(["down"], "bad", { text: "EMBEDDER_DOWN" })]);
+      assertProblem(failed, 503, "unavailable");
+      assert.ok(failed.headers.get("retry-after"));
+      assertProblem(await batch(server, [search(["down"], { query: "EMBEDDER_DOWN" })]), 503, "unavailable");
+      const [left] = await results(server, [search(["down"])]);
+      assert.deepEqual(left, []);
+    } finally {
+      await server.close();
+    }
+  });
+
   test("items put before an embedder was configured are still found by text, after the embedded ones", async () => {
     const plain = await startTestServer({ worker: false });
     try {
