@@ -13,3 +13,4 @@ export * from "./run-events.ts";
 export * from "./steering.ts";
 export * from "./schedules.ts";
 export * from "./system.ts";
+export * from "./store.ts";
