@@ -18,6 +18,11 @@ import type {
   RunEvent,
   Schedule,
   SteerAccepted,
+  StoreBatchAnswer,
+  StoreFilter,
+  StoreOperation,
+  StoreSearchHit,
+  StoreSearchQuery,
   SteerBody,
   Thread,
   ThreadState,
@@ -346,16 +351,20 @@ class RunsResource {
   }
 }
 
+/** Store search over HTTP: the namespace prefix as segments and the filter as an object (both travel as text). */
+export type StoreSearchParams = Omit<StoreSearchQuery, "namespace" | "filter"> & { readonly namespace?: readonly string[]; readonly filter?: StoreFilter };
+
 class StoreResource {
   constructor(private readonly client: RudderClient) {}
-  /** Operations in order, in one transaction: all or nothing. */
-  batch(operations: readonly Record<string, unknown>[], options?: CallOptions): Promise<{ results: unknown[] }> {
+  /** Operations in order, in one transaction: all or nothing; `results[i]` answers `operations[i]`. */
+  batch(operations: readonly StoreOperation[], options?: CallOptions): Promise<StoreBatchAnswer> {
     // Replayable: put and delete are idempotent by key (a replay writes the same thing), the rest read.
     return this.client.request("POST", "/v1/store/batch", { body: { operations }, replayable: true, ...signalOf(options) });
   }
-  search(params: { namespace?: readonly string[]; query?: string; filter?: Record<string, unknown>; limit?: number; offset?: number } = {}, options?: CallOptions): Promise<unknown[]> {
-    const { namespace, ...rest } = params;
-    return this.client.request("GET", "/v1/store/search", { query: { ...rest, ...(namespace ? { namespace: namespace.join("/") } : {}) }, replayable: true, ...signalOf(options) });
+  search(params: StoreSearchParams = {}, options?: CallOptions): Promise<StoreSearchHit[]> {
+    const { namespace, filter, ...rest } = params;
+    const query: Query = { ...rest, ...(namespace ? { namespace: namespace.join("/") } : {}), ...(filter ? { filter } : {}) };
+    return this.client.request("GET", "/v1/store/search", { query, replayable: true, ...signalOf(options) });
   }
 }
 

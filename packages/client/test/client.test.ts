@@ -183,6 +183,25 @@ describe("@rudder/client against a real server", () => {
     assert.ok((await client.runs.list({ status: "succeeded", assistant_id: "echo", limit: 5 })).every((r) => r.status === "succeeded" && r.assistant_id === "echo"));
   });
 
+  test("store: batch put, get, search, list_namespaces, delete; search over GET; tenant-scoped", async () => {
+    const namespace = ["users", globalThis.crypto.randomUUID()];
+    const written = await client.store.batch([
+      { kind: "put", namespace, key: "prefs", value: { theme: "dark", size: 3 } },
+      { kind: "put", namespace, key: "notes", value: { text: "likes tea", size: 1 } },
+      { kind: "get", namespace, key: "prefs" },
+    ]);
+    assert.equal(written.results.length, 3);
+    assert.deepEqual(written.results.slice(0, 2), [null, null]);
+    assert.deepEqual((written.results[2] as { value: unknown }).value, { theme: "dark", size: 3 });
+    const hits = await client.store.search({ namespace, filter: { size: { $gt: 2 } } });
+    assert.deepEqual(hits.map((hit) => hit.key), ["prefs"]);
+    const { results } = await client.store.batch([{ kind: "list_namespaces", prefix: namespace }, { kind: "delete", namespace, key: "prefs" }, { kind: "get", namespace, key: "prefs" }]);
+    assert.deepEqual(results, [[namespace], null, null]);
+    const other = new RudderClient({ baseUrl: server.url, token: () => server.token("another-tenant"), retry: FAST_RETRY });
+    assert.deepEqual(await other.store.search({ namespace }), [], "another tenant sees nothing");
+    await assert.rejects(client.store.batch([{ kind: "put", namespace: [], key: "k", value: {} }]), (error: unknown) => error instanceof RudderError && error.status === 422);
+  });
+
   test("the quick start example (examples/client/quickstart.ts) runs as written", async () => {
     const { stdout } = await run(process.execPath, ["--import", "tsx", QUICKSTART], {
       env: { ...process.env, RUDDER_URL: server.url, RUDDER_TOKEN: await server.token() },
