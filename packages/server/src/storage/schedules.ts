@@ -33,19 +33,7 @@ export interface DueSchedule extends Schedule {
   readonly now: Date;
 }
 
-export interface NewSchedule {
-  readonly tenantId: string;
-  readonly scheduleId: string;
-  readonly assistantId: string;
-  readonly threadId: string | null;
-  readonly cron: string;
-  readonly timezone: string;
-  readonly input: JsonObject;
-  readonly metadata: JsonObject;
-  readonly enabled: boolean;
-  readonly nextRunAt: Date | null;
-}
-
+/** What a PATCH may change (all of it written back). */
 export interface ScheduleChanges {
   readonly cron: string;
   readonly timezone: string;
@@ -54,6 +42,13 @@ export interface ScheduleChanges {
   readonly enabled: boolean;
   /** Recomputed by the caller from cron, timezone and enabled. */
   readonly nextRunAt: Date | null;
+}
+
+export interface NewSchedule extends ScheduleChanges {
+  readonly tenantId: string;
+  readonly scheduleId: string;
+  readonly assistantId: string;
+  readonly threadId: string | null;
 }
 
 const COLUMNS = `schedule_id::text as schedule_id, assistant_id, cron, timezone, input, enabled, metadata, thread_id::text as thread_id,
