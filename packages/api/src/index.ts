@@ -12,3 +12,4 @@ export * from "./runs.ts";
 export * from "./run-events.ts";
 export * from "./steering.ts";
 export * from "./system.ts";
+export * from "./langgraph.ts";

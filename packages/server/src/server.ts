@@ -90,6 +90,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     runService,
     steeringService: new SteeringService(db, notifier),
     a2aTasks: new A2ATaskService(db, runService, threads, graphs),
+    graphs,
     notifier,
     readiness: async () => {
       await db.query("select 1");

@@ -13,6 +13,8 @@ import fastifySwaggerUi from "@fastify/swagger-ui";
 import { Problem } from "@rudder/api";
 import { ApiError } from "../domain/errors.ts";
 import { a2aRoutes } from "../gateways/a2a/routes.ts";
+import { langGraphRoutes } from "../gateways/langgraph/routes.ts";
+import { corsHook } from "./cors.ts";
 import { authPlugin } from "./auth.ts";
 import { sendProblem, toApiError } from "./problem.ts";
 import { assistantRoutes } from "./routes/assistants.ts";
@@ -82,6 +84,8 @@ export async function buildApp(options: AppOptions): Promise<App> {
       throw new ApiError("unavailable", "this server is shutting down; retry (another instance will answer)", { retryAfterSeconds: 1 });
     }
   });
+  // Browsers (agent-chat-ui, useStream) call from other origins; preflights are answered before auth.
+  app.addHook("onRequest", corsHook);
   const routeMethods = new RouteMethods();
   app.addHook("onRoute", (route) => routeMethods.add(route));
   app.setErrorHandler((error, request, reply) => {
@@ -121,6 +125,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
   await app.register(assistantRoutes, { prefix: "/v1", services: options.services });
   await app.register(runRoutes, { prefix: "/v1", services: options.services });
   await app.register(a2aRoutes, { services: options.services });
+  await app.register(langGraphRoutes, { services: options.services, version: options.version });
   // Open SSE streams and joins would hold close(): end them first (clients reconnect elsewhere);
   // from now on, requests on kept-alive connections get a 503 problem.
   app.addHook("preClose", async () => {

@@ -1,6 +1,7 @@
 import type { Readiness } from "@rudder/api";
 import type { Authenticate } from "../auth/authenticator.ts";
 import type { AssistantCatalog } from "../graphs/assistants.ts";
+import type { GraphRegistry } from "../graphs/registry.ts";
 import type { Notifier } from "../notify/notifier.ts";
 import type { A2ATaskService } from "../runs/a2a-tasks.ts";
 import type { RunService } from "../runs/service.ts";
@@ -19,6 +20,8 @@ export interface AppServices {
   readonly steeringService: SteeringService;
   /** A2A tasks over runs, for the A2A gateway. */
   readonly a2aTasks: A2ATaskService;
+  /** The loaded graphs (the LangGraph facade draws them and describes their schemas). */
+  readonly graphs: GraphRegistry;
   readonly notifier: Notifier;
   /** Throws when the database does not answer; otherwise what /ready reports. */
   readonly readiness: () => Promise<Omit<Readiness, "ok">>;
