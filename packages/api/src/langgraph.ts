@@ -206,7 +206,8 @@ export const LgUpdateStateBody = Type.Object(
 );
 export type LgUpdateStateBody = Static<typeof LgUpdateStateBody>;
 
-export const LgUpdateStateAnswer = Type.Object({ checkpoint: Type.Ref("LgCheckpoint") });
+/** The new checkpoint: `checkpoint` as the Platform answers, `configurable` as the SDK's type reads it. */
+export const LgUpdateStateAnswer = Type.Object({ checkpoint: Type.Ref("LgCheckpoint"), configurable: Type.Ref("LgCheckpoint") });
 export type LgUpdateStateAnswer = Static<typeof LgUpdateStateAnswer, LgRefs>;
 
 export const LgStateQuery = Type.Object(

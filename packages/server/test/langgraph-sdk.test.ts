@@ -28,7 +28,7 @@ describe("LangGraph API through the SDK: assistants, threads, runs, streams", ()
 
   test("/ok and /info answer without a token; CORS lets a browser read Content-Location", async () => {
     assert.deepEqual(await (await fetch(`${server.url}/ok`)).json(), { ok: true });
-    const info = await (await fetch(`${server.url}/info`)).json();
+    const info = (await (await fetch(`${server.url}/info`)).json()) as { flags: { assistants: boolean } };
     assert.equal(info.flags.assistants, true);
     const preflight = await fetch(`${server.url}/threads/search`, {
       method: "OPTIONS",
@@ -39,6 +39,8 @@ describe("LangGraph API through the SDK: assistants, threads, runs, streams", ()
     assert.match(preflight.headers.get("access-control-allow-methods")!, /POST/);
     const answer = await fetch(`${server.url}/info`, { headers: { origin: "http://ui.example" } });
     assert.match(answer.headers.get("access-control-expose-headers")!, /content-location.*x-pagination-total/);
+    const openapi = (await (await fetch(`${server.url}/openapi.json`)).json()) as { paths: Record<string, object> };
+    for (const path of ["/threads/{thread_id}/runs/stream", "/runs/wait", "/assistants/search", "/threads/{thread_id}/history"]) assert.ok(openapi.paths[path], path);
   });
 
   test("the SDK authenticates with X-Api-Key as well as a bearer token", async () => {
@@ -108,8 +110,8 @@ describe("LangGraph API through the SDK: assistants, threads, runs, streams", ()
     assert.equal(older.checkpoint.checkpoint_id, history[1]!.checkpoint.checkpoint_id);
 
     const written = await client.threads.updateState(thread.thread_id, { values: { reply: "edited" }, asNode: "echo" });
-    assert.ok(written.checkpoint.checkpoint_id);
-    assert.equal((await client.threads.getState(thread.thread_id)).values.reply, "edited");
+    assert.ok(written.configurable?.checkpoint_id);
+    assert.equal((await client.threads.getState<{ reply: string }>(thread.thread_id)).values.reply, "edited");
     assert.equal((await client.threads.getHistory(thread.thread_id, { limit: 1 })).length, 1);
   });
 

@@ -232,7 +232,8 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
         values: (body.values ?? {}) as Record<string, unknown>,
         ...(body.as_node ? { as_node: body.as_node } : {}),
       });
-      return { checkpoint: lgCheckpoint(forked.configurable)! };
+      const checkpoint = lgCheckpoint(forked.configurable)!;
+      return { checkpoint, configurable: checkpoint };
     },
   );
 

@@ -23,6 +23,8 @@ export async function startRun(
   const unserved = unservedStreamModes(modes);
   if (unserved.length) throw new ApiError("validation_error", `stream_mode ${unserved.join(", ")} is not supported yet (docs/langgraph-api.md)`);
   const { runService, threads } = services;
+  // LangGraph answers 404 for an unknown assistant or thread (Rudder's /v1 says 422 for the body's assistant).
+  await services.assistants.get(tenantId, body.assistant_id);
   if (threadId !== null) await threads.get(tenantId, threadId);
 
   const command = body.command ?? undefined;
