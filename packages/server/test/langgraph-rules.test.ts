@@ -126,7 +126,7 @@ describe("LangGraph facade rules", () => {
     assert.deepEqual(requestedStreamModes(undefined), ["values"]);
     assert.deepEqual(requestedStreamModes("updates"), ["updates"]);
     assert.deepEqual(requestedStreamModes(["values", "values", "custom"]), ["values", "custom"]);
-    assert.deepEqual(unservedStreamModes(["values", "events", "debug", "messages-tuple"]), ["events", "debug"]);
+    assert.deepEqual(unservedStreamModes(["values", "events", "debug", "checkpoints", "messages-tuple"]), ["events"]);
   });
 
   test("Last-Event-ID: none or -1 replays from the start; n continues after n", () => {
@@ -178,6 +178,27 @@ describe("LangGraph facade rules", () => {
     );
     assert.equal((sent[2]!.data as { content: string }[])[0]!.content, "hello");
     assert.equal((sent[3]!.data as { content: string }[])[0]!.content, "hello");
+  });
+
+  test("checkpoints and debug: checkpoint events as recorded; debug wraps checkpoints and tasks with their step", () => {
+    const mapper = new LgEventMapper(["checkpoints", "debug"]);
+    const checkpoint = { config: { configurable: { checkpoint_id: "c1" } }, parent_config: null, values: { a: 1 }, metadata: { step: 0 }, next: ["n"], tasks: [] };
+    const sent = [
+      event("checkpoint", checkpoint),
+      event("node_started", { node: "n", task_id: "t1", triggers: ["start"] }),
+      event("node_completed", { node: "n", task_id: "t1", error: null, interrupts: [] }),
+    ].flatMap((entry) => mapper.map(entry));
+    assert.deepEqual(
+      sent.map((sse) => [sse.event, (sse.data as { type?: string }).type, (sse.data as { step?: number }).step]),
+      [
+        ["checkpoints", undefined, undefined],
+        ["debug", "checkpoint", 0],
+        ["debug", "task", 1],
+        ["debug", "task_result", 1],
+      ],
+    );
+    assert.deepEqual(sent[0]!.data, checkpoint);
+    assert.deepEqual((sent[2]!.data as { payload: unknown }).payload, { id: "t1", name: "n", triggers: ["start"] });
   });
 
   test("a failure is an error event whatever the modes; the metadata event is first with id 0", () => {

@@ -173,6 +173,24 @@ describe("LangGraph API through the SDK: assistants, threads, runs, streams", ()
     await assert.rejects(collect(client.runs.stream(null, "echo", { input: { message: "x" }, streamMode: "events" })), /422/);
   });
 
+  test("checkpoints and debug modes: recorded for a run that asks, one checkpoint per step", async () => {
+    const thread = await client.threads.create();
+    const parts = await collect(client.runs.stream(thread.thread_id, "echo", { input: { message: "cp" }, streamMode: ["checkpoints", "debug"] }));
+    const checkpoints = parts.filter((part) => part.event === "checkpoints").map((part) => part.data as { config: { configurable: { checkpoint_id: string } }; metadata: { step: number }; values: unknown; next: string[] });
+    assert.deepEqual(checkpoints.map((found) => found.metadata.step), [-1, 0, 1]);
+    assert.deepEqual(checkpoints.at(-1)!.values, { message: "cp", reply: "cp" });
+    assert.deepEqual(checkpoints[1]!.next, ["echo"]);
+    const history = await client.threads.getHistory(thread.thread_id);
+    assert.equal(checkpoints.at(-1)!.config.configurable.checkpoint_id, history[0]!.checkpoint.checkpoint_id);
+    const debug = parts.filter((part) => part.event === "debug").map((part) => (part.data as { type: string }).type);
+    assert.deepEqual(debug, ["checkpoint", "checkpoint", "task", "task_result", "checkpoint"]);
+    // A run that did not ask has no checkpoints in its log: its log stays small.
+    let plain = "";
+    await client.runs.wait(thread.thread_id, "echo", { input: { message: "no" }, onRunCreated: (meta) => (plain = meta.run_id) });
+    const events = await server.request("GET", `/v1/runs/${plain}/events?limit=1000`);
+    assert.ok(!events.body.some((event: { kind: string }) => event.kind === "checkpoint"));
+  });
+
   test("joinStream of a running run, then replay after Last-Event-ID while running and after the run ended", async () => {
     const thread = await client.threads.create();
     const run = await client.runs.create(thread.thread_id, "steps", { input: { steps: 3, delayMs: 300 }, streamMode: ["values", "updates"] });

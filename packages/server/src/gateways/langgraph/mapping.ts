@@ -20,6 +20,7 @@ import type {
   ThreadState,
   ThreadStatus,
 } from "@rudder/api";
+import { LANGGRAPH_KWARGS_KEY, langGraphKwargs } from "../../domain/langgraph-kwargs.ts";
 
 /**
  * The pure rules of the LangGraph Platform facade (DESIGN.md "LangGraph Platform API"): how
@@ -69,8 +70,8 @@ export function rudderMultitask(strategy: LgMultitaskStrategy | null | undefined
   }
 }
 
-/** Where the run records the LangGraph strategy it was created with (Rudder's own has no `rollback`). */
-export const LG_KWARGS_KEY = "__langgraph_kwargs";
+/** Where the run records what its LangGraph request asked (stream modes; the strategy, since Rudder's own has no `rollback`). */
+export const LG_KWARGS_KEY = LANGGRAPH_KWARGS_KEY;
 
 export function lgMultitask(run: Run): LgMultitaskStrategy {
   const recorded = kwargsOf(run).multitask_strategy;
@@ -79,12 +80,7 @@ export function lgMultitask(run: Run): LgMultitaskStrategy {
 }
 
 /** What a run created through the facade recorded about its request (stream modes, strategy), in its config. */
-export function kwargsOf(run: Pick<Run, "config">): JsonObject {
-  const configurable = run.config.configurable;
-  if (typeof configurable !== "object" || configurable === null || Array.isArray(configurable)) return {};
-  const kwargs = (configurable as JsonObject)[LG_KWARGS_KEY];
-  return typeof kwargs === "object" && kwargs !== null && !Array.isArray(kwargs) ? (kwargs as JsonObject) : {};
-}
+export const kwargsOf = (run: Pick<Run, "config">): JsonObject => langGraphKwargs(run.config);
 
 export function lgRun(run: Run): LgRun {
   const kwargs = kwargsOf(run);
@@ -192,7 +188,7 @@ export function requestedStreamModes(mode: LgStreamMode | LgStreamMode[] | null 
 }
 
 /** The modes this facade can serve from the run's event log. */
-export const SERVED_STREAM_MODES: readonly LgStreamMode[] = ["values", "updates", "messages", "messages-tuple", "custom", "tasks"];
+export const SERVED_STREAM_MODES: readonly LgStreamMode[] = ["values", "updates", "messages", "messages-tuple", "custom", "tasks", "checkpoints", "debug"];
 
 export const unservedStreamModes = (modes: readonly LgStreamMode[]): LgStreamMode[] => modes.filter((mode) => !SERVED_STREAM_MODES.includes(mode));
 
@@ -229,6 +225,8 @@ export const metadataEvent = (run: Pick<Run, "run_id" | "attempt">): LgSseEvent 
 export class LgEventMapper {
   private readonly modes: ReadonlySet<LgStreamMode>;
   private readonly partial = new Map<string, JsonObject>();
+  /** The step of the last checkpoint seen: tasks that follow belong to the next step (for `debug`). */
+  private step = -1;
 
   constructor(modes: readonly LgStreamMode[]) {
     this.modes = new Set(modes);
@@ -247,11 +245,17 @@ export class LgEventMapper {
       case "messages":
         return this.messages(id, data);
       case "node_started":
-        return this.modes.has("tasks") ? [{ id, event: "tasks", data: { id: data.task_id, name: data.node, triggers: data.triggers } }] : [];
+        return this.task(id, event, "task", { id: data.task_id, name: data.node, triggers: data.triggers });
       case "node_completed":
-        return this.modes.has("tasks")
-          ? [{ id, event: "tasks", data: { id: data.task_id, name: data.node, error: data.error, interrupts: data.interrupts } }]
-          : [];
+        return this.task(id, event, "task_result", { id: data.task_id, name: data.node, error: data.error, interrupts: data.interrupts });
+      case "checkpoint": {
+        const step = (data.metadata as JsonObject | undefined)?.step;
+        if (typeof step === "number") this.step = step;
+        return [
+          ...(this.modes.has("checkpoints") ? [{ id, event: "checkpoints", data }] : []),
+          ...(this.modes.has("debug") ? [{ id, event: "debug", data: { type: "checkpoint", timestamp: event.created_at, step: this.step, payload: data } }] : []),
+        ];
+      }
       case "run_failed":
       case "run_timed_out":
       case "run_dead_letter": {
@@ -261,6 +265,13 @@ export class LgEventMapper {
       default:
         return [];
     }
+  }
+
+  private task(id: string, event: RunEvent, type: "task" | "task_result", payload: JsonObject): LgSseEvent[] {
+    return [
+      ...(this.modes.has("tasks") ? [{ id, event: "tasks", data: payload }] : []),
+      ...(this.modes.has("debug") ? [{ id, event: "debug", data: { type, timestamp: event.created_at, step: this.step + 1, payload } }] : []),
+    ];
   }
 
   private messages(id: string, data: JsonObject): LgSseEvent[] {
