@@ -25,7 +25,7 @@ export const LgMultitaskStrategy = literals(LG_MULTITASK_STRATEGIES);
 export type LgMultitaskStrategy = Static<typeof LgMultitaskStrategy>;
 
 /** The stream modes the SDK offers (`StreamMode`); those Rudder serves are listed in docs/langgraph-api.md. */
-export const LG_STREAM_MODES = ["values", "updates", "messages", "messages-tuple", "events", "custom", "debug", "tasks", "checkpoints"] as const;
+export const LG_STREAM_MODES = ["values", "updates", "messages", "messages-tuple", "events", "custom", "debug", "tasks", "checkpoints", "tools", "lifecycle"] as const;
 export const LgStreamMode = literals(LG_STREAM_MODES);
 export type LgStreamMode = Static<typeof LgStreamMode>;
 
