@@ -55,13 +55,22 @@ describe("LangGraph API through the SDK: interrupts, multitask, cancel, failures
     assert.equal((await client.threads.get(thread.thread_id)).status, "idle");
   });
 
-  test("an interrupt seen in a values stream, then a wait with command resume", async () => {
+  test("an interrupt seen in an updates stream, then waits with command resume, update and goto", async () => {
     const thread = await client.threads.create();
     const parts = await collect(client.runs.stream(thread.thread_id, "approval", { input: { request: "deploy" }, streamMode: "updates" }));
     const interrupt = parts.find((part) => part.event === "updates" && "__interrupt__" in (part.data as object));
     assert.ok(interrupt, JSON.stringify(parts));
     const done = await client.runs.wait(thread.thread_id, "approval", { command: { resume: { approved: false } } });
     assert.equal((done as { outcome: string }).outcome, "rejected");
+
+    // update and goto ride along: the update is applied as the run resumes.
+    const edited = await client.threads.create();
+    await client.runs.wait(edited.thread_id, "approval", { input: { request: "draft" } });
+    const approved = await client.runs.wait(edited.thread_id, "approval", { command: { resume: { approved: true }, update: { draft: "edited plan" } } });
+    assert.equal((approved as { outcome: string }).outcome, "done: edited plan");
+    // goto on a thread with nothing paused: a run that starts at that node.
+    const jumped = await client.runs.wait(edited.thread_id, "approval", { command: { goto: "act", update: { approved: false } } });
+    assert.equal((jumped as { outcome: string }).outcome, "rejected");
   });
 
   test("multitask: reject is the default (409), enqueue waits its turn", async () => {
