@@ -108,4 +108,14 @@ export default tseslint.config(
       ],
     },
   },
+  {
+    // The client runs in browsers, Deno and Bun: fetch and web streams, the wire contract, nothing else.
+    files: ["packages/client/src/**/*.ts"],
+    rules: {
+      "no-restricted-imports": [
+        "error",
+        { patterns: [{ regex: "^(?!@rudder/api$|\\./)", message: "@rudder/client may import only @rudder/api (browsers import it)" }] },
+      ],
+    },
+  },
 );

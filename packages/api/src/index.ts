@@ -11,5 +11,6 @@ export * from "./assistants.ts";
 export * from "./runs.ts";
 export * from "./run-events.ts";
 export * from "./steering.ts";
+export * from "./schedules.ts";
 export * from "./system.ts";
 export * from "./langgraph.ts";

@@ -129,6 +129,19 @@ export type IdempotencyHeaders = Static<typeof IdempotencyHeaders>;
 export const ListThreadRunsQuery = Type.Object({ ...Pagination }, { additionalProperties: false });
 export type ListThreadRunsQuery = Static<typeof ListThreadRunsQuery>;
 
+/** `GET /v1/runs`: the tenant's runs, newest first, filtered by any of these (DESIGN.md "Run list"). */
+export const ListRunsQuery = Type.Object(
+  {
+    ...Pagination,
+    status: Type.Optional(RunStatus),
+    assistant_id: Type.Optional(Type.String({ minLength: 1 })),
+    thread_id: Type.Optional(Uuid),
+    metadata: Type.Optional(Type.String({ description: "JSON object; runs whose metadata contains it (e.g. {\"schedule_id\":\"…\"})" })),
+  },
+  { additionalProperties: false },
+);
+export type ListRunsQuery = Static<typeof ListRunsQuery>;
+
 /** join's default wait when `timeout` is omitted (DESIGN.md). */
 export const JOIN_DEFAULT_TIMEOUT_SECONDS = 30;
 

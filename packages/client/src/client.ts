@@ -2,16 +2,21 @@ import type {
   Assistant,
   CreateAssistantBody,
   CreateRunBody,
+  CreateScheduleBody,
   CreateThreadBody,
   ForkAnswer,
   ForkBody,
   ListAssistantsQuery,
+  ListRunsQuery,
+  ListSchedulesQuery,
   ListThreadsQuery,
   PatchAssistantBody,
+  PatchScheduleBody,
   PatchThreadBody,
   ResumeBody,
   Run,
   RunEvent,
+  Schedule,
   SteerAccepted,
   SteerBody,
   Thread,
@@ -285,7 +290,7 @@ class RunsResource {
    * Runs newest first: with only `thread_id` (and paging), that thread's runs
    * (`GET /v1/threads/{id}/runs`); otherwise the tenant's runs filtered as `GET /v1/runs` allows.
    */
-  list(query: { thread_id?: string; status?: string; assistant_id?: string; metadata?: Record<string, unknown>; limit?: number; offset?: number } = {}, options?: CallOptions): Promise<Run[]> {
+  list(query: WithJsonMetadata<ListRunsQuery> = {}, options?: CallOptions): Promise<Run[]> {
     const { thread_id: threadId, limit, offset, ...filters } = query;
     if (threadId !== undefined && Object.values(filters).every((value) => value === undefined)) {
       return this.client.request("GET", `/v1/threads/${id(threadId)}/runs`, { query: { limit, offset }, replayable: true, ...signalOf(options) });
@@ -356,16 +361,18 @@ class StoreResource {
 
 class SchedulesResource {
   constructor(private readonly client: RudderClient) {}
-  create(body: Record<string, unknown>, options?: CallOptions): Promise<Record<string, unknown>> {
+  /** Not retried after a network failure: a retry could create a second schedule. */
+  create(body: CreateScheduleBody, options?: CallOptions): Promise<Schedule> {
     return this.client.request("POST", "/v1/schedules", { body, replayable: false, ...signalOf(options) });
   }
-  get(scheduleId: string, options?: CallOptions): Promise<Record<string, unknown>> {
+  get(scheduleId: string, options?: CallOptions): Promise<Schedule> {
     return this.client.request("GET", `/v1/schedules/${id(scheduleId)}`, { replayable: true, ...signalOf(options) });
   }
-  list(query: { limit?: number; offset?: number } = {}, options?: CallOptions): Promise<Record<string, unknown>[]> {
+  list(query: ListSchedulesQuery = {}, options?: CallOptions): Promise<Schedule[]> {
     return this.client.request("GET", "/v1/schedules", { query, replayable: true, ...signalOf(options) });
   }
-  update(scheduleId: string, body: Record<string, unknown>, options?: CallOptions): Promise<Record<string, unknown>> {
+  /** A patch sets fields to values, so sending it again changes nothing more: replayable. */
+  update(scheduleId: string, body: PatchScheduleBody, options?: CallOptions): Promise<Schedule> {
     return this.client.request("PATCH", `/v1/schedules/${id(scheduleId)}`, { body, replayable: true, ...signalOf(options) });
   }
   delete(scheduleId: string, options?: CallOptions): Promise<void> {

@@ -3,10 +3,14 @@ import assert from "node:assert/strict";
 import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { fileURLToPath } from "node:url";
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
 import { RudderClient, RudderError } from "../src/index.ts";
 import { backoffMs, shouldRetry, DEFAULT_RETRY } from "../src/retry.ts";
 import { startTestServer, type TestServer } from "../../server/test/support/server.ts";
 
+const run = promisify(execFile);
+const QUICKSTART = fileURLToPath(new URL("../../../examples/client/quickstart.ts", import.meta.url));
 const TESTING_CONFIG = fileURLToPath(new URL("../../server/test/fixtures/testing.rudder.json", import.meta.url));
 const FAST_RETRY = { attempts: 5, baseMs: 10, capMs: 200 };
 
@@ -159,6 +163,35 @@ describe("@rudder/client against a real server", () => {
     const listed = (await client.runs.events(slow.run_id)).map((event) => event.kind);
     assert.deepEqual(streamed, listed);
     assert.equal(streamed.at(-1), "run_cancelled");
+  });
+
+  test("schedules: create, get, list, update, delete; runs.list filters the tenant's runs", async () => {
+    const schedule = await client.schedules.create({ assistant_id: "echo", cron: "0 9 * * 1", timezone: "Europe/Paris", input: { message: "monday" }, metadata: { team: "ops" } });
+    assert.deepEqual([schedule.cron, schedule.timezone, schedule.enabled], ["0 9 * * 1", "Europe/Paris", true]);
+    assert.ok(schedule.next_run_at && new Date(schedule.next_run_at) > new Date());
+    assert.equal((await client.schedules.get(schedule.schedule_id)).metadata.team, "ops");
+    assert.ok((await client.schedules.list({ limit: 100 })).some((s) => s.schedule_id === schedule.schedule_id));
+    const paused = await client.schedules.update(schedule.schedule_id, { enabled: false });
+    assert.deepEqual([paused.enabled, paused.next_run_at], [false, null]);
+    await client.schedules.delete(schedule.schedule_id);
+    await assert.rejects(client.schedules.get(schedule.schedule_id), (error: unknown) => error instanceof RudderError && error.code === "not_found");
+    await assert.rejects(client.schedules.create({ assistant_id: "echo", cron: "not a cron" }), (error: unknown) => error instanceof RudderError && error.status === 422);
+
+    const tag = globalThis.crypto.randomUUID();
+    const tagged = await client.runs.createAndWait({ assistant_id: "echo", input: { message: "x" }, metadata: { tag } });
+    assert.deepEqual((await client.runs.list({ metadata: { tag } })).map((r) => r.run_id), [tagged.run_id]);
+    assert.ok((await client.runs.list({ status: "succeeded", assistant_id: "echo", limit: 5 })).every((r) => r.status === "succeeded" && r.assistant_id === "echo"));
+  });
+
+  test("the quick start example (examples/client/quickstart.ts) runs as written", async () => {
+    const { stdout } = await run(process.execPath, ["--import", "tsx", QUICKSTART], {
+      env: { ...process.env, RUDDER_URL: server.url, RUDDER_TOKEN: await server.token() },
+    });
+    const lines = stdout.trim().split("\n");
+    assert.equal(lines[0], "event 1: run_started");
+    assert.match(lines.at(-2) ?? "", /^event \d+: run_succeeded$/);
+    const [status, output] = (lines.at(-1) ?? "").split(": ");
+    assert.deepEqual([status, JSON.parse(output ?? "null")], ["run succeeded", { message: "hello", reply: "hello" }]);
   });
 
   test("problems become RudderError with code, status, title, detail, retryable, requestId", async () => {

@@ -6,6 +6,7 @@ import { createAuthenticator } from "./auth/authenticator.ts";
 import { ConfigError, type RudderConfig } from "./config/config.ts";
 import { AssistantCatalog } from "./graphs/assistants.ts";
 import { GraphRegistry } from "./graphs/registry.ts";
+import { GraphSchemaCatalog } from "./graphs/schemas.ts";
 import { ThreadStateReader } from "./graphs/thread-state.ts";
 import { buildApp, type App } from "./http/app.ts";
 import type { AppServices } from "./http/services.ts";
@@ -13,6 +14,8 @@ import { createLocalNotifier, createPostgresNotifier, type Notifier } from "./no
 import { A2ATaskService } from "./runs/a2a-tasks.ts";
 import { RunService } from "./runs/service.ts";
 import { SteeringService } from "./runs/steering.ts";
+import { DEFAULT_SCHEDULER_OPTIONS, Scheduler, type SchedulerOptions } from "./scheduler/executor.ts";
+import { ScheduleService } from "./scheduler/service.ts";
 import { AssistantRepository } from "./storage/assistants.ts";
 import { RudderCheckpointSaver } from "./storage/checkpointer.ts";
 import { createPgliteDb, createPostgresDb, type Db } from "./storage/db.ts";
@@ -44,6 +47,14 @@ export interface StartOptions {
   readonly api?: boolean;
   /** Run a worker in this process, with these options over the defaults (default: no worker). */
   readonly worker?: Partial<WorkerOptions> | false;
+  /**
+   * Run the cron executor in this process, with these options over the defaults. Default: where a
+   * worker runs (`rudder dev`, `rudder worker`, `serve --with-worker`), unless
+   * `RUDDER_CRON_ENABLED=false`.
+   */
+  readonly scheduler?: Partial<SchedulerOptions> | false;
+  /** The clock schedules compute due times from (tests move it; default the system clock). */
+  readonly clock?: () => Date;
   readonly logger?: FastifyServerOptions["logger"];
   /** Replaces the notifier chosen from the database (benchmarks measure lost wake-ups with it). */
   readonly notifier?: Notifier;
@@ -59,6 +70,7 @@ export interface RunningServer {
   readonly app: App | undefined;
   readonly url: string | undefined;
   readonly worker: Worker | undefined;
+  readonly scheduler: Scheduler | undefined;
   /**
    * Stops the worker (running attempts get the grace period, the rest go back to the queue) and
    * the API (no new requests, open streams and joins end, in-flight requests finish) together,
@@ -86,9 +98,11 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
   const services: AppServices = {
     authenticate: createAuthenticator(config.auth),
     assistants,
+    graphSchemas: new GraphSchemaCatalog(graphs),
     threads,
     runService,
     steeringService: new SteeringService(db, notifier),
+    schedules: new ScheduleService(db, assistants, notifier, options.clock),
     a2aTasks: new A2ATaskService(db, runService, threads, graphs),
     graphs,
     notifier,
@@ -106,6 +120,8 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
   const worker = options.worker
     ? new Worker({ db, steering, graphs, checkpointer, notifier, log, prices: config.modelPrices }, { ...DEFAULT_WORKER_OPTIONS, concurrency: config.workerConcurrency, leaseMs: config.leaseMs, heartbeatMs: config.heartbeatMs, pollMs: config.workerPollMs, shutdownGraceMs: config.shutdownGraceMs, ...options.worker })
     : undefined;
+  const schedulerOptions = options.scheduler ?? (options.worker && config.cronEnabled ? {} : false);
+  const scheduler = schedulerOptions ? new Scheduler({ db, runService, notifier, log }, { ...DEFAULT_SCHEDULER_OPTIONS, now: options.clock, ...schedulerOptions }) : undefined;
   let url: string | undefined;
   if (app) {
     await listen(app, config.host, config.port).catch(async (error: unknown) => {
@@ -119,12 +135,14 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
   }
   // Only once the API listens: a server that failed to start must not have claimed runs.
   worker?.start();
+  scheduler?.start();
   return {
     app,
     url,
     worker,
+    scheduler,
     async close() {
-      await Promise.all([worker?.stop(), app?.close()]);
+      await Promise.all([scheduler?.stop(), worker?.stop(), app?.close()]);
       await notifier.close();
     },
   };

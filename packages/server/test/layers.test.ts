@@ -61,6 +61,12 @@ describe("layers and cycles (eslint.config.js)", () => {
       rejectedBy: ["no-restricted-imports"],
     },
     {
+      name: "@rudder/client imports only @rudder/api (browsers, Deno and Bun load it)",
+      path: "packages/client/src/example.ts",
+      code: 'import { setTimeout } from "node:timers/promises";\nimport type { Run } from "@rudder/api";\nexport type Example = [typeof setTimeout, Run];\n',
+      rejectedBy: ["no-restricted-imports"],
+    },
+    {
       name: "an import cycle, even through a type-only import",
       path: "packages/server/src/storage/db.ts",
       code: 'import type { ClaimedRun } from "./runs.ts";\nexport type Example = ClaimedRun;\n',

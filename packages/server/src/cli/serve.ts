@@ -23,6 +23,7 @@ export async function runDev(values: CliValues): Promise<number> {
       `  Rudder dev server ready at ${server.url}`,
       `  database: ${config.databaseUrl ? "PostgreSQL (DATABASE_URL)" : `embedded PGlite in ${config.dataDir}`}`,
       `  graphs:   ${config.graphs.map((graph) => graph.graphId).join(", ") || "(none: add a rudder.json)"}`,
+      `  cron:     ${server.scheduler ? "schedules fire in this process" : "off (RUDDER_CRON_ENABLED=false): schedules are stored, nothing fires"}`,
       `  API docs: ${server.url}/docs`,
       "",
       "  Dev token (tenant default, role admin, 30 days):",
@@ -55,7 +56,9 @@ export async function runWorker(values: CliValues): Promise<number> {
   applyGraphEnv(config);
   const db = await openDatabase(config);
   const server = await startOrClose(db, () => startServer({ config, db, schema: "require-current", api: false, worker: {} }));
-  process.stdout.write(`rudder worker: ${server.worker?.id} executing up to ${config.workerConcurrency} runs at once\n`);
+  process.stdout.write(
+    `rudder worker: ${server.worker?.id} executing up to ${config.workerConcurrency} runs at once; cron executor ${server.scheduler ? "on" : "off (RUDDER_CRON_ENABLED=false)"}\n`,
+  );
   return waitForShutdown(server, db);
 }
 

@@ -75,6 +75,11 @@ export interface RudderConfig {
   readonly shutdownGraceMs: number;
   /** A quiet SSE stream gets a heartbeat comment this often. */
   readonly streamHeartbeatMs: number;
+  /**
+   * Whether the processes that run a worker (`rudder dev`, `rudder worker`) also run the cron
+   * executor (`RUDDER_CRON_ENABLED`, default true); when false, schedules are only stored.
+   */
+  readonly cronEnabled: boolean;
   /** Per-token model prices for max_cost, by model name (`pricing` in the config file). */
   readonly modelPrices: Readonly<Record<string, { input_per_token: number; output_per_token: number }>>;
 }
@@ -118,6 +123,7 @@ export function resolveConfig(flags: ConfigFlags, env: Env = process.env, cwd = 
     workerPollMs: positiveInteger(env, "RUDDER_WORKER_POLL_MS", SECOND),
     shutdownGraceMs: nonNegativeInteger(env, "RUDDER_SHUTDOWN_GRACE_MS", 10 * SECOND),
     streamHeartbeatMs: positiveInteger(env, "RUDDER_STREAM_HEARTBEAT_MS", 15 * SECOND),
+    cronEnabled: booleanSetting(env, "RUDDER_CRON_ENABLED") ?? true,
     modelPrices: parsePricing(file.pricing, configFile),
   };
 }

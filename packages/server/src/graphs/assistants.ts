@@ -4,6 +4,7 @@ import type { DeclaredAssistant } from "../config/config.ts";
 import { contains } from "../domain/containment.ts";
 import { ApiError, notFound } from "../domain/errors.ts";
 import type { AssistantRepository } from "../storage/assistants.ts";
+import type { Queryable } from "../storage/db.ts";
 import type { GraphRegistry } from "./registry.ts";
 
 /**
@@ -26,10 +27,16 @@ export class AssistantCatalog {
     this.declared = new Map(all.map((assistant) => [assistant.assistant_id, assistant]));
   }
 
-  async get(tenantId: string, assistantId: string): Promise<Assistant> {
-    const assistant = this.declared.get(assistantId) ?? (await this.repository.get(tenantId, assistantId));
+  /** `db`: the transaction to read a stored assistant in, when the caller has one open. */
+  async get(tenantId: string, assistantId: string, db?: Queryable): Promise<Assistant> {
+    const assistant = this.declared.get(assistantId) ?? (await this.repository.get(tenantId, assistantId, db));
     if (!assistant) throw notFound("assistant", assistantId);
     return assistant;
+  }
+
+  /** Whether the assistant is one of the config file's (the same for every tenant), not a tenant's own. */
+  isDeclared(assistantId: string): boolean {
+    return this.declared.has(assistantId);
   }
 
   /** Config-declared assistants first (in config order), then the tenant's own, newest first. */

@@ -15,11 +15,13 @@ import { ApiError } from "../domain/errors.ts";
 import { a2aRoutes } from "../gateways/a2a/routes.ts";
 import { langGraphRoutes } from "../gateways/langgraph/routes.ts";
 import { corsHook } from "./cors.ts";
+import { mcpRoutes } from "../gateways/mcp/routes.ts";
 import { authPlugin } from "./auth.ts";
 import { sendProblem, toApiError } from "./problem.ts";
 import { assistantRoutes } from "./routes/assistants.ts";
 import { systemRoutes } from "./routes/system.ts";
 import { runRoutes } from "./routes/runs.ts";
+import { scheduleRoutes } from "./routes/schedules.ts";
 import { threadRoutes } from "./routes/threads.ts";
 import type { AppServices } from "./services.ts";
 import { beginShutdown, isShuttingDown } from "./shutdown.ts";
@@ -124,8 +126,10 @@ export async function buildApp(options: AppOptions): Promise<App> {
   await app.register(threadRoutes, { prefix: "/v1", services: options.services });
   await app.register(assistantRoutes, { prefix: "/v1", services: options.services });
   await app.register(runRoutes, { prefix: "/v1", services: options.services });
+  await app.register(scheduleRoutes, { prefix: "/v1", services: options.services });
   await app.register(a2aRoutes, { services: options.services });
   await app.register(langGraphRoutes, { services: options.services, version: options.version });
+  await app.register(mcpRoutes, { services: options.services, version: options.version });
   // Open SSE streams and joins would hold close(): end them first (clients reconnect elsewhere);
   // from now on, requests on kept-alive connections get a 503 problem.
   app.addHook("preClose", async () => {

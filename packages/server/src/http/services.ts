@@ -2,10 +2,12 @@ import type { Readiness } from "@rudder/api";
 import type { Authenticate } from "../auth/authenticator.ts";
 import type { AssistantCatalog } from "../graphs/assistants.ts";
 import type { GraphRegistry } from "../graphs/registry.ts";
+import type { GraphSchemaCatalog } from "../graphs/schemas.ts";
 import type { Notifier } from "../notify/notifier.ts";
 import type { A2ATaskService } from "../runs/a2a-tasks.ts";
 import type { RunService } from "../runs/service.ts";
 import type { SteeringService } from "../runs/steering.ts";
+import type { ScheduleService } from "../scheduler/service.ts";
 import type { ThreadService } from "../threads/service.ts";
 
 /**
@@ -15,9 +17,12 @@ import type { ThreadService } from "../threads/service.ts";
 export interface AppServices {
   readonly authenticate: Authenticate;
   readonly assistants: AssistantCatalog;
+  /** The graphs' input and output JSON Schemas, for the MCP gateway's tools. */
+  readonly graphSchemas: GraphSchemaCatalog;
   readonly threads: ThreadService;
   readonly runService: RunService;
   readonly steeringService: SteeringService;
+  readonly schedules: ScheduleService;
   /** A2A tasks over runs, for the A2A gateway. */
   readonly a2aTasks: A2ATaskService;
   /** The loaded graphs (the LangGraph facade draws them and describes their schemas). */

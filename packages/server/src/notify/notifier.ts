@@ -11,7 +11,9 @@ export type Notice =
   | { readonly topic: "run_created" }
   | { readonly topic: "run_changed"; readonly runId: string }
   | { readonly topic: "run_events"; readonly runId: string }
-  | { readonly topic: "steering"; readonly runId: string };
+  | { readonly topic: "steering"; readonly runId: string }
+  /** A schedule was created, changed or deleted: executors recompute when to wake. */
+  | { readonly topic: "schedules_changed" };
 
 export interface Notifier {
   /** Notices published in one call travel together (one NOTIFY across processes). */

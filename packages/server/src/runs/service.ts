@@ -70,7 +70,7 @@ export class RunService {
     tx?: Transaction,
     runId: string = randomUUID(),
   ): Promise<{ run: Run; replayed: boolean }> {
-    const assistant = await this.assistants.get(tenantId, request.assistant_id).catch((error: unknown) => {
+    const assistant = await this.assistants.get(tenantId, request.assistant_id, tx).catch((error: unknown) => {
       // An unknown assistant is a fault in the body, not a missing resource at this URL.
       if (error instanceof ApiError && error.code === "not_found") {
         throw new ApiError("validation_error", `assistant_id "${request.assistant_id}" names no assistant`);
@@ -168,6 +168,11 @@ export class RunService {
     return publicRun(await this.own(this.db, tenantId, runId));
   }
 
+  /** The tenant's runs, newest first, filtered (`GET /v1/runs`). */
+  async list(tenantId: string, filter: runRows.RunListFilter, page: { limit: number; offset: number }): Promise<Run[]> {
+    return (await runRows.listRuns(this.db, tenantId, filter, page)).map(publicRun);
+  }
+
   async listByThread(tenantId: string, threadId: string, page: { limit: number; offset: number }): Promise<Run[]> {
     return (await runRows.listRunsOfThread(this.db, tenantId, threadId, page)).map(publicRun);
   }
@@ -220,6 +225,18 @@ export class RunService {
     throw new ApiError("join_timeout", `run ${runId} is still ${run.status} after ${timeoutSeconds} s; join again to keep waiting`);
   }
 
+  /**
+   * Waits while the run stays paused and not resumed: the run once it was resumed (its
+   * `superseded_by_run_id` is set) or left paused (cancelled); undefined when `signal` aborts first.
+   */
+  async waitWhilePaused(tenantId: string, runId: string, signal: AbortSignal): Promise<Run | undefined> {
+    for await (const _wakeup of wakeups(this.notifier, (n) => n.topic === "run_changed" && n.runId === runId, { intervalMs: RECHECK_MS, signal })) {
+      const run = await this.own(this.db, tenantId, runId);
+      if (run.status !== "paused" || run.superseded_by_run_id) return publicRun(run);
+    }
+    return undefined;
+  }
+
   /** Cancel: pending and paused runs end cancelled at once; a running run goes to cancelling and its worker stops it. */
   async cancel(tenantId: string, runId: string): Promise<Run> {
     return this.db.transaction(async (tx) => {
@@ -239,6 +256,8 @@ export class RunService {
       const old = await this.own(tx, tenantId, runId, { lock: true });
       await this.transition(tx, old, "resume");
       const successor = await runRows.insertSuccessor(tx, runId, randomUUID(), { resume: command.resume, update: command.update ?? null, goto: command.goto ?? null });
+      // A stateless run checkpoints under its own id: its state goes to the run that continues it.
+      if (old.thread_id === null) await runRows.moveRunCheckpoints(tx, runId, successor.run_id);
       await migrateToSuccessor(tx, runId, successor.run_id);
       await this.notifier.publishWithin(tx, { topic: "run_created" });
       return publicRun(successor);

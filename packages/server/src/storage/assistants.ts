@@ -1,5 +1,5 @@
 import type { Assistant } from "@rudder/api";
-import type { Db } from "./db.ts";
+import type { Db, Queryable } from "./db.ts";
 import { iso, json } from "./rows.ts";
 
 /** What a stored assistant holds besides its id and timestamps. */
@@ -39,8 +39,9 @@ export class AssistantRepository {
     return row && toAssistant(row);
   }
 
-  async get(tenantId: string, assistantId: string): Promise<Assistant | undefined> {
-    const [row] = await this.db.query<AssistantRow>(
+  /** `db`: a transaction to read in (PGlite has one connection: a read outside an open transaction would wait for it). */
+  async get(tenantId: string, assistantId: string, db: Queryable = this.db): Promise<Assistant | undefined> {
+    const [row] = await db.query<AssistantRow>(
       `select ${COLUMNS} from assistants where tenant_id = $1 and assistant_id = $2`,
       [tenantId, assistantId],
     );

@@ -174,6 +174,34 @@ export async function listRunsOfThread(db: Queryable, tenantId: string, threadId
   return rows.map(toClaimed);
 }
 
+/** What `GET /v1/runs` filters by; `metadata` matches by containment (`@>`). */
+export interface RunListFilter {
+  readonly status?: string | undefined;
+  readonly assistantId?: string | undefined;
+  readonly threadId?: string | undefined;
+  readonly metadata?: Record<string, unknown> | undefined;
+}
+
+/** The tenant's runs, newest first, filtered. */
+export async function listRuns(db: Queryable, tenantId: string, filter: RunListFilter, page: { limit: number; offset: number }): Promise<ClaimedRun[]> {
+  const rows = await db.query<RunRow>(
+    `select ${RUN_COLUMNS} from runs
+      where tenant_id = $1 and ($2::text is null or status = $2) and ($3::text is null or assistant_id = $3)
+        and ($4::uuid is null or thread_id = $4::uuid) and ($5::jsonb is null or metadata @> $5::jsonb)
+      order by created_at desc, run_id desc limit $6 offset $7`,
+    [
+      tenantId,
+      filter.status ?? null,
+      filter.assistantId ?? null,
+      filter.threadId ?? null,
+      filter.metadata === undefined ? null : json(filter.metadata),
+      page.limit,
+      page.offset,
+    ],
+  );
+  return rows.map(toClaimed);
+}
+
 /**
  * Claims up to `limit` of the oldest runnable runs: pending runs whose backoff has passed and
  * whose thread has no active run and no older pending run (FIFO per thread, so at most one run
@@ -324,6 +352,15 @@ export async function insertSuccessor(tx: Queryable, runId: string, newRunId: st
   );
   await tx.query("update runs set superseded_by_run_id = $2, updated_at = now() where run_id = $1", [runId, newRunId]);
   return toClaimed(row!);
+}
+
+/**
+ * A stateless run's checkpoints (kept under its own id) handed to the run that resumes it, so the
+ * resume continues from the interrupt. The paused run holds no lease, so nothing writes them meanwhile.
+ */
+export async function moveRunCheckpoints(tx: Queryable, fromRunId: string, toRunId: string): Promise<void> {
+  await tx.query("update checkpoint_writes set thread_id = $2 where thread_id = $1", [fromRunId, toRunId]);
+  await tx.query("update checkpoints set thread_id = $2 where thread_id = $1", [fromRunId, toRunId]);
 }
 
 /**

@@ -111,10 +111,10 @@ export const checkpointThreadId = (run: Pick<ClaimedRun, "thread_id" | "run_id">
 /**
  * An attempt's checkpoint shortcuts: with durability "exit" its writes commit with the settle;
  * a stateless run's first attempt knows its own thread is empty (a redriven run's checkpoints
- * were dropped when it ended).
+ * were dropped when it ended), unless it resumes a paused run, whose checkpoints it was given.
  */
 export function attemptCheckpoints(run: ClaimedRun): AttemptCheckpoints {
-  return new AttemptCheckpoints(checkpointThreadId(run), run.durability === "exit", run.thread_id === null && run.attempt === 1);
+  return new AttemptCheckpoints(checkpointThreadId(run), run.durability === "exit", run.thread_id === null && run.attempt === 1 && run.command === null);
 }
 
 /** At an interrupt LangGraph emits a values chunk holding only `__interrupt__`: keep the state before it. */

@@ -4,6 +4,7 @@ import { resolveConfig, type AuthConfig, type DeclaredAssistant, type RudderConf
 import type { Role } from "../../src/domain/roles.ts";
 import { startServer, type RunningServer } from "../../src/server.ts";
 import type { WorkerOptions } from "../../src/worker/worker.ts";
+import type { SchedulerOptions } from "../../src/scheduler/executor.ts";
 import type { Notifier } from "../../src/notify/notifier.ts";
 import { createTestDatabase, type TestDatabase } from "./db.ts";
 
@@ -56,6 +57,10 @@ export async function startTestServer(
     config?: Partial<RudderConfig>;
     /** Replaces the notifier the server would choose (benchmarks drop notices with it). */
     notifier?: Notifier;
+    /** The cron executor's options (default: it runs where the worker does, as in production); false for none. */
+    scheduler?: Partial<SchedulerOptions> | false;
+    /** The clock schedules compute due times from. */
+    clock?: () => Date;
   } = {},
 ): Promise<TestServer> {
   const database = options.database ?? (await createTestDatabase({ migrated: false }));
@@ -68,7 +73,7 @@ export async function startTestServer(
     ...options.config,
   };
   const worker = options.worker === false ? false : { pollMs: 200, heartbeatMs: 500, ...options.worker };
-  const server: RunningServer = await startServer({ config, db: database.db, schema: "migrate", logger: false, worker, notifier: options.notifier });
+  const server: RunningServer = await startServer({ config, db: database.db, schema: "migrate", logger: false, worker, notifier: options.notifier, scheduler: options.scheduler, clock: options.clock });
   const url = server.url!;
   const token = (tenant = "t1", roles: Role[] = ["admin"]) => mintToken(TEST_SECRET, { tenantId: tenant, roles });
   return {

@@ -1,6 +1,7 @@
 import type { LgAssistantGraph, LgGraphSchemas } from "@rudder/api";
 import { graphInputChannels } from "../../graphs/input.ts";
 import type { RunnableGraph } from "../../graphs/registry.ts";
+import type { GraphSchemas } from "../../graphs/schemas.ts";
 
 /** The parts of a compiled StateGraph that describe its channels (read by shape, as graphs/input.ts does). */
 interface Described {
@@ -14,19 +15,20 @@ function objectSchema(title: string, channels: readonly string[] | undefined): R
 }
 
 /**
- * The SDK's `GraphSchema` of a graph: its input, output and state channels as object schemas.
- * LangGraph.js's dev server derives full types from the TypeScript source; Rudder reads the
- * compiled graph, so each channel's own schema is `{}` (docs/langgraph-api.md).
+ * The SDK's `GraphSchema` of a graph: input and output as LangGraph describes them for a zod or
+ * StateSchema state (`GraphSchemaCatalog`, shared with the MCP gateway); otherwise, and for the
+ * state, its channels as object schemas whose members are `{}` (LangGraph.js's dev server derives
+ * full types from the TypeScript source; docs/langgraph-api.md).
  */
-export function graphSchemas(graphId: string, graph: RunnableGraph): LgGraphSchemas {
+export function graphSchemas(graphId: string, graph: RunnableGraph, declared: GraphSchemas | undefined): LgGraphSchemas {
   const builder = (graph as unknown as Described).builder;
   const state = builder?.channels ? Object.keys(builder.channels) : undefined;
   const output = builder?._outputDefinition;
   const outputChannels = output && typeof output === "object" && !Array.isArray(output) ? Object.keys(output) : state;
   return {
     graph_id: graphId,
-    input_schema: objectSchema(`${graphId} input`, graphInputChannels(graph) ?? state),
-    output_schema: objectSchema(`${graphId} output`, outputChannels),
+    input_schema: declared?.input ?? objectSchema(`${graphId} input`, graphInputChannels(graph) ?? state),
+    output_schema: declared?.output ?? objectSchema(`${graphId} output`, outputChannels),
     state_schema: objectSchema(`${graphId} state`, state),
     config_schema: null,
     context_schema: null,

@@ -126,7 +126,7 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
     { config: { permission: "read" }, schema: { tags, summary: "The assistant's graph schemas", params: AssistantIdParams, response: { 200: LgGraphSchemas, ...problems(401, 403, 404, 422) } } },
     async (request) => {
       const { assistant, graph } = await assistantGraph(request, request.params.assistant_id);
-      return graphSchemas(assistant.graph_id, graph);
+      return graphSchemas(assistant.graph_id, graph, await services.graphSchemas.schemasOf(assistant.graph_id));
     },
   );
 

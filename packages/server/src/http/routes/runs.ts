@@ -5,6 +5,7 @@ import {
   IdempotencyHeaders,
   JOIN_DEFAULT_TIMEOUT_SECONDS,
   JoinQuery,
+  ListRunsQuery,
   ListThreadRunsQuery,
   ResumeBody,
   Run,
@@ -16,6 +17,7 @@ import {
   SteerBody,
   ThreadIdParams,
 } from "@rudder/api";
+import { parseJsonObjectParam } from "../query.ts";
 import { problems } from "../responses.ts";
 import type { AppServices } from "../services.ts";
 import { streamRunEvents } from "../sse.ts";
@@ -51,6 +53,30 @@ export const runRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
       const { run } = await runService.create(request.principal.tenantId, null, request.body, request.headers["idempotency-key"]);
       return reply.status(202).send(run);
     },
+  );
+
+  app.get(
+    "/runs",
+    {
+      config: { permission: "read" },
+      schema: {
+        tags,
+        summary: "The tenant's runs, newest first, filtered by status, assistant_id, thread_id and metadata containment",
+        querystring: ListRunsQuery,
+        response: { 200: Type.Array(Type.Ref("Run")), ...problems(401, 403, 422) },
+      },
+    },
+    async (request) =>
+      runService.list(
+        request.principal.tenantId,
+        {
+          status: request.query.status,
+          assistantId: request.query.assistant_id,
+          threadId: request.query.thread_id,
+          metadata: parseJsonObjectParam("metadata", request.query.metadata),
+        },
+        { limit: request.query.limit ?? 50, offset: request.query.offset ?? 0 },
+      ),
   );
 
   app.get(

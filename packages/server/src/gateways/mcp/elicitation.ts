@@ -1,0 +1,64 @@
+import type { ElicitRequest } from "@modelcontextprotocol/sdk/types.js";
+import type { Run } from "@rudder/api";
+import type { JsonSchema } from "../../graphs/schemas.ts";
+import { isObject } from "../a2a/parts.ts";
+
+/**
+ * A paused run's question as an MCP elicitation request, and the answer as the run's resume
+ * value (docs/mcp.md "Human in the loop"). Pure rules: no I/O.
+ *
+ * The request's id names the run and how its answer becomes the resume value, because the answer
+ * comes back in a new HTTP request, to any process: that process resumes the run from the id
+ * alone, and the call that asked (following the run in the database) carries on with the new run.
+ */
+
+/** How an answer becomes the resume value: the form's `answer` field, or the whole form. */
+export type AnswerMode = "answer" | "content";
+
+const ID_PREFIX = "rudder-elicit:";
+const ID = /^rudder-elicit:([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}):(answer|content)$/;
+
+/** A free-text answer, for a question that declares no form of its own. */
+const ANSWER_SCHEMA = { type: "object", properties: { answer: { type: "string", title: "Answer" } }, required: ["answer"] } as const;
+
+/** The form-mode elicitation request's params. */
+type FormParams = Extract<ElicitRequest["params"], { requestedSchema: unknown }>;
+
+export interface Elicitation {
+  readonly id: string;
+  readonly params: FormParams;
+}
+
+/**
+ * The elicitation for a paused run with exactly one interrupt, from its value: a string is the
+ * question (a free-text answer resumes the run); an object may give `message` (or `question`) and
+ * a `requestedSchema` (a flat object schema, as MCP allows), whose filled-in form is the resume
+ * value. Undefined for a run paused at several interrupts at once (it is answered over the API).
+ */
+export function elicitationFor(run: Run): Elicitation | undefined {
+  const interrupts = isObject(run.output) && Array.isArray(run.output.__interrupt__) ? run.output.__interrupt__ : [];
+  if (interrupts.length !== 1) return undefined;
+  const value: unknown = isObject(interrupts[0]) && "value" in interrupts[0] ? interrupts[0].value : interrupts[0];
+  const asked = isObject(value) ? (typeof value.message === "string" ? value.message : typeof value.question === "string" ? value.question : undefined) : undefined;
+  const message = typeof value === "string" ? value : (asked ?? JSON.stringify(value));
+  const form = isObject(value) && isFormSchema(value.requestedSchema) ? value.requestedSchema : undefined;
+  const mode: AnswerMode = form ? "content" : "answer";
+  return { id: `${ID_PREFIX}${run.run_id}:${mode}`, params: { message, requestedSchema: (form ?? ANSWER_SCHEMA) as FormParams["requestedSchema"] } };
+}
+
+/** The run and answer mode an elicitation id names; undefined for any other id. */
+export function parseElicitationId(id: unknown): { runId: string; mode: AnswerMode } | undefined {
+  const match = typeof id === "string" ? ID.exec(id) : null;
+  return match ? { runId: match[1]!, mode: match[2] as AnswerMode } : undefined;
+}
+
+/** The resume value of an accepted answer; undefined when the user declined, dismissed, or the client failed. */
+export function resumeValueOf(mode: AnswerMode, result: unknown): { value: unknown } | undefined {
+  if (!isObject(result) || result.action !== "accept") return undefined;
+  const content = isObject(result.content) ? result.content : {};
+  return { value: mode === "answer" ? (content.answer ?? null) : content };
+}
+
+function isFormSchema(schema: unknown): schema is JsonSchema {
+  return isObject(schema) && schema.type === "object" && isObject(schema.properties);
+}

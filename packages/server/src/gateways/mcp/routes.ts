@@ -1,0 +1,202 @@
+import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
+import { CallToolRequestSchema, ErrorCode, InitializeRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
+import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
+import type { FastifyReply, FastifyRequest } from "fastify";
+import { Type } from "typebox";
+import { ApiError } from "../../domain/errors.ts";
+import { grants } from "../../domain/roles.ts";
+import { problems } from "../../http/responses.ts";
+import type { AppServices } from "../../http/services.ts";
+import { endOnShutdown } from "../../http/shutdown.ts";
+import { isObject } from "../a2a/parts.ts";
+import { parseElicitationId, resumeValueOf } from "./elicitation.ts";
+import { cancelChain, MCP_PROTOCOL_VERSIONS, mcpServer, type McpCall } from "./handler.ts";
+import { callRunId, newSession, sessionOf, type McpSession } from "./session.ts";
+
+const PARSE_ERROR = -32700;
+const INVALID_REQUEST = -32600;
+const SERVER_ERROR = -32000;
+
+/**
+ * The MCP endpoint (DESIGN.md "MCP endpoint", docs/mcp.md): Streamable HTTP at `POST /mcp`, with
+ * the official SDK's transport and server, one pair per HTTP request (stateless: any process
+ * serves any request). Auth is the API's: a token is required (401 problem+json before any MCP),
+ * viewers initialize and list tools, a tool call (or an answer to one) needs `operate` (403
+ * problem+json otherwise). Answers to elicitation requests and `notifications/cancelled` act on
+ * the call's run through the database, wherever the call itself is being served.
+ */
+export const mcpRoutes: FastifyPluginAsyncTypebox<{ services: AppServices; version: string }> = async (app, options) => {
+  const { services, version } = options;
+  const tags = ["mcp"];
+  // JSON-RPC reports a malformed body itself (-32700): bodies reach the handler as text.
+  const parseJson = app.getDefaultJsonParser("error", "error");
+  app.removeContentTypeParser("application/json");
+  app.addContentTypeParser("*", { parseAs: "string" }, (_request, body, done) => done(null, body));
+
+  app.post(
+    "/mcp",
+    {
+      config: { permission: "read" },
+      schema: {
+        tags,
+        summary: "MCP over Streamable HTTP (protocol 2025-11-25 and 2025-06-18): exposed assistants are tools",
+        response: {
+          200: Type.Unknown({ description: "a JSON-RPC response, or text/event-stream of JSON-RPC messages" }),
+          202: Type.Unknown({ description: "notifications and responses accepted: no body" }),
+          ...problems(401, 403, 413),
+        },
+      },
+    },
+    async (request, reply) => {
+      const mediaType = request.headers["content-type"]?.split(";")[0]?.trim().toLowerCase();
+      if (mediaType !== "application/json") return rpcError(reply, 415, SERVER_ERROR, "Unsupported Media Type: Content-Type must be application/json");
+      const parsed = await parse(parseJson, request);
+      if (!parsed.ok) return rpcError(reply, 400, PARSE_ERROR, "Parse error: Invalid JSON");
+      const protocolVersion = headerValue(request.headers["mcp-protocol-version"]);
+      if (protocolVersion !== undefined && !(MCP_PROTOCOL_VERSIONS as readonly string[]).includes(protocolVersion)) {
+        return rpcError(reply, 400, SERVER_ERROR, `Bad Request: Unsupported protocol version: ${protocolVersion} (supported versions: ${MCP_PROTOCOL_VERSIONS.join(", ")})`);
+      }
+      const messages = Array.isArray(parsed.value) ? parsed.value : [parsed.value];
+      if (messages.length === 0 || !messages.every(isObject)) return rpcError(reply, 400, INVALID_REQUEST, "Invalid Request: expected JSON-RPC messages");
+      const tenantId = request.principal.tenantId;
+      const canOperate = grants(request.principal.roles, "operate");
+      if (!canOperate && messages.some((message) => message.method === "tools/call" || isResponse(message))) {
+        throw new ApiError("forbidden", 'calling tools (and answering their questions) needs a role that grants "operate"');
+      }
+      const initialize = messages.find((message) => message.method === "initialize");
+      const session: McpSession | undefined = initialize
+        ? newSession(isObject(initialize.params) ? initialize.params.capabilities : undefined)
+        : sessionOf(headerValue(request.headers["mcp-session-id"]));
+
+      // Answers to elicitation requests and cancellations act on runs here; the rest goes to the SDK.
+      const rest: Record<string, unknown>[] = [];
+      for (const message of messages) {
+        const elicited = isResponse(message) ? parseElicitationId(message.id) : undefined;
+        if (elicited) await answerElicitation(services, tenantId, session, elicited, message.result);
+        else if (message.method === "notifications/cancelled") await cancelCall(services, tenantId, session, canOperate, message.params);
+        else if (!isResponse(message)) rest.push(message);
+      }
+      // Accepted, with no body (as the transport answers notifications and responses).
+      if (rest.length === 0) return reply.code(202).send("");
+      // Params the method's schema refuses are the protocol's invalid-params error (the SDK would call it internal).
+      const invalid = rest.length === 1 ? invalidParams(rest[0]!) : undefined;
+      if (invalid) return reply.type("application/json").send(JSON.stringify(invalid));
+
+      const disconnected = new AbortController();
+      const shutdown = new AbortController();
+      const release = endOnShutdown(request, shutdown);
+      const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined });
+      const call: McpCall = {
+        tenantId,
+        canOperate,
+        session,
+        disconnected: disconnected.signal,
+        shutdown: shutdown.signal,
+        sendToClient: (message, relatedRequestId) => transport.send(message, { relatedRequestId }),
+        version,
+        log: request.log,
+      };
+      const server = mcpServer({ assistants: services.assistants, schemas: services.graphSchemas, runService: services.runService }, call);
+      // The request's own close event fires once its body is read: the response's tells a client that left.
+      reply.raw.on("close", () => {
+        disconnected.abort();
+        release();
+        void server.close().catch(() => undefined);
+      });
+      await server.connect(transport);
+      const response = await transport.handleRequest(webRequest(request), { parsedBody: Array.isArray(parsed.value) ? rest : rest[0] });
+      if (initialize && session && response.ok) response.headers.set("mcp-session-id", session.id);
+      return reply.send(response);
+    },
+  );
+
+  // Stateless: no server-to-client stream outside a call, no session to end (the transport's 405s).
+  for (const method of ["GET", "DELETE"] as const) {
+    app.route({
+      method,
+      url: "/mcp",
+      config: { permission: "read" },
+      // Not an operation (it never succeeds): left out of the OpenAPI document.
+      schema: { hide: true, response: problems(401, 405) },
+      handler: async (_request, reply) => {
+        reply.header("allow", "POST");
+        throw new ApiError("method_not_allowed", `MCP here is stateless: ${method} /mcp is not offered; send JSON-RPC with POST /mcp`);
+      },
+    });
+  }
+};
+
+/** The user's answer (or refusal) to a paused run's question: an accepted answer resumes the run, anything else cancels it. */
+async function answerElicitation(
+  services: AppServices,
+  tenantId: string,
+  session: McpSession | undefined,
+  elicited: NonNullable<ReturnType<typeof parseElicitationId>>,
+  result: unknown,
+): Promise<void> {
+  const run = await services.runService.get(tenantId, elicited.runId).catch(() => undefined);
+  // Only the session that was asked answers: another run, or another tenant's, is left alone.
+  const tag = run && isObject(run.metadata.mcp) ? run.metadata.mcp : undefined;
+  if (!run || !session || tag?.session !== session.id || run.status !== "paused" || run.superseded_by_run_id) return;
+  const answer = resumeValueOf(elicited.mode, result);
+  try {
+    if (answer) await services.runService.resume(tenantId, run.run_id, { resume: answer.value });
+    else await services.runService.cancel(tenantId, run.run_id);
+  } catch (error) {
+    // Answered twice, or cancelled meanwhile: the first decision stands.
+    if (!(error instanceof ApiError && error.status === 409)) throw error;
+  }
+}
+
+/** `notifications/cancelled`: the call's run (or the one resuming it) is cancelled, cooperatively. */
+async function cancelCall(services: AppServices, tenantId: string, session: McpSession | undefined, canOperate: boolean, params: unknown): Promise<void> {
+  const requestId = isObject(params) ? params.requestId : undefined;
+  if (!session || !canOperate || (typeof requestId !== "string" && typeof requestId !== "number")) return;
+  await cancelChain(services.runService, tenantId, callRunId(tenantId, session, requestId));
+}
+
+/** The methods whose params are checked before the SDK sees them. */
+const REQUEST_SCHEMAS: Record<string, { safeParse(value: unknown): { success: boolean; error?: { message: string } } }> = {
+  initialize: InitializeRequestSchema,
+  "tools/list": ListToolsRequestSchema,
+  "tools/call": CallToolRequestSchema,
+};
+
+/** The JSON-RPC error for a request of a known method whose params its schema refuses; undefined otherwise. */
+function invalidParams(message: Record<string, unknown>): Record<string, unknown> | undefined {
+  const schema = typeof message.method === "string" && "id" in message ? REQUEST_SCHEMAS[message.method] : undefined;
+  const checked = schema?.safeParse(message);
+  if (!checked || checked.success) return undefined;
+  return { jsonrpc: "2.0", id: message.id, error: { code: ErrorCode.InvalidParams, message: `Invalid params for ${String(message.method)}`, data: checked.error?.message } };
+}
+
+function isResponse(message: Record<string, unknown>): boolean {
+  return message.method === undefined && ("result" in message || "error" in message);
+}
+
+/** Parses the body with Fastify's JSON parser (its prototype-poisoning checks included). */
+function parse(parseJson: ReturnType<FastifyRequest["server"]["getDefaultJsonParser"]>, request: FastifyRequest): Promise<{ ok: true; value: unknown } | { ok: false }> {
+  return new Promise((resolve) => {
+    parseJson(request, typeof request.body === "string" ? request.body : "", (error: Error | null, value?: unknown) => resolve(error ? { ok: false } : { ok: true, value }));
+  });
+}
+
+/** The request as the SDK's web-standard transport reads it (headers; the body is passed parsed). */
+function webRequest(request: FastifyRequest): Request {
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(request.headers)) {
+    if (value === undefined) continue;
+    for (const item of Array.isArray(value) ? value : [value]) headers.append(name, item);
+  }
+  return new Request(`http://${request.host || "localhost"}${request.url}`, { method: "POST", headers });
+}
+
+/** A transport-level refusal, as the MCP transport gives it: a JSON-RPC error without an id. */
+function rpcError(reply: FastifyReply, status: number, code: number, message: string): FastifyReply {
+  return reply.code(status).type("application/json").send(JSON.stringify({ jsonrpc: "2.0", id: null, error: { code, message } }));
+}
+
+function headerValue(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
+}
+

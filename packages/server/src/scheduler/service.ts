@@ -1,0 +1,109 @@
+import { randomUUID } from "node:crypto";
+import type { CreateScheduleBody, PatchScheduleBody, Schedule } from "@rudder/api";
+import { ApiError, notFound } from "../domain/errors.ts";
+import { cronProblem, nextDueAfter } from "../domain/schedules.ts";
+import type { AssistantCatalog } from "../graphs/assistants.ts";
+import type { Notifier } from "../notify/notifier.ts";
+import type { Db } from "../storage/db.ts";
+import * as scheduleRows from "../storage/schedules.ts";
+import { findThread } from "../storage/threads.ts";
+
+/**
+ * Schedules as the API manages them (DESIGN.md "Schedules"): the definition's rules, and the
+ * `next_run_at` each change implies. Every change publishes `schedules_changed`, so executors
+ * that sleep until the next due time recompute it at once.
+ */
+export class ScheduleService {
+  constructor(
+    private readonly db: Db,
+    private readonly assistants: AssistantCatalog,
+    private readonly notifier: Notifier,
+    /** The clock next due times are computed from (tests move it). */
+    private readonly clock: () => Date = () => new Date(),
+  ) {}
+
+  async create(tenantId: string, body: CreateScheduleBody): Promise<Schedule> {
+    const timezone = body.timezone ?? "UTC";
+    requireValid(body.cron, timezone);
+    await this.assistants.get(tenantId, body.assistant_id).catch((error: unknown) => {
+      if (error instanceof ApiError && error.code === "not_found") throw new ApiError("validation_error", `assistant_id "${body.assistant_id}" names no assistant`);
+      throw error;
+    });
+    const threadId = body.thread_id ?? null;
+    if (threadId !== null && !(await findThread(this.db, tenantId, threadId))) {
+      throw new ApiError("validation_error", `thread_id "${threadId}" names no thread`);
+    }
+    const enabled = body.enabled ?? true;
+    const schedule = await scheduleRows.insertSchedule(this.db, {
+      tenantId,
+      scheduleId: randomUUID(),
+      assistantId: body.assistant_id,
+      threadId,
+      cron: body.cron.trim(),
+      timezone,
+      input: body.input ?? {},
+      metadata: body.metadata ?? {},
+      enabled,
+      nextRunAt: enabled ? nextDueAfter(body.cron, timezone, this.clock()) : null,
+    });
+    await this.changed();
+    return schedule;
+  }
+
+  async get(tenantId: string, scheduleId: string): Promise<Schedule> {
+    const schedule = await scheduleRows.findSchedule(this.db, tenantId, scheduleId);
+    if (!schedule) throw notFound("schedule", scheduleId);
+    return schedule;
+  }
+
+  async list(tenantId: string, page: { limit: number; offset: number }): Promise<Schedule[]> {
+    return scheduleRows.listSchedules(this.db, tenantId, page);
+  }
+
+  /**
+   * Replaces the fields given. A new cron or time zone, or enabling, recomputes `next_run_at` from
+   * now; disabling clears it; other changes keep it (a due time already set still fires). Under the
+   * row's lock: an executor firing the schedule finishes first, or skips it until this commits.
+   */
+  async update(tenantId: string, scheduleId: string, patch: PatchScheduleBody): Promise<Schedule> {
+    const updated = await this.db.transaction(async (tx) => {
+      const current = await scheduleRows.findSchedule(tx, tenantId, scheduleId, { lock: true });
+      if (!current) throw notFound("schedule", scheduleId);
+      const cron = patch.cron?.trim() ?? current.cron;
+      const timezone = patch.timezone ?? current.timezone;
+      const enabled = patch.enabled ?? current.enabled;
+      if (patch.cron !== undefined || patch.timezone !== undefined) requireValid(cron, timezone);
+      const retimed = cron !== current.cron || timezone !== current.timezone || (enabled && !current.enabled);
+      let nextRunAt: Date | null = current.next_run_at === null ? null : new Date(current.next_run_at);
+      if (!enabled) nextRunAt = null;
+      else if (retimed) nextRunAt = nextDueAfter(cron, timezone, this.clock());
+      const changed = await scheduleRows.updateSchedule(tx, tenantId, scheduleId, {
+        cron,
+        timezone,
+        enabled,
+        input: patch.input ?? current.input,
+        metadata: patch.metadata ?? current.metadata,
+        nextRunAt,
+      });
+      if (!changed) throw notFound("schedule", scheduleId);
+      return changed;
+    });
+    await this.changed();
+    return updated;
+  }
+
+  /** Deleting stops further fires at once: an executor holding the row finishes its firing first. */
+  async delete(tenantId: string, scheduleId: string): Promise<void> {
+    if (!(await scheduleRows.deleteSchedule(this.db, tenantId, scheduleId))) throw notFound("schedule", scheduleId);
+    await this.changed();
+  }
+
+  private async changed(): Promise<void> {
+    await this.notifier.publish({ topic: "schedules_changed" });
+  }
+}
+
+function requireValid(cron: string, timezone: string): void {
+  const problem = cronProblem(cron, timezone);
+  if (problem) throw new ApiError("validation_error", problem);
+}

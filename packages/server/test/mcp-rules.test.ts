@@ -1,0 +1,122 @@
+import { describe, test } from "node:test";
+import assert from "node:assert/strict";
+import type { Assistant, Run } from "@rudder/api";
+import { elicitationFor, parseElicitationId, resumeValueOf } from "../src/gateways/mcp/elicitation.ts";
+import { failure, resultOfRun, toolOutputSchema } from "../src/gateways/mcp/results.ts";
+import { callRunId, newSession, sessionOf } from "../src/gateways/mcp/session.ts";
+import { assignToolNames, decodeCursor, encodeCursor, isExposed, preferredName, validName } from "../src/gateways/mcp/tools.ts";
+
+/** The MCP gateway's pure rules: tool names, cursors, sessions, results, elicitation. */
+
+const assistant = (assistant_id: string, name: string, metadata: Record<string, unknown> = {}): Assistant => ({
+  assistant_id,
+  graph_id: "g",
+  name,
+  description: null,
+  config: {},
+  context: {},
+  metadata,
+  created_at: "2026-01-01T00:00:00.000Z",
+  updated_at: "2026-01-01T00:00:00.000Z",
+});
+
+const run = (fields: Partial<Run>): Run => ({ run_id: "5f0c1c2e-0000-4000-8000-000000000001", status: "succeeded", output: null, error: null, ...fields }) as Run;
+
+describe("MCP tool names", () => {
+  test("the first non-empty of mcp_tool_name, metadata.name, name, id", () => {
+    assert.equal(preferredName(assistant("id", "Name", { mcp_tool_name: "tool", name: "meta" })), "tool");
+    assert.equal(preferredName(assistant("id", "Name", { mcp_tool_name: "", name: "meta" })), "meta");
+    assert.equal(preferredName(assistant("id", "Name", { mcp_tool_name: 5 })), "Name");
+    assert.equal(preferredName(assistant("id", "")), "id");
+  });
+
+  test("only mcp_expose === true exposes", () => {
+    assert.equal(isExposed(assistant("a", "a", { mcp_expose: true })), true);
+    for (const value of ["true", 1, null, false]) assert.equal(isExposed(assistant("a", "a", { mcp_expose: value })), false);
+  });
+
+  test("made valid: other characters become _, at most 128", () => {
+    assert.equal(validName("Résumé writer 🚀/v2"), "R_sum__writer___v2");
+    assert.equal(validName("a.b-c_D9"), "a.b-c_D9");
+    assert.equal(validName("x".repeat(300)).length, 128);
+  });
+
+  test("clashes get _2, _3…, shortened to fit; order decides who keeps the name", () => {
+    const long = "y".repeat(140);
+    const names = assignToolNames([assistant("1", "dup"), assistant("2", "dup"), assistant("3", "dup_2"), assistant("4", "dup"), assistant("5", long), assistant("6", long)]).map((entry) => entry.name);
+    assert.deepEqual(names.slice(0, 4), ["dup", "dup_2", "dup_2_2", "dup_3"]);
+    assert.equal(names[4], "y".repeat(128));
+    assert.equal(names[5], `${"y".repeat(126)}_2`);
+  });
+
+  test("cursors round-trip; foreign ones are refused", () => {
+    assert.equal(decodeCursor(encodeCursor(50)), 50);
+    assert.equal(decodeCursor(undefined), 0);
+    assert.equal(decodeCursor("garbage"), undefined);
+  });
+});
+
+describe("MCP sessions", () => {
+  test("a session carries the elicitation capability; the same call names the same run", () => {
+    const plain = newSession({});
+    const asking = newSession({ elicitation: {} });
+    assert.equal(plain.elicitation, false);
+    assert.equal(asking.elicitation, true);
+    assert.equal(newSession({ elicitation: { form: {} } }).elicitation, true);
+    assert.equal(newSession({ elicitation: { url: {} } }).elicitation, false, "URL mode only: no forms");
+    assert.deepEqual(sessionOf(asking.id), asking);
+    assert.equal(sessionOf("not-a-session"), undefined);
+    assert.equal(sessionOf(undefined), undefined);
+    const id = callRunId("t1", plain, 7);
+    assert.match(id, /^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    assert.equal(callRunId("t1", plain, 7), id);
+    assert.notEqual(callRunId("t2", plain, 7), id, "the tenant is part of it");
+    assert.notEqual(callRunId("t1", plain, "7"), id, "a string id is not the number");
+  });
+});
+
+describe("MCP results", () => {
+  test("a succeeded run's output, text from the last AI message or the JSON", () => {
+    const plain = resultOfRun(run({ output: { count: 2 } }));
+    assert.deepEqual(plain.structuredContent, { count: 2 });
+    assert.equal(plain.content[0]?.type === "text" && plain.content[0].text, '{"count":2}');
+    const chat = resultOfRun(run({ output: { messages: [{ type: "human", content: "hi" }, { type: "ai", content: [{ type: "text", text: "hello" }] }] } }));
+    assert.equal(chat.content[0]?.type === "text" && chat.content[0].text, "hello");
+    assert.deepEqual(resultOfRun(run({ output: 5 })).structuredContent, { output: 5 }, "structured content is always an object");
+  });
+
+  test("failures carry the code and message; the output schema admits all three shapes", () => {
+    const failed = resultOfRun(run({ status: "timed_out", error: { code: "run_timed_out", message: "too slow", retryable: false } }));
+    assert.equal(failed.isError, true);
+    assert.deepEqual((failed.structuredContent as { error: unknown }).error, { code: "run_timed_out", message: "too slow", retryable: false });
+    const rejected = failure({ code: "validation_error", message: "bad", retryable: false });
+    assert.deepEqual(rejected.structuredContent, { status: "rejected", run_id: null, error: { code: "validation_error", message: "bad", retryable: false } });
+    assert.equal(toolOutputSchema(undefined), undefined);
+    assert.equal((toolOutputSchema({ type: "object" })!.anyOf as unknown[]).length, 3);
+  });
+});
+
+describe("MCP elicitation", () => {
+  const paused = (value: unknown, count = 1) => run({ status: "paused", output: { __interrupt__: Array.from({ length: count }, () => ({ id: "i", value })) } });
+
+  test("a string asks for a free-text answer; a requestedSchema asks for its form", () => {
+    const text = elicitationFor(paused("Why?"))!;
+    assert.equal(text.params.message, "Why?");
+    assert.deepEqual(parseElicitationId(text.id), { runId: run({}).run_id, mode: "answer" });
+    assert.deepEqual(resumeValueOf("answer", { action: "accept", content: { answer: "because" } }), { value: "because" });
+    const schema = { type: "object", properties: { ok: { type: "boolean" } } };
+    const form = elicitationFor(paused({ question: "OK?", requestedSchema: schema }))!;
+    assert.equal(form.params.message, "OK?");
+    assert.deepEqual(form.params.requestedSchema, schema);
+    assert.deepEqual(resumeValueOf("content", { action: "accept", content: { ok: true } }), { value: { ok: true } });
+    assert.equal(elicitationFor(paused({ draft: 1 }))!.params.message, '{"draft":1}');
+  });
+
+  test("declines, dismissals and several interrupts are not answers", () => {
+    assert.equal(resumeValueOf("answer", { action: "decline" }), undefined);
+    assert.equal(resumeValueOf("content", { action: "cancel" }), undefined);
+    assert.equal(elicitationFor(paused("a", 2)), undefined);
+    assert.equal(parseElicitationId(3), undefined);
+    assert.equal(parseElicitationId("rudder-elicit:nope:answer"), undefined);
+  });
+});

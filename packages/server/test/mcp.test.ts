@@ -1,0 +1,395 @@
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { mkdtempSync, readFileSync, existsSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { McpError, type CallToolResult, type Tool } from "@modelcontextprotocol/sdk/types.js";
+import type { DeclaredAssistant } from "../src/config/config.ts";
+import { TEST_DRIVER } from "./support/db.ts";
+import { initializeRequest, mcpClient, rawMcp } from "./support/mcp.ts";
+import { startTestServer, type TestServer } from "./support/server.ts";
+
+/**
+ * The MCP endpoint with the official SDK client (`Client` + `StreamableHTTPClientTransport`)
+ * against a real server: initialize, tools (names, schemas, pages, tenants, roles), calls
+ * (results, errors, pauses, progress, cancellation), elicitation, and the transport's answers.
+ */
+
+const TESTING_CONFIG = fileURLToPath(new URL("./fixtures/testing.rudder.json", import.meta.url));
+
+const exposed = (assistant_id: string, graph_id: string, metadata: Record<string, unknown> = {}, extra: Partial<DeclaredAssistant> = {}): DeclaredAssistant => ({
+  assistant_id,
+  graph_id,
+  ...extra,
+  metadata: { mcp_expose: true, ...metadata },
+});
+
+const ASSISTANTS: DeclaredAssistant[] = [
+  exposed("mcp-steps", "steps", { mcp_tool_name: "count steps!" }, { name: "Steps", description: "Counts steps, one node per step" }),
+  exposed("mcp-failing", "failing"),
+  exposed("mcp-chat", "chat_messages", { name: "chat" }),
+  exposed("mcp-typed", "typed", { mcp_tool_name: "write" }, { description: "Writes about a topic" }),
+  exposed("mcp-approval", "approval", { mcp_tool_name: "approve" }),
+  exposed("mcp-form", "form_ask", { mcp_tool_name: "form" }),
+  exposed("mcp-hops", "two_hops", { mcp_tool_name: "hops" }),
+  exposed("mcp-dup-1", "echo", { mcp_tool_name: "dup" }),
+  exposed("mcp-dup-2", "echo", { mcp_tool_name: "dup" }),
+  { assistant_id: "mcp-hidden", graph_id: "echo", metadata: { mcp_expose: "true", mcp_tool_name: "hidden" } },
+];
+
+const text = (result: CallToolResult) => result.content.map((part) => (part.type === "text" ? part.text : "")).join("");
+const runIdOf = (result: CallToolResult) => (result._meta as Record<string, string>)["rudder/run_id"]!;
+
+async function joinRun(server: TestServer, runId: string, tenant = "t1"): Promise<{ status: string; output: Record<string, unknown>; error: { code: string } | null; metadata: Record<string, unknown> }> {
+  for (;;) {
+    const joined = await server.request("GET", `/v1/runs/${runId}/join?timeout=60`, { tenant });
+    if (joined.status === 408) continue;
+    assert.equal(joined.status, 200, JSON.stringify(joined.body));
+    return joined.body;
+  }
+}
+
+/** Waits until `file` has a line, and returns the run id the steps graph wrote in it. */
+async function firstRunIdIn(file: string): Promise<string> {
+  for (;;) {
+    if (existsSync(file)) {
+      const line = readFileSync(file, "utf8").split("\n")[0];
+      if (line) return line.split(" ")[0]!;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+describe(`MCP endpoint on ${TEST_DRIVER}`, () => {
+  let server: TestServer;
+  let scratch: string;
+  before(async () => {
+    server = await startTestServer({ configFile: TESTING_CONFIG, assistants: ASSISTANTS });
+    scratch = mkdtempSync(join(tmpdir(), "rudder-mcp-"));
+  });
+  after(async () => {
+    await server?.close();
+    rmSync(scratch, { recursive: true, force: true });
+  });
+
+  test("initialize: the SDK client negotiates 2025-11-25 and gets a session; 2025-06-18 is spoken too", async () => {
+    const { client, transport } = await mcpClient(server);
+    try {
+      assert.equal(client.getServerVersion()?.name, "rudder");
+      assert.deepEqual(client.getServerCapabilities()?.tools, { listChanged: false });
+      assert.equal(transport.protocolVersion, "2025-11-25");
+      assert.match(transport.sessionId ?? "", /^[0-9a-f-]{36}$/);
+    } finally {
+      await client.close();
+    }
+    const token = await server.token();
+    const older = await rawMcp(server.url, initializeRequest("2025-06-18"), { token });
+    assert.equal(older.status, 200);
+    assert.equal((older.messages[0]!.result as { protocolVersion: string }).protocolVersion, "2025-06-18");
+    const session = older.headers.get("mcp-session-id")!;
+    const listed = await rawMcp(server.url, { jsonrpc: "2.0", id: 2, method: "tools/list" }, { token, headers: { "mcp-protocol-version": "2025-06-18", "mcp-session-id": session } });
+    assert.equal(listed.status, 200);
+    assert.ok(Array.isArray((listed.messages[0]!.result as { tools: unknown[] }).tools));
+    const ancient = await rawMcp(server.url, initializeRequest("2024-11-05"), { token });
+    assert.equal((ancient.messages[0]!.result as { protocolVersion: string }).protocolVersion, "2025-11-25", "an unspoken version gets the latest");
+    const refused = await rawMcp(server.url, { jsonrpc: "2.0", id: 3, method: "tools/list" }, { token, headers: { "mcp-protocol-version": "2025-03-26" } });
+    assert.equal(refused.status, 400);
+    assert.equal((refused.messages[0]!.error as { code: number }).code, -32000);
+  });
+
+  test("the transport's answers: 401 problem+json before MCP, 405 for GET and DELETE, JSON-RPC errors for bad bodies, never a 500", async () => {
+    const noToken = await rawMcp(server.url, initializeRequest("2025-11-25"), { token: null });
+    assert.equal(noToken.status, 401);
+    assert.match(noToken.headers.get("content-type") ?? "", /application\/problem\+json/);
+    assert.equal(JSON.parse(noToken.text).code, "unauthorized");
+    const token = await server.token();
+    for (const method of ["GET", "DELETE"]) {
+      const answer = await rawMcp(server.url, undefined, { token, method, headers: { accept: "text/event-stream" } });
+      assert.equal(answer.status, 405, method);
+      assert.equal(answer.headers.get("allow"), "POST");
+      assert.equal(JSON.parse(answer.text).code, "method_not_allowed");
+      assert.equal((await rawMcp(server.url, undefined, { token: null, method })).status, 401);
+    }
+    const malformed = await rawMcp(server.url, undefined, { token, rawBody: "{not json" });
+    assert.equal(malformed.status, 400);
+    assert.equal((malformed.messages[0]!.error as { code: number }).code, -32700);
+    const poisoned = await rawMcp(server.url, undefined, { token, rawBody: '{"jsonrpc":"2.0","id":1,"method":"tools/list","__proto__":{"x":1}}' });
+    assert.equal(poisoned.status, 400);
+    const notRpc = await rawMcp(server.url, { hello: "world" }, { token });
+    assert.ok(notRpc.status >= 400 && notRpc.status < 500, `status ${notRpc.status}`);
+    const wrongType = await rawMcp(server.url, undefined, { token, rawBody: "{}", headers: { "content-type": "text/plain" } });
+    assert.equal(wrongType.status, 415);
+    const notAccepting = await rawMcp(server.url, { jsonrpc: "2.0", id: 1, method: "tools/list" }, { token, headers: { accept: "application/json" } });
+    assert.equal(notAccepting.status, 406);
+    const unknownMethod = await rawMcp(server.url, { jsonrpc: "2.0", id: 9, method: "resources/list" }, { token });
+    assert.equal((unknownMethod.messages[0]!.error as { code: number }).code, -32601);
+    const badCall = await rawMcp(server.url, { jsonrpc: "2.0", id: 10, method: "tools/call", params: { name: 5 } }, { token });
+    assert.equal((badCall.messages[0]!.error as { code: number }).code, -32602);
+    const notification = await rawMcp(server.url, { jsonrpc: "2.0", method: "notifications/initialized" }, { token });
+    assert.equal(notification.status, 202);
+    assert.equal(notification.text, "", "202 without a body");
+    const strayAnswer = await rawMcp(server.url, { jsonrpc: "2.0", id: "rudder-elicit:00000000-0000-4000-8000-000000000000:answer", result: { action: "accept" } }, { token });
+    assert.equal(strayAnswer.status, 202, "an answer naming no run of the session changes nothing");
+    assert.equal(strayAnswer.text, "");
+    const openapi = await server.request("GET", "/openapi.json", { token: null });
+    assert.deepEqual(Object.keys(openapi.body.paths["/mcp"]), ["post"], "GET and DELETE are no operations (405)");
+  });
+
+  test("tools/list: exposed assistants, named by the rule, with schemas; others never", async () => {
+    const { client } = await mcpClient(server, { roles: ["viewer"] });
+    try {
+      const { tools, nextCursor } = await client.listTools();
+      assert.equal(nextCursor, undefined);
+      const byName = new Map(tools.map((tool) => [tool.name, tool]));
+      assert.deepEqual(
+        tools.map((tool) => tool.name),
+        ["count_steps_", "mcp-failing", "chat", "write", "approve", "form", "hops", "dup", "dup_2"],
+        "config order; invalid characters become _; a clash gets _2; not exposed (mcp_expose not true, or absent) is not listed",
+      );
+      const steps = byName.get("count_steps_")!;
+      assert.equal(steps.description, "Counts steps, one node per step");
+      assert.equal(steps.title, "Steps");
+      assert.equal(steps.inputSchema.type, "object");
+      assert.deepEqual(Object.keys(steps.inputSchema.properties ?? {}).sort(), ["count", "delayMs", "label", "sideEffectFile", "steps"]);
+      assert.equal(steps.outputSchema, undefined, "an Annotation graph declares no output types");
+      assert.match(byName.get("mcp-failing")!.description ?? "", /mcp-failing/);
+      const write: Tool = byName.get("write")!;
+      assert.deepEqual(write.inputSchema.properties?.topic, { type: "string", description: "what to write about" });
+      assert.equal(write.inputSchema.$schema, undefined);
+      assert.ok(write.outputSchema, "a zod graph's output schema is known");
+      assert.equal(write.outputSchema.type, "object");
+    } finally {
+      await client.close();
+    }
+  });
+
+  test("tools/list pages with nextCursor; a tenant sees its own assistants and never another's", async () => {
+    const tenant = "mcp-pager";
+    for (let i = 0; i < 55; i++) {
+      const created = await server.request("POST", "/v1/assistants", { tenant, body: { assistant_id: `own-${String(i).padStart(2, "0")}`, graph_id: "echo", name: "mine", metadata: { mcp_expose: true } } });
+      assert.equal(created.status, 201, JSON.stringify(created.body));
+    }
+    const { client } = await mcpClient(server, { tenant });
+    const other = await mcpClient(server, { tenant: "mcp-other" });
+    try {
+      const first = await client.listTools();
+      assert.equal(first.tools.length, 50);
+      assert.ok(first.nextCursor);
+      const second = await client.listTools({ cursor: first.nextCursor });
+      assert.equal(second.nextCursor, undefined);
+      const names = [...first.tools, ...second.tools].map((tool) => tool.name);
+      assert.equal(names.length, 9 + 55);
+      assert.equal(new Set(names).size, names.length, "unique names");
+      assert.deepEqual(names.slice(9, 12), ["mine", "mine_2", "mine_3"], "the tenant's own, oldest first, after the config's");
+      await assert.rejects(client.listTools({ cursor: "bm9wZQ" }), (error: unknown) => error instanceof McpError && error.code === -32602);
+
+      const theirs = await other.client.listTools();
+      assert.equal(theirs.tools.length, 9, "another tenant's assistants never appear");
+      await assert.rejects(other.client.callTool({ name: "mine_55", arguments: {} }), (error: unknown) => error instanceof McpError && error.code === -32602);
+      await assert.rejects(other.client.callTool({ name: "no-such-tool", arguments: {} }), /Unknown tool: no-such-tool/);
+    } finally {
+      await client.close();
+      await other.client.close();
+    }
+  });
+
+  test("tools/call answers with the run's result, marked as an MCP run, visible only to its tenant", async () => {
+    const { client } = await mcpClient(server);
+    try {
+      const result = (await client.callTool({ name: "count_steps_", arguments: { steps: 3 } })) as CallToolResult;
+      assert.equal(result.isError, undefined);
+      assert.equal((result.structuredContent as { count: number }).count, 3);
+      assert.equal(JSON.parse(text(result)).count, 3, "no messages: the output as JSON");
+      const runId = runIdOf(result);
+      const run = await server.request("GET", `/v1/runs/${runId}`);
+      assert.equal(run.body.status, "succeeded");
+      assert.equal(run.body.thread_id, null, "a stateless run");
+      assert.equal(run.body.metadata.mcp.tool, "count_steps_");
+      assert.equal((await server.request("GET", `/v1/runs/${runId}`, { tenant: "t2" })).status, 404);
+
+      const chat = (await client.callTool({ name: "chat", arguments: { messages: [{ role: "user", content: "hi" }] } })) as CallToolResult;
+      assert.equal(text(chat), "You said: hi (turn 1)", "the last AI message's content");
+
+      const written = (await client.callTool({ name: "write", arguments: { topic: "sea", words: 2 } })) as CallToolResult;
+      assert.equal((written.structuredContent as { text: string }).text, "sea sea", "structured content valid against the declared output schema");
+    } finally {
+      await client.close();
+    }
+  });
+
+  test("the same request id sent again in a session gets the same run, not a second one", async () => {
+    const token = await server.token();
+    const init = await rawMcp(server.url, initializeRequest("2025-11-25"), { token });
+    const headers = { "mcp-session-id": init.headers.get("mcp-session-id")!, "mcp-protocol-version": "2025-11-25" };
+    const call = { jsonrpc: "2.0", id: 42, method: "tools/call", params: { name: "count_steps_", arguments: { steps: 2 } } };
+    const first = await rawMcp(server.url, call, { token, headers });
+    const again = await rawMcp(server.url, call, { token, headers });
+    const runOf = (answer: { messages: Record<string, unknown>[] }) => ((answer.messages.at(-1)!.result as CallToolResult)._meta as Record<string, string>)["rudder/run_id"];
+    assert.ok(runOf(first));
+    assert.equal(runOf(again), runOf(first));
+  });
+
+  test("errors are results with isError: a failed run, bad arguments (no run), and a viewer may not call (403)", async () => {
+    const { client } = await mcpClient(server);
+    try {
+      const failed = (await client.callTool({ name: "mcp-failing", arguments: { mode: "plain" } })) as CallToolResult;
+      assert.equal(failed.isError, true);
+      assert.match(text(failed), /^run_failed: .*node exploded/);
+      assert.equal((failed.structuredContent as { error: { code: string } }).error.code, "run_failed");
+      assert.equal((await joinRun(server, runIdOf(failed))).status, "failed");
+
+      const unknownKey = (await client.callTool({ name: "count_steps_", arguments: { stepz: 3 } })) as CallToolResult;
+      assert.equal(unknownKey.isError, true);
+      assert.match(text(unknownKey), /^validation_error: .*stepz/);
+      assert.equal(unknownKey._meta, undefined, "no run was created");
+      const wrongType = (await client.callTool({ name: "write", arguments: { topic: 5 } })) as CallToolResult;
+      assert.equal(wrongType.isError, true);
+      assert.match(text(wrongType), /validation_error: .*topic/);
+      const unstorable = (await client.callTool({ name: "count_steps_", arguments: { label: "a\u0000b" } })) as CallToolResult;
+      assert.equal(unstorable.isError, true);
+      assert.match(text(unstorable), /validation_error/);
+    } finally {
+      await client.close();
+    }
+    const viewer = await mcpClient(server, { roles: ["viewer"] });
+    try {
+      await assert.rejects(viewer.client.callTool({ name: "count_steps_", arguments: { steps: 1 } }), /403/);
+    } finally {
+      await viewer.client.close();
+    }
+  });
+
+  test("a paused run answers with its interrupts; resuming it over the API finishes it", async () => {
+    const { client } = await mcpClient(server);
+    try {
+      const paused = (await client.callTool({ name: "approve", arguments: { request: "ship it" } })) as CallToolResult;
+      assert.equal(paused.isError, undefined);
+      const content = paused.structuredContent as { status: string; run_id: string; interrupts: { value: { question: string } }[] };
+      assert.equal(content.status, "paused");
+      assert.equal(content.interrupts[0]!.value.question, "Approve this plan?");
+      assert.match(text(paused), new RegExp(`POST /v1/runs/${content.run_id}/resume`));
+      const resumed = await server.request("POST", `/v1/runs/${content.run_id}/resume`, { body: { resume: { approved: true } } });
+      assert.equal(resumed.status, 202, JSON.stringify(resumed.body));
+      const done = await joinRun(server, resumed.body.run_id);
+      assert.equal(done.status, "succeeded", JSON.stringify(done));
+      assert.equal(done.output.outcome, "done: Plan for: ship it", "the stateless run continued from its interrupt");
+    } finally {
+      await client.close();
+    }
+  });
+
+  test("progress: one notification per completed node, increasing, naming the node", async () => {
+    const { client } = await mcpClient(server);
+    try {
+      const seen: { progress: number; message?: string }[] = [];
+      const result = (await client.callTool({ name: "count_steps_", arguments: { steps: 4 } }, undefined, { onprogress: (progress) => seen.push(progress) })) as CallToolResult;
+      assert.equal((result.structuredContent as { count: number }).count, 4);
+      assert.deepEqual(seen.map((progress) => [progress.progress, progress.message]), [[1, "step"], [2, "step"], [3, "step"], [4, "step"]]);
+    } finally {
+      await client.close();
+    }
+  });
+
+  test("cancel: aborting the call (notifications/cancelled) cancels its run", async () => {
+    const { client } = await mcpClient(server);
+    try {
+      const file = join(scratch, "cancel-notify.log");
+      const aborted = new AbortController();
+      const call = client.callTool({ name: "count_steps_", arguments: { steps: 20, delayMs: 500, sideEffectFile: file } }, undefined, { signal: aborted.signal });
+      const runId = await firstRunIdIn(file);
+      aborted.abort("the user changed their mind");
+      await assert.rejects(call);
+      const run = await joinRun(server, runId);
+      assert.equal(run.status, "cancelled");
+      assert.ok(readFileSync(file, "utf8").trim().split("\n").length < 20, "it stopped before its last step");
+    } finally {
+      await client.close();
+    }
+  });
+
+  test("cancel: the call's connection closing cancels its run", async () => {
+    const token = await server.token();
+    const file = join(scratch, "cancel-close.log");
+    const closed = new AbortController();
+    const call = rawMcp(
+      server.url,
+      { jsonrpc: "2.0", id: 7, method: "tools/call", params: { name: "count_steps_", arguments: { steps: 20, delayMs: 500, sideEffectFile: file } } },
+      { token, signal: closed.signal },
+    );
+    const runId = await firstRunIdIn(file);
+    closed.abort();
+    await assert.rejects(call);
+    assert.equal((await joinRun(server, runId)).status, "cancelled");
+  });
+
+  test("elicitation: a paused run's question goes to the user, the answer resumes it, and the call returns the final result", async () => {
+    const asked: { message: string; requestedSchema?: unknown }[] = [];
+    const { client } = await mcpClient(server, {
+      elicitation: (request) => {
+        asked.push(request);
+        if (request.message.startsWith("Approve")) return { action: "accept", content: { approved: true, note: "fine" } };
+        return { action: "accept", content: { answer: `answer to ${request.message}` } };
+      },
+    });
+    try {
+      const form = (await client.callTool({ name: "form", arguments: { request: "deploy" } })) as CallToolResult;
+      assert.equal(form.isError, undefined, text(form));
+      assert.deepEqual((form.structuredContent as { decision: unknown }).decision, { approved: true, note: "fine" });
+      assert.equal(asked[0]!.message, 'Approve "deploy"?');
+      assert.deepEqual((asked[0]!.requestedSchema as { required: string[] }).required, ["approved"]);
+
+      const hops = (await client.callTool({ name: "hops", arguments: {} })) as CallToolResult;
+      assert.equal(hops.isError, undefined, text(hops));
+      assert.deepEqual((hops.structuredContent as { answers: unknown[] }).answers, ["answer to first question", "answer to second question"]);
+      const last = await server.request("GET", `/v1/runs/${runIdOf(hops)}`);
+      assert.ok(last.body.metadata.resumed_from_run_id, "the result is the resumed run's");
+    } finally {
+      await client.close();
+    }
+    const declining = await mcpClient(server, { elicitation: () => ({ action: "decline" }) });
+    try {
+      const declined = (await declining.client.callTool({ name: "form", arguments: { request: "nope" } })) as CallToolResult;
+      assert.equal(declined.isError, true);
+      assert.match(text(declined), /run_cancelled/);
+    } finally {
+      await declining.client.close();
+    }
+  });
+});
+
+/** Its own servers, after the others closed: two servers in one process share the example graphs' module objects (and so their checkpointer). */
+describe(`MCP endpoint at shutdown on ${TEST_DRIVER}`, () => {
+  let scratch: string;
+  before(() => {
+    scratch = mkdtempSync(join(tmpdir(), "rudder-mcp-"));
+  });
+  after(() => rmSync(scratch, { recursive: true, force: true }));
+
+  test("a closing server ends a waiting call at once with a retryable error; the run is not cancelled", async () => {
+    const closing = await startTestServer({ configFile: TESTING_CONFIG, assistants: ASSISTANTS });
+    let reopened: TestServer | undefined;
+    try {
+      const { client } = await mcpClient(closing);
+      const file = join(scratch, "shutdown.log");
+      const call = client.callTool({ name: "count_steps_", arguments: { steps: 20, delayMs: 500, sideEffectFile: file } });
+      call.catch(() => undefined);
+      const runId = await firstRunIdIn(file);
+      const closed = closing.server.close();
+      const result = (await call) as CallToolResult;
+      await closed;
+      assert.equal(result.isError, true);
+      assert.match(text(result), new RegExp(`^unavailable: .*run ${runId} goes on`));
+      assert.equal((result.structuredContent as { error: { retryable: boolean } }).error.retryable, true);
+      // The run was not cancelled: it runs to its end (on the closing server's worker, in its grace period, or on the next one).
+      reopened = await startTestServer({ configFile: TESTING_CONFIG, assistants: ASSISTANTS, database: closing.database });
+      const finished = await joinRun(reopened, runId);
+      assert.equal(finished.status, "succeeded");
+      assert.equal(finished.output.count, 20);
+    } finally {
+      await reopened?.server.close();
+      await closing.database.drop();
+    }
+  });
+
+});
