@@ -207,6 +207,7 @@ describe("LangGraph facade rules", () => {
     assert.deepEqual(failure!.data, { error: "run_failed", message: "node exploded" });
     assert.equal(failure!.event, "error");
     assert.deepEqual(metadataEvent(run()), { id: "0", event: "metadata", data: { run_id: run().run_id, attempt: 1 } });
+    assert.deepEqual(metadataEvent(run({ attempt: 0, status: "pending" })).data, { run_id: run().run_id, attempt: 1 });
     assert.equal(formatSse({ id: "3", event: "values", data: undefined }), "event: values\ndata: null\nid: 3\n\n");
   });
 });

@@ -43,6 +43,40 @@ describe("LangGraph API through the SDK: assistants, threads, runs, streams", ()
     for (const path of ["/threads/{thread_id}/runs/stream", "/runs/wait", "/assistants/search", "/threads/{thread_id}/history"]) assert.ok(openapi.paths[path], path);
   });
 
+  test("wire details the SDK relies on: SSE headers, Location, empty cancel bodies, problem bodies, bad Last-Event-ID", async () => {
+    const thread = (await server.request("POST", "/threads", { body: {} })).body as { thread_id: string };
+    const token = await server.token();
+    const response = await fetch(`${server.url}/threads/${thread.thread_id}/runs/stream`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json", origin: "http://ui.example" },
+      body: JSON.stringify({ assistant_id: "echo", input: { message: "w" }, stream_mode: "values" }),
+    });
+    assert.equal(response.status, 200);
+    assert.match(response.headers.get("content-type")!, /^text\/event-stream/);
+    const location = response.headers.get("content-location")!;
+    assert.match(location, new RegExp(`^/threads/${thread.thread_id}/runs/[0-9a-f-]{36}$`));
+    assert.equal(response.headers.get("location"), `${location}/stream`);
+    assert.equal(response.headers.get("access-control-allow-origin"), "http://ui.example", "CORS headers on a stream too");
+    const text = await response.text();
+    assert.match(text, /^event: metadata\ndata: \{"run_id":"[0-9a-f-]{36}","attempt":1\}\nid: 0\n\n/);
+    assert.ok(!/event: end/.test(text));
+
+    const runId = location.split("/").at(-1)!;
+    const cancel = await fetch(`${server.url}${location}/cancel`, { method: "POST", headers: { authorization: `Bearer ${token}` } });
+    assert.equal(cancel.status, 409, "a finished run cannot be cancelled");
+    assert.equal(cancel.headers.get("content-type"), "application/problem+json; charset=utf-8");
+    const badCursor = await server.request("GET", `/threads/${thread.thread_id}/runs/${runId}/stream`, { headers: { "last-event-id": "abc" } });
+    assert.equal(badCursor.status, 422);
+    assert.equal(badCursor.body.code, "validation_error");
+    const badMode = await server.request("POST", `/threads/${thread.thread_id}/runs`, { body: { assistant_id: "echo", stream_mode: "everything" } });
+    assert.equal(badMode.status, 422);
+    const running = await server.request("POST", `/threads/${thread.thread_id}/runs`, { body: { assistant_id: "steps", input: { steps: 40, delayMs: 250 } } });
+    assert.equal(running.status, 200);
+    const accepted = await fetch(`${server.url}/threads/${thread.thread_id}/runs/${running.body.run_id}/cancel`, { method: "POST", headers: { authorization: `Bearer ${token}` } });
+    assert.equal(accepted.status, 202);
+    assert.equal(await accepted.text(), "");
+  });
+
   test("the SDK authenticates with X-Api-Key as well as a bearer token", async () => {
     const keyed = new Client({ apiUrl: server.url, apiKey: API_KEY, callerOptions: { maxRetries: 0 } });
     const thread = await keyed.threads.create();

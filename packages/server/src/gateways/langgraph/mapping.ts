@@ -212,7 +212,12 @@ export interface LgSseEvent {
   readonly data: unknown;
 }
 
-export const metadataEvent = (run: Pick<Run, "run_id" | "attempt">): LgSseEvent => ({ id: "0", event: "metadata", data: { run_id: run.run_id, attempt: run.attempt } });
+/** The first event: the run and its attempt (1 for a run no worker has claimed yet, as LangGraph counts). */
+export const metadataEvent = (run: Pick<Run, "run_id" | "attempt">): LgSseEvent => ({
+  id: "0",
+  event: "metadata",
+  data: { run_id: run.run_id, attempt: Math.max(run.attempt, 1) },
+});
 
 /**
  * Turns a run's log events into LangGraph SSE events for the modes asked (DESIGN.md): `values`,

@@ -407,14 +407,14 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
         summary: "Cancel a run (202; with wait=1, 204 once it stopped)",
         params: LgThreadRunParams,
         querystring: LgCancelQuery,
-        response: { 202: Type.Null(), 204: Type.Null(), ...problems(401, 403, 404, 409, 422) },
+        response: { 202: Type.Unknown({ description: "accepted: no body" }), 204: Type.Null(), ...problems(401, 403, 404, 409, 422) },
       },
     },
     async (request, reply) => {
       const { tenantId } = request.principal;
       const run = await runOfThread(tenantId, request.params.thread_id, request.params.run_id);
       await runService.cancel(tenantId, run.run_id);
-      if (!truthy(request.query.wait)) return reply.status(202).send(null);
+      if (!truthy(request.query.wait)) return reply.status(202).send("");
       const closed = new AbortController();
       const release = endOnShutdown(request, closed);
       request.raw.on("close", () => closed.abort());
