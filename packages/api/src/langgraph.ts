@@ -139,7 +139,7 @@ export type LgThreadPatchBody = Static<typeof LgThreadPatchBody>;
 export const LgThreadSearchBody = Type.Object(
   {
     metadata: Opt(JsonObject),
-    ids: Opt(Type.Array(Type.String(), { maxItems: 1000 })),
+    ids: Opt(Type.Array(Uuid, { maxItems: 1000 })),
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 10 })),
     offset: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_INT32, default: 0 })),
     status: Opt(LgThreadStatus),

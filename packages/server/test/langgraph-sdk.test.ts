@@ -113,6 +113,8 @@ describe("LangGraph API through the SDK: assistants, threads, runs, streams", ()
     assert.deepEqual(tagged.map((found) => found.thread_id), [other.thread_id, thread.thread_id]);
     assert.equal((await client.threads.search({ metadata: { tag: "lg-sdk" }, status: "busy" })).length, 0);
     assert.equal((await client.threads.search({ metadata: { tag: "lg-sdk" }, status: "idle", limit: 1 })).length, 1);
+    const byIds = await client.threads.search({ ids: [thread.thread_id, other.thread_id, "00000000-0000-4000-8000-000000000000"], metadata: { team: "blue" } });
+    assert.deepEqual(byIds.map((found) => found.thread_id), [thread.thread_id]);
     await client.threads.delete(other.thread_id);
     await rejectsWith(client.threads.get(other.thread_id), 404);
     await rejectsWith(client.threads.delete(other.thread_id), 404);

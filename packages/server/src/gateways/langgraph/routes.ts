@@ -33,7 +33,9 @@ import {
   ThreadIdParams,
   type LgStreamMode,
   type Run,
+  type Thread,
 } from "@rudder/api";
+import { contains } from "../../domain/containment.ts";
 import { ApiError, notFound } from "../../domain/errors.ts";
 import { problems } from "../../http/responses.ts";
 import type { AppServices } from "../../http/services.ts";
@@ -56,6 +58,12 @@ import {
 } from "./mapping.ts";
 import { runLocation, startRun, waitForRun } from "./runs.ts";
 import { streamLangGraph } from "./stream.ts";
+
+/** A missing thread among named ones is left out; any other failure (an outage) still answers as such. */
+const notFoundAsUndefined = (error: unknown): undefined => {
+  if (error instanceof ApiError && error.code === "not_found") return undefined;
+  throw error;
+};
 
 const truthy = (value: string | boolean | undefined) => value === true || value === "1" || value === "true";
 
@@ -156,16 +164,25 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
     { config: { permission: "read" }, schema: { tags, summary: "Search threads", body: LgThreadSearchBody, response: { 200: Type.Array(Type.Ref("LgThread")), ...problems(401, 403, 422) } } },
     async (request) => {
       const body = request.body;
-      for (const field of ["ids", "values", "extract"] as const) {
+      for (const field of ["values", "extract"] as const) {
         if (body[field] != null) throw new ApiError("validation_error", `${field}: searching threads by ${field} is not supported yet`);
       }
       const { tenantId } = request.principal;
-      const found = await threads.list(tenantId, {
-        limit: body.limit ?? 10,
-        offset: body.offset ?? 0,
-        metadata: body.metadata ?? undefined,
-        status: body.status ? rudderThreadStatus(body.status) : undefined,
-      });
+      const status = body.status ? rudderThreadStatus(body.status) : undefined;
+      const limit = body.limit ?? 10;
+      const offset = body.offset ?? 0;
+      let found: Thread[];
+      if (body.ids != null) {
+        // Named threads: each looked up in the tenant (others' ids are simply not found), then filtered.
+        const named = await Promise.all([...new Set(body.ids)].map((id) => threads.get(tenantId, id).catch(notFoundAsUndefined)));
+        found = named
+          .filter((thread): thread is Thread => thread !== undefined)
+          .filter((thread) => (status === undefined || thread.status === status) && (body.metadata == null || contains(thread.metadata, body.metadata)))
+          .sort((a, b) => b.created_at.localeCompare(a.created_at))
+          .slice(offset, offset + limit);
+      } else {
+        found = await threads.list(tenantId, { limit, offset, metadata: body.metadata ?? undefined, status });
+      }
       return Promise.all(found.map(async (thread) => lgThread(thread, await threads.stateOf(tenantId, thread.thread_id, undefined))));
     },
   );
