@@ -122,6 +122,18 @@ describe("LangGraph API through the SDK: interrupts, multitask, cancel, failures
     const v1 = await server.request("GET", `/v1/runs/${queued.run_id}`);
     assert.equal(v1.body.status, "cancelled");
     assert.equal(v1.body.started_at, null);
+
+    // cancel_on_disconnect: a joiner that leaves before the end cancels the run.
+    const fresh = await client.threads.create();
+    const left = await client.runs.create(fresh.thread_id, "steps", { input: { steps: 20, delayMs: 250 } });
+    await waitUntilRunning(server, left.run_id);
+    const leaving = new AbortController();
+    for await (const part of client.runs.joinStream(fresh.thread_id, left.run_id, { cancelOnDisconnect: true, signal: leaving.signal })) {
+      if (part.event === "metadata") break;
+    }
+    leaving.abort();
+    const joined = await server.request("GET", `/v1/runs/${left.run_id}/join?timeout=60`);
+    assert.equal(joined.body.status, "cancelled");
   });
 
   test("a failing graph: wait throws, raiseError false shows __error__, the stream ends with an error event", async () => {
@@ -156,6 +168,9 @@ describe("LangGraph API through the SDK: interrupts, multitask, cancel, failures
     await rejectsWith(viewer.threads.create(), 403);
     await rejectsWith(viewer.runs.create(thread.thread_id, "echo", { input: { message: "x" } }), 403);
     await rejectsWith(viewer.runs.cancel(thread.thread_id, runId), 403);
+    // A reader cannot cancel by leaving either.
+    await assert.rejects(collect(viewer.runs.joinStream(thread.thread_id, runId, { cancelOnDisconnect: true })), /403/);
+    await rejectsWith(viewer.runs.join(thread.thread_id, runId, { cancelOnDisconnect: true }), 403);
   });
 
   test("404s: unknown threads, runs, assistants; a run under another thread's path", async () => {

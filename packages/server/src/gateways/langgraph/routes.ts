@@ -37,6 +37,7 @@ import {
 } from "@rudder/api";
 import { contains } from "../../domain/containment.ts";
 import { ApiError, notFound } from "../../domain/errors.ts";
+import { grants } from "../../domain/roles.ts";
 import { problems } from "../../http/responses.ts";
 import type { AppServices } from "../../http/services.ts";
 import { endOnShutdown } from "../../http/shutdown.ts";
@@ -66,6 +67,13 @@ const notFoundAsUndefined = (error: unknown): undefined => {
 };
 
 const truthy = (value: string | boolean | undefined) => value === true || value === "1" || value === "true";
+
+/** `cancel_on_disconnect` lets a reader cancel the run: only for callers who may cancel. */
+function cancelOnDisconnect(request: FastifyRequest, value: string | boolean | undefined): boolean {
+  if (!truthy(value)) return false;
+  if (!grants(request.principal.roles, "operate")) throw new ApiError("forbidden", 'cancel_on_disconnect needs a role that grants "operate"');
+  return true;
+}
 
 /**
  * The LangGraph Platform API at the root (DESIGN.md "LangGraph Platform API"): the paths and
@@ -366,13 +374,14 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
     async (request) => {
       const { tenantId } = request.principal;
       const run = await runOfThread(tenantId, request.params.thread_id, request.params.run_id);
+      const cancelOnLeave = cancelOnDisconnect(request, request.query.cancel_on_disconnect);
       const closed = new AbortController();
       const release = endOnShutdown(request, closed);
       request.raw.on("close", () => closed.abort());
       try {
         const settled = await waitForRun(services, tenantId, run.run_id, closed.signal);
         if (!settled) {
-          if (truthy(request.query.cancel_on_disconnect)) await runService.cancel(tenantId, run.run_id).catch(() => undefined);
+          if (cancelOnLeave) await runService.cancel(tenantId, run.run_id).catch(() => undefined);
           throw new ApiError("unavailable", "the wait ended before the run did (the server is closing); join again", { retryAfterSeconds: 1 });
         }
         return waitBody(settled);
@@ -385,6 +394,7 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
   const joinStream = async (request: FastifyRequest, reply: FastifyReply, run: Run) => {
     const query = request.query as LgJoinStreamQuery;
     const headers = request.headers as LgStreamHeaders;
+    const cancelOnLeave = cancelOnDisconnect(request, query.cancel_on_disconnect);
     const modes: LgStreamMode[] = query.stream_mode === undefined ? streamModesOf(run) : requestedStreamModes(query.stream_mode);
     const unserved = unservedStreamModes(modes);
     if (unserved.length) throw new ApiError("validation_error", `stream_mode ${unserved.join(", ")} is not supported yet`);
@@ -394,7 +404,7 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
       modes,
       after: replayAfter(headers["last-event-id"] === undefined ? undefined : Number(headers["last-event-id"])),
       services,
-      cancelOnDisconnect: truthy(query.cancel_on_disconnect),
+      cancelOnDisconnect: cancelOnLeave,
     });
   };
 
