@@ -15,11 +15,14 @@ const ROOT = fileURLToPath(new URL(".", import.meta.url));
  * `packages/server/src`. Anything not listed is forbidden, so a new folder must be placed here.
  */
 const SERVICES = ["runs", "threads", "graphs", "worker", "store", "scheduler"];
-const SERVICE_IMPORTS = [...SERVICES, "domain", "storage", "notify", "config"];
-const EDGE_IMPORTS = [...SERVICES, "auth", "domain", "config", "notify"];
+const SERVICE_IMPORTS = [...SERVICES, "domain", "storage", "notify", "config", "observability"];
+const EDGE_IMPORTS = [...SERVICES, "auth", "domain", "config", "notify", "observability"];
 const LAYERS = {
   domain: [],
   config: ["domain"],
+  // Metrics and the logger: recorded by services and edges; it reads no database itself (the
+  // composition root hands it scrape-time sources), so it sits below storage.
+  observability: ["domain", "config"],
   auth: ["config", "domain"],
   storage: ["domain", "config"],
   // Notices ride on a transaction: the notifier knows the Transaction seam, nothing else of storage.

@@ -1,8 +1,9 @@
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import type { FastifyBaseLogger, FastifyServerOptions } from "fastify";
-import { pino } from "pino";
+import type { Logger } from "pino";
 import { createAuthenticator } from "./auth/authenticator.ts";
+import { createScrapeAuthorizer } from "./auth/scrape.ts";
+import { ApiError } from "./domain/errors.ts";
 import { ConfigError, type RudderConfig } from "./config/config.ts";
 import { AssistantCatalog } from "./graphs/assistants.ts";
 import { GraphRegistry } from "./graphs/registry.ts";
@@ -11,6 +12,9 @@ import { ThreadStateReader } from "./graphs/thread-state.ts";
 import { buildApp, type App } from "./http/app.ts";
 import type { AppServices } from "./http/services.ts";
 import { createLocalNotifier, createPostgresNotifier, type Notifier } from "./notify/notifier.ts";
+import { startMetricsListener, type MetricsListener } from "./observability/listener.ts";
+import { createLogger, type LogFormat } from "./observability/logger.ts";
+import { Metrics } from "./observability/metrics.ts";
 import { A2ATaskService } from "./runs/a2a-tasks.ts";
 import { RunService } from "./runs/service.ts";
 import { SteeringService } from "./runs/steering.ts";
@@ -21,6 +25,7 @@ import { RudderCheckpointSaver } from "./storage/checkpointer.ts";
 import { createPgliteDb, createPostgresDb, type Db } from "./storage/db.ts";
 import { migrate, migrationStatus } from "./storage/migrate.ts";
 import { expireLeases } from "./storage/lease.ts";
+import { readQueueStats } from "./storage/queue-stats.ts";
 import { SteeringRepository } from "./storage/steering.ts";
 import { ThreadService } from "./threads/service.ts";
 import { VERSION } from "./version.ts";
@@ -55,7 +60,12 @@ export interface StartOptions {
   readonly scheduler?: Partial<SchedulerOptions> | false;
   /** The clock schedules compute due times from (tests move it; default the system clock). */
   readonly clock?: () => Date;
-  readonly logger?: FastifyServerOptions["logger"];
+  /** The logger (tests capture its lines); false: silent; default: one from the config. */
+  readonly logger?: Logger | false;
+  /** The log format when the config names none (`rudder dev`: pretty). Default json. */
+  readonly logFormat?: LogFormat;
+  /** This process's metrics (default: new ones, with process metrics). */
+  readonly metrics?: Metrics;
   /** Replaces the notifier chosen from the database (benchmarks measure lost wake-ups with it). */
   readonly notifier?: Notifier;
   /**
@@ -71,6 +81,10 @@ export interface RunningServer {
   readonly url: string | undefined;
   readonly worker: Worker | undefined;
   readonly scheduler: Scheduler | undefined;
+  readonly metrics: Metrics;
+  /** The metrics listener of a process without the API, when it serves one. */
+  readonly metricsUrl: string | undefined;
+  readonly log: Logger;
   /**
    * Stops the worker (running attempts get the grace period, the rest go back to the queue) and
    * the API (no new requests, open streams and joins end, in-flight requests finish) together,
@@ -92,36 +106,45 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
   const notifier: Notifier =
     options.notifier ?? (db.driver === "postgres" && db.url ? createPostgresNotifier(db.url) : createLocalNotifier());
   const steering = new SteeringRepository(db);
+  const metrics = options.metrics ?? new Metrics();
+  const log = options.logger === false ? createLogger({ level: "silent", format: "json" }) : (options.logger ?? createLogger({ level: config.logLevel, format: config.logFormat ?? options.logFormat ?? "json" }));
   const assistants = new AssistantCatalog(new AssistantRepository(db), graphs, config.assistants);
   const threads = new ThreadService(db, new ThreadStateReader(graphs, checkpointer));
-  const runService = new RunService(db, assistants, graphs, notifier, { queuedRunQuota: config.queuedRunQuota });
+  const runService = new RunService(db, assistants, graphs, notifier, { queuedRunQuota: config.queuedRunQuota, metrics });
+  const authenticate = createAuthenticator(config.auth);
+  const readiness = async () => {
+    await db.query("select 1");
+    const listen = notifier.health?.();
+    if (listen && !listen.listening && Date.now() - listen.since > config.readyListenGraceMs) {
+      throw new ApiError("unavailable", `the notifier's LISTEN connection has been down for ${Math.round((Date.now() - listen.since) / 1000)} s`, { retryAfterSeconds: 1 });
+    }
+    return { database: db.driver, graphs: graphs.ids() };
+  };
   const services: AppServices = {
-    authenticate: createAuthenticator(config.auth),
+    authenticate,
     assistants,
     graphSchemas: new GraphSchemaCatalog(graphs),
     threads,
     runService,
-    steeringService: new SteeringService(db, notifier),
+    steeringService: new SteeringService(db, notifier, undefined, metrics),
     schedules: new ScheduleService(db, assistants, notifier, options.clock),
     a2aTasks: new A2ATaskService(db, runService, threads, graphs),
     graphs,
     notifier,
-    readiness: async () => {
-      await db.query("select 1");
-      return { database: db.driver, graphs: graphs.ids() };
-    },
+    readiness,
     streamHeartbeatMs: config.streamHeartbeatMs,
+    metrics,
+    authorizeScrape: createScrapeAuthorizer(authenticate, config.metricsToken),
   };
   const serveApi = options.api ?? true;
   const app = serveApi
-    ? await buildApp({ services, bodyLimitBytes: config.bodyLimitBytes, logger: options.logger ?? { level: config.logLevel }, version: VERSION })
+    ? await buildApp({ services, bodyLimitBytes: config.bodyLimitBytes, logger: log, version: VERSION })
     : undefined;
-  const log: FastifyBaseLogger = app?.log ?? pino({ level: options.logger === false ? "silent" : config.logLevel });
   const worker = options.worker
-    ? new Worker({ db, steering, graphs, checkpointer, notifier, log, prices: config.modelPrices }, { ...DEFAULT_WORKER_OPTIONS, concurrency: config.workerConcurrency, leaseMs: config.leaseMs, heartbeatMs: config.heartbeatMs, pollMs: config.workerPollMs, shutdownGraceMs: config.shutdownGraceMs, ...options.worker })
+    ? new Worker({ db, steering, graphs, checkpointer, notifier, log, prices: config.modelPrices, metrics }, { ...DEFAULT_WORKER_OPTIONS, concurrency: config.workerConcurrency, leaseMs: config.leaseMs, heartbeatMs: config.heartbeatMs, pollMs: config.workerPollMs, shutdownGraceMs: config.shutdownGraceMs, ...options.worker })
     : undefined;
   const schedulerOptions = options.scheduler ?? (options.worker && config.cronEnabled ? {} : false);
-  const scheduler = schedulerOptions ? new Scheduler({ db, runService, notifier, log }, { ...DEFAULT_SCHEDULER_OPTIONS, now: options.clock, ...schedulerOptions }) : undefined;
+  const scheduler = schedulerOptions ? new Scheduler({ db, runService, notifier, log, metrics }, { ...DEFAULT_SCHEDULER_OPTIONS, now: options.clock, ...schedulerOptions }) : undefined;
   let url: string | undefined;
   if (app) {
     await listen(app, config.host, config.port).catch(async (error: unknown) => {
@@ -133,6 +156,29 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     const port = typeof address === "object" && address ? address.port : config.port;
     url = `http://${config.host.includes(":") ? `[${config.host}]` : config.host}:${port}`;
   }
+  metrics.setSources({
+    queue: () => readQueueStats(db),
+    ...(db.stats ? { pool: db.stats } : {}),
+    ...(notifier.health ? { notifier: notifier.health } : {}),
+    ...(worker ? { activeAttempts: () => worker.activeAttempts } : {}),
+  });
+  // Without the API, a worker serves /metrics on a listener of its own.
+  let listener: MetricsListener | undefined;
+  if (!app && worker && config.metricsPort !== undefined) {
+    listener = await startMetricsListener({
+      host: config.host,
+      port: config.metricsPort,
+      metrics,
+      authorize: services.authorizeScrape,
+      ready: async () => void (await readiness()),
+      log,
+    }).catch(async (error: unknown) => {
+      await notifier.close();
+      const code = (error as { code?: string }).code;
+      if (code === "EADDRINUSE") throw new ConfigError(`cannot serve metrics on ${config.host}:${config.metricsPort}: the address is in use (choose another with --metrics-port or RUDDER_METRICS_PORT, or "off")`);
+      throw error;
+    });
+  }
   // Only once the API listens: a server that failed to start must not have claimed runs.
   worker?.start();
   scheduler?.start();
@@ -141,8 +187,12 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     url,
     worker,
     scheduler,
+    metrics,
+    metricsUrl: listener?.url,
+    log,
     async close() {
       await Promise.all([scheduler?.stop(), worker?.stop(), app?.close()]);
+      await listener?.close();
       await notifier.close();
     },
   };

@@ -66,6 +66,12 @@ const ROUTES: readonly [method: string, template: string][] = [
   ["GET", "/v1/assistants/:assistant"],
   ["PATCH", "/v1/assistants/:assistant"],
   ["DELETE", "/v1/assistants/:assistant"],
+  ["GET", "/v1/runs"],
+  ["GET", "/v1/schedules"],
+  ["POST", "/v1/schedules"],
+  ["GET", "/v1/schedules/:schedule"],
+  ["PATCH", "/v1/schedules/:schedule"],
+  ["DELETE", "/v1/schedules/:schedule"],
   ["GET", "/health"],
   ["GET", "/ready"],
   ["PUT", "/v1/threads/:thread"],
@@ -73,7 +79,7 @@ const ROUTES: readonly [method: string, template: string][] = [
   ["GET", "/v1/nowhere/:run"],
 ];
 
-const QUERY_NAMES = ["limit", "offset", "after", "timeout", "metadata", "graph_id", "checkpoint_id", "before"];
+const QUERY_NAMES = ["limit", "offset", "after", "timeout", "metadata", "graph_id", "checkpoint_id", "before", "status", "assistant_id", "thread_id"];
 
 /** Text that has broken servers: NUL, lone surrogates, U+FFFD, odd ids, injections, lengths. */
 const HOSTILE_TEXT = [
@@ -197,7 +203,20 @@ function arbitraries(own: Ids, victim: Ids, tokens: { attacker: string; hostile:
     config: maybe(object),
     metadata: maybe(object),
   });
+  const scheduleBody = fc.record(
+    {
+      assistant_id: fc.oneof(fc.constant("echo"), fc.constant(victim.assistant), text),
+      cron: fc.oneof(fc.constantFrom("* * * * *", "0 0 1 1 *", "*/5 * * * * *", "0 0 30 2 *", "61 * * * *", "@daily", "* * * * * * *"), text),
+      timezone: maybe(fc.oneof(fc.constantFrom("UTC", "Europe/Paris", "+02:00", "../../etc/passwd", "America/New_York"), text)),
+      input: maybe(fc.oneof(object, json)),
+      enabled: maybe(fc.oneof(fc.boolean(), json)),
+      metadata: maybe(object),
+      thread_id: maybe(fc.oneof(fc.constant(victim.thread), text)),
+    },
+    { requiredKeys: [] },
+  );
   const shapeFor = (method: string, template: string): fc.Arbitrary<unknown> => {
+    if (template.startsWith("/v1/schedules")) return scheduleBody;
     if (template.endsWith("/runs") && method === "POST") return runBody;
     if (template.endsWith("/steer")) return steerBody;
     if (template.endsWith("/resume")) return resumeBody;

@@ -49,6 +49,24 @@ describe("layers and cycles (eslint.config.js)", () => {
       rejectedBy: [],
     },
     {
+      name: "observability/ may not import storage/ (scrape-time sources are handed to it)",
+      path: "packages/server/src/observability/example.ts",
+      code: 'import type { Db } from "../storage/db.ts";\nexport type Example = Db;\n',
+      rejectedBy: ["import-x/no-restricted-paths"],
+    },
+    {
+      name: "storage/ may not import observability/",
+      path: "packages/server/src/storage/example.ts",
+      code: 'import type { Metrics } from "../observability/metrics.ts";\nexport type Example = Metrics;\n',
+      rejectedBy: ["import-x/no-restricted-paths"],
+    },
+    {
+      name: "services and edges record metrics",
+      path: "packages/server/src/http/example.ts",
+      code: 'import type { Metrics } from "../observability/metrics.ts";\nexport type Example = Metrics;\n',
+      rejectedBy: [],
+    },
+    {
       name: "domain/ imports nothing of the server and does no I/O",
       path: "packages/server/src/domain/example.ts",
       code: 'import { readFileSync } from "node:fs";\nimport type { Db } from "../storage/db.ts";\nexport type Example = [typeof readFileSync, Db];\n',

@@ -203,6 +203,10 @@ describe(`schedules on ${TEST_DRIVER}`, () => {
     // The fired runs execute like any other.
     const joined = await server.request("GET", `/v1/runs/${runs.at(-1)!.run_id}/join`);
     assert.equal(joined.body.status, "succeeded", JSON.stringify(joined.body));
+    // Each fire's commit is observed by the fire-lag histogram (other tests' fires count too).
+    const metrics = await (await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${await server.token()}` } })).text();
+    const observed = Number(/^rudder_scheduler_fire_lag_seconds_count (\S+)$/m.exec(metrics)?.[1]);
+    assert.ok(observed >= fired.length, `fire lag observed ${observed} fires, at least ${fired.length} happened`);
   });
 
   test("last_run_at and last_run_id name the newest fire; next_run_at moves on", async () => {

@@ -12,13 +12,15 @@ import { OPTIONS } from "./options.ts";
 const USAGE = `rudder ${VERSION}: durable execution server for LangGraph.js agents
 
 Usage:
-  rudder dev     [--config FILE] [--port N] [--host H] [--data-dir DIR]
+  rudder dev     [--config FILE] [--port N] [--host H] [--data-dir DIR] [--log-format json|pretty]
                  API on the embedded database (or DATABASE_URL), schema migrated on start,
                  prints a dev token for tenant "default" with role admin.
-  rudder serve   [--config FILE] [--port N] [--host H] [--with-worker]
-                 API for production; refuses to start on an outdated schema.
-  rudder worker  [--config FILE]
-                 Claims and executes runs (RUDDER_WORKER_CONCURRENCY at once); no HTTP.
+                 Logs are readable lines by default (--log-format json for pino JSON).
+  rudder serve   [--config FILE] [--port N] [--host H] [--with-worker] [--log-format json|pretty]
+                 API for production (JSON logs, GET /metrics); refuses an outdated schema.
+  rudder worker  [--config FILE] [--metrics-port N|off] [--log-format json|pretty]
+                 Claims and executes runs (RUDDER_WORKER_CONCURRENCY at once); serves only
+                 GET /metrics, /health and /ready on --metrics-port (default off).
   rudder migrate [--to N] [--status]
                  Apply the forward-only schema migrations (there is no downgrade).
   rudder token   --tenant T --roles r1,r2 [--expires 12h] [--subject S]
@@ -26,7 +28,8 @@ Usage:
 
 Environment: DATABASE_URL, RUDDER_JWT_SECRET, RUDDER_JWKS_URL, RUDDER_JWKS_FILE, PORT, HOST,
 RUDDER_DATA_DIR, RUDDER_LOG_LEVEL, RUDDER_WORKER_CONCURRENCY, RUDDER_QUEUED_RUN_QUOTA,
-RUDDER_STREAM_HEARTBEAT_MS, RUDDER_SHUTDOWN_GRACE_MS, RUDDER_JWT_REQUIRE_EXP.`;
+RUDDER_STREAM_HEARTBEAT_MS, RUDDER_SHUTDOWN_GRACE_MS, RUDDER_JWT_REQUIRE_EXP, RUDDER_LOG_FORMAT,
+RUDDER_METRICS_PORT, RUDDER_METRICS_TOKEN, RUDDER_READY_LISTEN_GRACE_MS.`;
 
 /** Runs one command and returns the process exit code; expected failures print one clear line. */
 export async function main(argv: string[]): Promise<number> {

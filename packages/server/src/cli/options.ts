@@ -9,6 +9,8 @@ export const OPTIONS = {
   to: { type: "string" },
   status: { type: "boolean" },
   "with-worker": { type: "boolean" },
+  "log-format": { type: "string" },
+  "metrics-port": { type: "string" },
   tenant: { type: "string" },
   roles: { type: "string" },
   expires: { type: "string" },

@@ -61,6 +61,18 @@ export interface RudderConfig {
   readonly auth: AuthConfig;
   readonly bodyLimitBytes: number;
   readonly logLevel: string;
+  /** json (pino lines) or pretty (readable); undefined: the command's default (dev pretty, else json). */
+  readonly logFormat: "json" | "pretty" | undefined;
+  /**
+   * Port of the metrics listener of a process without the API (`rudder worker`); 0 picks a free
+   * port, undefined (the default, "off") serves none: several workers on one host would otherwise
+   * fight over one default port. Processes with the API serve /metrics on the API's port.
+   */
+  readonly metricsPort: number | undefined;
+  /** A bearer token that may read /metrics without a tenant's token (for Prometheus). */
+  readonly metricsToken: string | undefined;
+  /** /ready fails once the notifier's LISTEN connection has been down this long. */
+  readonly readyListenGraceMs: number;
   /** Pending runs a tenant may have before creation answers 429 quota_exceeded. */
   readonly queuedRunQuota: number;
   /** Runs one worker process executes at once. */
@@ -86,6 +98,8 @@ export interface RudderConfig {
 
 export interface ConfigFlags {
   config?: string | undefined;
+  logFormat?: string | undefined;
+  metricsPort?: string | undefined;
   port?: number | undefined;
   host?: string | undefined;
   dataDir?: string | undefined;
@@ -115,7 +129,11 @@ export function resolveConfig(flags: ConfigFlags, env: Env = process.env, cwd = 
     port,
     auth: parseAuth(file.auth, env),
     bodyLimitBytes: 1 * MIB,
-    logLevel: nonEmpty(env.RUDDER_LOG_LEVEL) ?? "info",
+    logLevel: logLevel(nonEmpty(env.RUDDER_LOG_LEVEL) ?? "info"),
+    logFormat: logFormat(flags.logFormat ?? nonEmpty(env.RUDDER_LOG_FORMAT)),
+    metricsPort: metricsPort(flags.metricsPort ?? nonEmpty(env.RUDDER_METRICS_PORT) ?? "off"),
+    metricsToken: nonEmpty(env.RUDDER_METRICS_TOKEN),
+    readyListenGraceMs: nonNegativeInteger(env, "RUDDER_READY_LISTEN_GRACE_MS", 10 * SECOND),
     queuedRunQuota: positiveInteger(env, "RUDDER_QUEUED_RUN_QUOTA", 1000),
     workerConcurrency: positiveInteger(env, "RUDDER_WORKER_CONCURRENCY", 10),
     leaseMs: positiveInteger(env, "RUDDER_LEASE_MS", 30 * SECOND),
@@ -126,6 +144,26 @@ export function resolveConfig(flags: ConfigFlags, env: Env = process.env, cwd = 
     cronEnabled: booleanSetting(env, "RUDDER_CRON_ENABLED") ?? true,
     modelPrices: parsePricing(file.pricing, configFile),
   };
+}
+
+const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];
+
+function logLevel(raw: string): string {
+  if (!LOG_LEVELS.includes(raw)) throw new ConfigError(`RUDDER_LOG_LEVEL must be one of ${LOG_LEVELS.join(", ")}, not "${raw}"`);
+  return raw;
+}
+
+function logFormat(raw: string | undefined): RudderConfig["logFormat"] {
+  if (raw === undefined || raw === "json" || raw === "pretty") return raw;
+  throw new ConfigError(`the log format (--log-format or RUDDER_LOG_FORMAT) must be json or pretty, not "${raw}"`);
+}
+
+/** A port, 0 for a free one, or "off". */
+function metricsPort(raw: string): number | undefined {
+  if (raw === "off") return undefined;
+  const port = Number(raw);
+  if (!/^\d+$/.test(raw) || port > 65535) throw new ConfigError(`the metrics port (--metrics-port or RUDDER_METRICS_PORT) must be 0 to 65535 or "off", not "${raw}"`);
+  return port;
 }
 
 interface ConfigFile {

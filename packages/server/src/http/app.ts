@@ -17,8 +17,10 @@ import { langGraphRoutes } from "../gateways/langgraph/routes.ts";
 import { corsHook } from "./cors.ts";
 import { mcpRoutes } from "../gateways/mcp/routes.ts";
 import { authPlugin } from "./auth.ts";
+import { RequestLogController } from "./logging.ts";
 import { sendProblem, toApiError } from "./problem.ts";
 import { assistantRoutes } from "./routes/assistants.ts";
+import { metricsRoutes } from "./routes/metrics.ts";
 import { systemRoutes } from "./routes/system.ts";
 import { runRoutes } from "./routes/runs.ts";
 import { scheduleRoutes } from "./routes/schedules.ts";
@@ -31,7 +33,8 @@ import { buildStrictValidator, storableJsonParser } from "./validation.ts";
 export interface AppOptions {
   readonly services: AppServices;
   readonly bodyLimitBytes: number;
-  readonly logger: FastifyServerOptions["logger"];
+  /** The process's pino logger; request logs carry `request_id`. */
+  readonly logger: FastifyBaseLogger;
   readonly version: string;
 }
 
@@ -55,7 +58,8 @@ const MAX_PARAM_LENGTH = 2048;
 
 export async function buildApp(options: AppOptions): Promise<App> {
   const app = Fastify({
-    logger: options.logger,
+    loggerInstance: options.logger,
+    logController: new RequestLogController(),
     bodyLimit: options.bodyLimitBytes,
     genReqId: (request) => {
       const incoming = request.headers["x-request-id"];
@@ -78,6 +82,17 @@ export async function buildApp(options: AppOptions): Promise<App> {
   const parseJson = storableJsonParser(app.getDefaultJsonParser("error", "error"));
   app.removeContentTypeParser("application/json");
   app.addContentTypeParser("application/json", { parseAs: "string" }, parseJson);
+  const { metrics } = options.services;
+  // Every request is counted when its connection's response ends, streams and refusals included,
+  // by route pattern (never the raw URL: ids would make a series per run).
+  app.addHook("onRequest", async (request, reply) => {
+    const started = performance.now();
+    reply.raw.once("close", () => {
+      const labels = { method: request.method, route: request.is404 ? "unmatched" : (request.routeOptions.url ?? "unmatched"), status: String(reply.raw.statusCode) };
+      metrics.httpRequests.inc(labels);
+      metrics.httpDuration.observe(labels, (performance.now() - started) / 1000);
+    });
+  });
   app.addHook("onRequest", async (request, reply) => {
     reply.header("x-request-id", request.id);
     if (isShuttingDown(app.server)) {
@@ -123,6 +138,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
   await app.register(fastifySwaggerUi, { routePrefix: "/docs", uiConfig: { docExpansion: "list" } });
 
   await app.register(systemRoutes, { services: options.services });
+  await app.register(metricsRoutes, { services: options.services });
   await app.register(threadRoutes, { prefix: "/v1", services: options.services });
   await app.register(assistantRoutes, { prefix: "/v1", services: options.services });
   await app.register(runRoutes, { prefix: "/v1", services: options.services });

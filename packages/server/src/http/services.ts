@@ -1,9 +1,11 @@
 import type { Readiness } from "@rudder/api";
 import type { Authenticate } from "../auth/authenticator.ts";
+import type { AuthorizeScrape } from "../auth/scrape.ts";
 import type { AssistantCatalog } from "../graphs/assistants.ts";
 import type { GraphRegistry } from "../graphs/registry.ts";
 import type { GraphSchemaCatalog } from "../graphs/schemas.ts";
 import type { Notifier } from "../notify/notifier.ts";
+import type { Metrics } from "../observability/metrics.ts";
 import type { A2ATaskService } from "../runs/a2a-tasks.ts";
 import type { RunService } from "../runs/service.ts";
 import type { SteeringService } from "../runs/steering.ts";
@@ -32,4 +34,8 @@ export interface AppServices {
   readonly readiness: () => Promise<Omit<Readiness, "ok">>;
   /** A quiet SSE stream gets a `: heartbeat` comment this often. */
   readonly streamHeartbeatMs: number;
+  /** This process's metrics: the app records requests and streams, GET /metrics serves them. */
+  readonly metrics: Metrics;
+  /** Who may read GET /metrics: the viewer role or the scrape token. */
+  readonly authorizeScrape: AuthorizeScrape;
 }

@@ -2,6 +2,7 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import type { RunEvent } from "@rudder/api";
 import type { AppServices } from "./services.ts";
 import { endOnShutdown } from "./shutdown.ts";
+import { requestFields } from "./logging.ts";
 
 /**
  * Writes the run's events after `after` as SSE, as `RunService.follow` reads them from the durable
@@ -17,6 +18,7 @@ export async function streamRunEvents(
   const { runId, services } = options;
   const closed = new AbortController();
   const release = endOnShutdown(request, closed);
+  services.metrics.sseStreams.inc();
   request.raw.on("close", () => closed.abort());
   reply.hijack();
   const out = reply.raw;
@@ -38,9 +40,11 @@ export async function streamRunEvents(
       else if (update.type === "quiet") out.write(": heartbeat\n\n");
     }
   } catch (error) {
-    request.log.warn({ err: error, runId }, "run stream failed");
+    request.log.warn({ err: error, run_id: runId }, "run stream failed");
   } finally {
+    services.metrics.sseStreams.dec();
     release();
     out.end();
+    request.log.info(requestFields(request, 200, reply.elapsedTime), "stream ended");
   }
 }

@@ -24,13 +24,25 @@ export interface Notifier {
    */
   publishWithin(tx: Transaction, ...notices: readonly Notice[]): Promise<void>;
   subscribe(listener: (notice: Notice) => void): () => void;
+  /** Whether notices from other processes can arrive now (for /ready and metrics). */
+  health?(): NotifierHealth;
   close(): Promise<void>;
+}
+
+export interface NotifierHealth {
+  /** The LISTEN connection is up (always true for the in-process notifier). */
+  readonly listening: boolean;
+  /** When `listening` last changed, epoch milliseconds. */
+  readonly since: number;
+  /** Times the LISTEN connection was lost and a reconnect scheduled. */
+  readonly reconnects: number;
 }
 
 /** For one process (the embedded database, tests): notices go straight to local listeners. */
 export function createLocalNotifier(): Notifier {
   const emitter = new EventEmitter();
   emitter.setMaxListeners(0);
+  const createdAt = Date.now();
   return {
     async publish(...notices) {
       for (const notice of notices) emitter.emit("notice", notice);
@@ -44,6 +56,7 @@ export function createLocalNotifier(): Notifier {
       emitter.on("notice", listener);
       return () => emitter.off("notice", listener);
     },
+    health: () => ({ listening: true, since: createdAt, reconnects: 0 }),
     async close() {
       emitter.removeAllListeners();
     },
@@ -74,6 +87,8 @@ export function createPostgresNotifier(connectionString: string): Notifier {
   publisher.on("error", () => {});
   let listener: pg.Client | undefined;
   let closed = false;
+  let since = Date.now();
+  let reconnects = 0;
   let retryTimer: NodeJS.Timeout | undefined;
   const outbox = new Set<string>();
   let sending: Promise<void> | undefined;
@@ -89,13 +104,16 @@ export function createPostgresNotifier(connectionString: string): Notifier {
       await client.connect();
       await client.query(`listen ${CHANNEL}`);
       listener = client;
+      since = Date.now();
     } catch {
       reconnect(client);
     }
   };
   const reconnect = (client: pg.Client) => {
     if (closed || retryTimer || (listener && listener !== client)) return;
+    if (listener) since = Date.now();
     listener = undefined;
+    reconnects += 1;
     void client.end().catch(() => {});
     retryTimer = setTimeout(() => {
       retryTimer = undefined;
@@ -129,6 +147,7 @@ export function createPostgresNotifier(connectionString: string): Notifier {
       await local.publishWithin(tx, ...notices);
     },
     subscribe: (fn) => local.subscribe(fn),
+    health: () => ({ listening: listener !== undefined, since, reconnects }),
     async close() {
       closed = true;
       clearTimeout(retryTimer);

@@ -8,6 +8,7 @@ import { validateGraphInput } from "../graphs/input.ts";
 import type { GraphRegistry } from "../graphs/registry.ts";
 import type { Notifier } from "../notify/notifier.ts";
 import { wakeups } from "../notify/wakeups.ts";
+import type { Metrics } from "../observability/metrics.ts";
 import type { Db, Queryable, Transaction } from "../storage/db.ts";
 import * as runRows from "../storage/runs.ts";
 import { publicRun, type ClaimedRun, type NewRun } from "../storage/runs.ts";
@@ -16,6 +17,8 @@ import { applyTransition } from "./transitions.ts";
 
 export interface RunLimits {
   readonly queuedRunQuota: number;
+  /** Where creations and settles are counted (none: not counted). */
+  readonly metrics?: Metrics;
 }
 
 /** What a follower of a run sees: new events, a quiet interval, or the run's end (terminal or paused). */
@@ -120,6 +123,7 @@ export class RunService {
     });
     if (inserted) {
       await this.notifier.publishWithin(tx, { topic: "run_created" });
+      this.countCreated(tx, inserted.graph_id);
       return { run: inserted, replayed: false };
     }
     // The insert's conditions stopped it: say which.
@@ -161,7 +165,12 @@ export class RunService {
       const link = run.superseded_by_run_id ? { fields: { superseded_by_run_id: run.superseded_by_run_id } } : {};
       throw new ApiError(decision.refused, decision.detail, link);
     }
-    return applyTransition(tx, this.notifier, run, trigger, decision);
+    return applyTransition(tx, this.notifier, run, trigger, decision, this.limits.metrics);
+  }
+
+  private countCreated(tx: Transaction, graphId: string): void {
+    const metrics = this.limits.metrics;
+    if (metrics) tx.afterCommit(() => metrics.runCreated(graphId));
   }
 
   async get(tenantId: string, runId: string): Promise<Run> {
@@ -258,8 +267,11 @@ export class RunService {
       const successor = await runRows.insertSuccessor(tx, runId, randomUUID(), { resume: command.resume, update: command.update ?? null, goto: command.goto ?? null });
       // A stateless run checkpoints under its own id: its state goes to the run that continues it.
       if (old.thread_id === null) await runRows.moveRunCheckpoints(tx, runId, successor.run_id);
-      await migrateToSuccessor(tx, runId, successor.run_id);
+      const moved = await migrateToSuccessor(tx, runId, successor.run_id);
       await this.notifier.publishWithin(tx, { topic: "run_created" });
+      this.countCreated(tx, successor.graph_id);
+      const metrics = this.limits.metrics;
+      if (metrics) tx.afterCommit(() => metrics.supersededSteering(moved, "resume_transfer"));
       return publicRun(successor);
     });
   }

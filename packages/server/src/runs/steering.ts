@@ -2,6 +2,7 @@ import type { SteerAccepted, SteerBody, SteeringEvent } from "@rudder/api";
 import { ApiError, notFound } from "../domain/errors.ts";
 import { STEERING_MAX_BYTES, steeringAdmission, steeringSize } from "../domain/steering.ts";
 import type { Notifier } from "../notify/notifier.ts";
+import type { Metrics } from "../observability/metrics.ts";
 import type { Db, Transaction } from "../storage/db.ts";
 import { findSteeringByKey, insertSteeringEvent, lockRunForSteering, type SteerRequest } from "../storage/steering.ts";
 
@@ -11,6 +12,7 @@ export class SteeringService {
     private readonly db: Db,
     private readonly notifier: Notifier,
     private readonly maxBytes = STEERING_MAX_BYTES,
+    private readonly metrics?: Metrics,
   ) {}
 
   async steer(tenantId: string, runId: string, body: SteerBody, headerKey: string | undefined): Promise<SteerAccepted> {
@@ -55,6 +57,8 @@ export class SteeringService {
     }
     const event = await insertSteeringEvent(tx, tenantId, runId, request);
     await this.notifier.publishWithin(tx, { topic: "steering", runId }, { topic: "run_events", runId });
+    const metrics = this.metrics;
+    if (metrics) tx.afterCommit(() => metrics.steeringAccepted.inc());
     return event;
   }
 }

@@ -1,6 +1,7 @@
 import { CANCEL_REASON_OF, cancelError, cancelledEvent, nextStatus, type LifecycleEvent, type RunTrigger, type TransitionRule } from "../domain/run-lifecycle.ts";
 import type { RunStatus } from "../domain/runs.ts";
 import type { Notifier } from "../notify/notifier.ts";
+import type { Metrics } from "../observability/metrics.ts";
 import type { Transaction } from "../storage/db.ts";
 import { appendEvents } from "../storage/events.ts";
 import { setThreadStatus, updateRunStatus, type ClaimedRun } from "../storage/runs.ts";
@@ -9,7 +10,8 @@ import { setThreadStatus, updateRunStatus, type ClaimedRun } from "../storage/ru
  * A status change outside a worker's attempt (cancel, cancel_previous, redrive, the reaper), as
  * one unit inside the caller's transaction: the row as the lifecycle rule says, the rule's one
  * event, the thread's status, and the `run_changed` / `run_events` notices that commit with it. A
- * path cannot change a status and forget the event or the notice.
+ * path cannot change a status and forget the event or the notice. A status that settles the run
+ * is counted in `metrics` once the transaction commits.
  */
 export async function applyTransition(
   tx: Transaction,
@@ -17,6 +19,7 @@ export async function applyTransition(
   run: Pick<ClaimedRun, "run_id" | "thread_id" | "status" | "error">,
   trigger: RunTrigger,
   rule: TransitionRule,
+  metrics?: Metrics,
 ): Promise<ClaimedRun> {
   const status = nextStatus(rule, run.status);
   const event = eventOf(trigger, rule, run.status);
@@ -37,6 +40,8 @@ export async function applyTransition(
     // Back in the queue: a claim may find it now.
     ...(status === "pending" ? [{ topic: "run_created" } as const] : []),
   );
+  // A resume leaves the old run paused (linked to its successor): only a change of status counts.
+  if (metrics && changed.status !== run.status) tx.afterCommit(() => metrics.runStatusChanged(changed.status, changed.graph_id));
   return changed;
 }
 

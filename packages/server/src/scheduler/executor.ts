@@ -3,6 +3,7 @@ import type { ScheduleError } from "@rudder/api";
 import { ApiError } from "../domain/errors.ts";
 import { firingAt } from "../domain/schedules.ts";
 import type { Notifier } from "../notify/notifier.ts";
+import type { Metrics } from "../observability/metrics.ts";
 import type { RunService } from "../runs/service.ts";
 import type { Db, Transaction } from "../storage/db.ts";
 import { advanceSchedule, claimDueSchedules, msUntilNextDue, type DueSchedule } from "../storage/schedules.ts";
@@ -41,6 +42,8 @@ export interface SchedulerDeps {
   readonly runService: RunService;
   readonly notifier: Notifier;
   readonly log: FastifyBaseLogger;
+  /** Fire lag (due time → the fire's commit) goes here when given. */
+  readonly metrics?: Metrics;
 }
 
 /** How long to wait when every due row is locked by another executor's pass. */
@@ -126,6 +129,8 @@ export class Scheduler {
       );
       await advanceSchedule(tx, schedule.tenant_id, schedule.schedule_id, schedule.due, { nextRunAt, scheduledAt, runId: run.run_id });
       await tx.query("release savepoint fire_schedule");
+      const metrics = this.deps.metrics;
+      if (metrics) tx.afterCommit(() => metrics.scheduleFireLag.observe(Math.max(0, (this.options.now?.() ?? new Date()).getTime() - scheduledAt.getTime()) / 1000));
     } catch (error) {
       if (!(error instanceof ApiError && REFUSALS.has(error.code))) throw error;
       await tx.query("rollback to savepoint fire_schedule");

@@ -30,7 +30,20 @@ export interface Db extends Queryable {
   readonly url?: string;
   /** Runs `work` in one transaction: committed when it resolves, rolled back when it throws. */
   transaction<T>(work: (tx: Transaction) => Promise<T>): Promise<T>;
+  /** The connections now and the outages seen, read without a query (for metrics). */
+  stats?(): DbStats;
   close(): Promise<void>;
+}
+
+export interface DbStats {
+  /** Connections running a statement or holding a transaction. */
+  readonly inUse: number;
+  readonly idle: number;
+  /** Callers waiting for a connection. */
+  readonly waiting: number;
+  readonly max: number;
+  /** Statements that failed because the database was unreachable, since the seam was opened. */
+  readonly unavailableErrors: number;
 }
 
 /** A connection attempt that has not succeeded by then fails (503), rather than hanging the request. */
@@ -38,9 +51,15 @@ const CONNECT_TIMEOUT_MS = 5_000;
 
 /** PostgreSQL through a `pg` pool. */
 export function createPostgresDb(connectionString: string, options: { max?: number } = {}): Db {
-  const pool = new pg.Pool({ connectionString, max: options.max ?? 10, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
+  const max = options.max ?? 10;
+  const pool = new pg.Pool({ connectionString, max, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
   // An idle client that loses its connection must not crash the process; the next query reconnects.
   pool.on("error", () => {});
+  let unavailableErrors = 0;
+  const rethrowUnavailable = (error: unknown): never => {
+    if (isConnectionFailure(error)) unavailableErrors += 1;
+    return rethrowIfUnavailable(error);
+  };
   return {
     driver: "postgres",
     url: connectionString,
@@ -52,6 +71,7 @@ export function createPostgresDb(connectionString: string, options: { max?: numb
       await pool.query(script).catch(rethrowUnavailable);
     },
     transaction: <T>(work: (tx: Transaction) => Promise<T>) => poolTransaction(pool, work).catch(rethrowUnavailable),
+    stats: () => ({ inUse: pool.totalCount - pool.idleCount, idle: pool.idleCount, waiting: pool.waitingCount, max, unavailableErrors }),
     async close() {
       if (!pool.ended) await pool.end();
     },
@@ -121,7 +141,7 @@ export function isConnectionFailure(error: unknown): boolean {
   return typeof message === "string" && CONNECTION_LOST.test(message);
 }
 
-function rethrowUnavailable(error: unknown): never {
+function rethrowIfUnavailable(error: unknown): never {
   if (!isConnectionFailure(error)) throw error;
   const unavailable = new ApiError("unavailable", "the database is unreachable; retry shortly", { retryAfterSeconds: 1 });
   unavailable.cause = error;
@@ -139,6 +159,16 @@ export async function createPgliteDb(options: { dataDir?: string; loadDataDir?: 
 
 /** Wraps an open PGlite, which has a single connection and serialises transactions itself. */
 export function pgliteDb(lite: PGlite): Db {
+  // One connection: statements and transactions issued and not yet finished, the first running.
+  let open = 0;
+  const counted = async <T>(work: () => Promise<T>): Promise<T> => {
+    open += 1;
+    try {
+      return await work();
+    } finally {
+      open -= 1;
+    }
+  };
   const run = async <Row>(target: Pick<PGlite, "query">, sql: string, params: readonly unknown[]) => {
     // PGlite executes on this thread and resolves in microtasks, so a chain of queries (a settle,
     // a claim after it) would never let the event loop read sockets: under load some HTTP requests
@@ -153,26 +183,29 @@ export function pgliteDb(lite: PGlite): Db {
   };
   return {
     driver: "pglite",
-    query: <Row>(sql: string, params: readonly unknown[] = []) => run<Row>(lite, sql, params),
-    exec: (script: string) => exec(lite, script),
-    async transaction<T>(work: (tx: Transaction) => Promise<T>): Promise<T> {
-      const last: string[] = [];
-      const committed: (() => void)[] = [];
-      const value = await lite.transaction(async (liteTx) => {
-        const result = await work({
-          query: <Row>(sql: string, params: readonly unknown[] = []) => run<Row>(liteTx, sql, params),
-          exec: (script: string) => exec(liteTx, script),
-          beforeCommit: (statement) => last.push(statement),
-          afterCommit: (callback) => committed.push(callback),
-        });
-        if (last.length > 0) await exec(liteTx, last.join("; "));
-        return result;
-      });
-      for (const callback of committed) callback();
-      return value;
-    },
+    query: <Row>(sql: string, params: readonly unknown[] = []) => counted(() => run<Row>(lite, sql, params)),
+    exec: (script: string) => counted(() => exec(lite, script)),
+    transaction: <T>(work: (tx: Transaction) => Promise<T>): Promise<T> => counted(() => transaction(work)),
+    stats: () => ({ inUse: Math.min(open, 1), idle: open > 0 ? 0 : 1, waiting: Math.max(open - 1, 0), max: 1, unavailableErrors: 0 }),
     async close() {
       await lite.close();
     },
   };
+
+  async function transaction<T>(work: (tx: Transaction) => Promise<T>): Promise<T> {
+    const last: string[] = [];
+    const committed: (() => void)[] = [];
+    const value = await lite.transaction(async (liteTx) => {
+      const result = await work({
+        query: <Row>(sql: string, params: readonly unknown[] = []) => run<Row>(liteTx, sql, params),
+        exec: (script: string) => exec(liteTx, script),
+        beforeCommit: (statement) => last.push(statement),
+        afterCommit: (callback) => committed.push(callback),
+      });
+      if (last.length > 0) await exec(liteTx, last.join("; "));
+      return result;
+    });
+    for (const callback of committed) callback();
+    return value;
+  }
 }

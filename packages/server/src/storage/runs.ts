@@ -202,6 +202,9 @@ export async function listRuns(db: Queryable, tenantId: string, filter: RunListF
   return rows.map(toClaimed);
 }
 
+/** A claimed run and how long it had been claimable (since created, its backoff passed, or its lease expired). */
+export type Claim = ClaimedRun & { readonly claimableSeconds: number };
+
 /**
  * Claims up to `limit` of the oldest runnable runs: pending runs whose backoff has passed and
  * whose thread has no active run and no older pending run (FIFO per thread, so at most one run
@@ -214,11 +217,13 @@ export async function listRuns(db: Queryable, tenantId: string, filter: RunListF
  * race claims nothing and the caller tries again. The new statuses come from the lifecycle's
  * claim rule (`to` and `thread`).
  */
-export async function claimRuns(db: Queryable, owner: string, leaseMs: number, limit: number, rule: { to: RunStatus; thread: ThreadStatus }): Promise<ClaimedRun[]> {
+export async function claimRuns(db: Queryable, owner: string, leaseMs: number, limit: number, rule: { to: RunStatus; thread: ThreadStatus }): Promise<Claim[]> {
   try {
-    const rows = await db.query<RunRow>(
+    const rows = await db.query<RunRow & { claimable_seconds: number }>(
       `with candidate as (
-         select r.run_id from runs r
+         select r.run_id,
+                extract(epoch from (clock_timestamp() - case when r.status = 'pending' then r.available_at else r.lease_expires_at end))::float8 as claimable_seconds
+           from runs r
           where (r.status = 'pending' and r.available_at <= now()
                  and (r.thread_id is null or (
                    not exists (select 1 from runs a where a.thread_id = r.thread_id and a.status in ('running', 'cancelling'))
@@ -234,7 +239,7 @@ export async function claimRuns(db: Queryable, owner: string, leaseMs: number, l
                 lease_expires_at = now() + $2 * interval '1 millisecond',
                 started_at = coalesce(r.started_at, clock_timestamp()), updated_at = now()
            from candidate where r.run_id = candidate.run_id
-         returning ${runColumns("r")}
+         returning ${runColumns("r")}, candidate.claimable_seconds
        ), busy as (
          update threads t set status = $5, updated_at = now()
            from claimed where t.thread_id = claimed.thread_id::uuid
@@ -242,7 +247,7 @@ export async function claimRuns(db: Queryable, owner: string, leaseMs: number, l
        select * from claimed order by created_at, run_id`,
       [owner, leaseMs, limit, rule.to, rule.thread],
     );
-    return rows.map(toClaimed);
+    return rows.map(({ claimable_seconds: seconds, ...row }) => ({ ...toClaimed(row), claimableSeconds: Math.max(0, Number(seconds)) }));
   } catch (error) {
     // Another worker made a run of the same thread active first: nothing to claim right now.
     if ((error as { code?: string }).code === "23505") return [];

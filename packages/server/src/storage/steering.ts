@@ -187,9 +187,10 @@ export async function supersedeAtFinalBoundary(tx: Queryable, runId: string): Pr
 /**
  * Moves a resumed run's unconsumed rows to its successor, inside the resume transaction: new ids,
  * the same order as sequences 1..n, the same kind, payload, metadata and idempotency key, the
- * root id kept in source_event_id, the original created_at. The old rows become superseded.
+ * root id kept in source_event_id, the original created_at. The old rows become superseded;
+ * returns how many.
  */
-export async function migrateToSuccessor(tx: Queryable, oldRunId: string, newRunId: string): Promise<void> {
+export async function migrateToSuccessor(tx: Queryable, oldRunId: string, newRunId: string): Promise<number> {
   // Consumed rows stay consumed (their run.steer.consumed is written); those of a task that did not
   // complete (it interrupted) go to the new run's re-execution of that task.
   await tx.query(
@@ -205,7 +206,7 @@ export async function migrateToSuccessor(tx: Queryable, oldRunId: string, newRun
   )
     .map(toEvent)
     .sort((a, b) => a.sequence - b.sequence);
-  if (rows.length === 0) return;
+  if (rows.length === 0) return 0;
   const moved = rows.map((row, index) => ({ ...row, id: randomUUID(), run_id: newRunId, sequence: index + 1, status: "pending" as const, source_event_id: row.source_event_id ?? row.id }));
   await tx.query(
     `insert into steering_events (id, tenant_id, run_id, sequence, kind, payload, metadata, idempotency_key, status, source_event_id, created_at)
@@ -217,6 +218,7 @@ export async function migrateToSuccessor(tx: Queryable, oldRunId: string, newRun
   await tx.query("update runs set last_steering_sequence = $2 where run_id = $1", [newRunId, moved.length]);
   await appendEvents(tx, oldRunId, rows.map((row, index) => supersededEvent(row, "resume_transfer", { runId: newRunId, eventId: moved[index]!.id })));
   await appendEvents(tx, newRunId, moved.map(acceptedEvent));
+  return rows.length;
 }
 
 /**

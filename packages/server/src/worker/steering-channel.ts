@@ -4,6 +4,7 @@ import type { DrainContext, SteeringChannel, SteeringMessage } from "@rudder/gra
 import { DrainedExecutions, UnsettledTasks } from "../domain/steering.ts";
 import type { Notifier } from "../notify/notifier.ts";
 import { wakeups } from "../notify/wakeups.ts";
+import type { Metrics } from "../observability/metrics.ts";
 import type { CheckpointCommitHook } from "../storage/checkpointer.ts";
 import type { Db } from "../storage/db.ts";
 import { appendEvents } from "../storage/events.ts";
@@ -18,6 +19,8 @@ export interface SteeringChannelDeps {
   readonly pollMs: number;
   /** Writes the events the attempt has buffered, so a drain's run.steer.consumed follows them in the log. */
   readonly flushEvents: () => Promise<void>;
+  /** Counts consumption and its latency (none: not counted). */
+  readonly metrics?: Metrics | undefined;
 }
 
 /**
@@ -57,6 +60,8 @@ export function steeringChannel(run: ClaimedRun, lease: Lease, deps: SteeringCha
       if (taken.consumed.length > 0) {
         await appendEvents(tx, run.run_id, consumedEvents(taken.consumed, reader));
         await deps.notifier.publishWithin(tx, { topic: "run_events", runId: run.run_id });
+        const metrics = deps.metrics;
+        if (metrics) tx.afterCommit(() => metrics.consumedSteering(taken.consumed.map((row) => row.latencySeconds)));
       }
       return taken;
     });

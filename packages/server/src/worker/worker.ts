@@ -5,12 +5,14 @@ import { UsageMeter } from "../domain/budget.ts";
 import { attemptOutcome, isRefusal, transitionFor, RUN_TRANSITIONS, type StopReason } from "../domain/run-lifecycle.ts";
 import type { GraphRegistry } from "../graphs/registry.ts";
 import type { Notifier } from "../notify/notifier.ts";
+import type { Metrics } from "../observability/metrics.ts";
 import { applyTransition } from "../runs/transitions.ts";
 import type { Db } from "../storage/db.ts";
+import type { RunStatus } from "../domain/runs.ts";
 import { appendEvents } from "../storage/events.ts";
 import type { PendingEvent } from "../storage/events.ts";
 import type { Lease } from "../storage/lease.ts";
-import { claimRuns, heartbeat, lockAbandonedCancels, lockThread, settleAttempt, type ClaimedRun } from "../storage/runs.ts";
+import { claimRuns, heartbeat, lockAbandonedCancels, lockThread, settleAttempt, type Claim, type ClaimedRun } from "../storage/runs.ts";
 import { supersedeAtFinalBoundary } from "../storage/steering.ts";
 import type { SteeringRepository } from "../storage/steering.ts";
 import type { AttemptCheckpoints, RudderCheckpointSaver } from "../storage/checkpointer.ts";
@@ -64,6 +66,8 @@ interface WorkerDeps {
   /** Model prices for max_cost, by model name. */
   readonly prices: Readonly<Record<string, ModelPrice>>;
   readonly steering: SteeringRepository;
+  /** Where claims, attempts, settles and steering are counted (none: not counted). */
+  readonly metrics?: Metrics;
 }
 
 /** The lifecycle's claim rule: the status and thread status a claim writes. */
@@ -91,6 +95,11 @@ export class Worker {
 
   start(): void {
     this.loop = this.claimLoop();
+  }
+
+  /** Attempts this process is executing now. */
+  get activeAttempts(): number {
+    return this.running.size;
   }
 
   /**
@@ -145,14 +154,16 @@ export class Worker {
     }
   }
 
-  private async claim(limit: number): Promise<ClaimedRun[]> {
+  private async claim(limit: number): Promise<Claim[]> {
     const claimed = await claimRuns(this.deps.db, this.id, this.options.leaseMs, limit, { to: CLAIM_RULE.to as "running", thread: CLAIM_RULE.thread! }).catch((error: unknown) => {
       this.deps.log.warn({ err: error }, "claiming runs failed; retrying");
       return [];
     });
     for (const run of claimed) {
-      const processing = this.process(run)
-        .catch((error: unknown) => this.deps.log.error({ err: error, runId: run.run_id }, "run processing failed"))
+      this.deps.metrics?.claimWait.observe(run.claimableSeconds);
+      const log = this.deps.log.child({ run_id: run.run_id, attempt: run.attempt, worker_id: this.id, tenant_id: run.tenant_id, thread_id: run.thread_id, graph_id: run.graph_id });
+      const processing = this.process(run, log)
+        .catch((error: unknown) => log.error({ err: error }, "run processing failed"))
         .finally(() => {
           this.running.delete(processing);
           this.wakeUp.wake();
@@ -172,13 +183,15 @@ export class Worker {
       .transaction(async (tx) => {
         for (const run of await lockAbandonedCancels(tx)) {
           const rule = transitionFor(run, "reap");
-          if (!isRefusal(rule)) await applyTransition(tx, this.deps.notifier, run, "reap", rule);
+          if (!isRefusal(rule)) await applyTransition(tx, this.deps.notifier, run, "reap", rule, this.deps.metrics);
         }
       })
       .catch((error: unknown) => this.deps.log.warn({ err: error }, "reaping abandoned cancels failed; retrying on the next poll"));
   }
 
-  private async process(run: ClaimedRun): Promise<void> {
+  /** One attempt of a claimed run; `log` carries its run_id, attempt and worker_id. */
+  private async process(run: Claim, log: FastifyBaseLogger): Promise<void> {
+    const claimedAt = performance.now();
     const lease: Lease = { runId: run.run_id, attempt: run.attempt, owner: this.id };
     const controller: AbortController & { reason?: StopReason } = new AbortController();
     this.active.set(run.run_id, controller);
@@ -201,6 +214,7 @@ export class Worker {
     const deadline = this.armRunTimeout(run, stop);
     const checkpoints = attemptCheckpoints(run);
     try {
+      log.info({ claimable_seconds: run.claimableSeconds }, "attempt started");
       await this.options.hooks?.afterClaim?.(run.run_id, run.attempt);
       buffer.push({ kind: "run_started", data: { attempt: run.attempt, worker: this.id } });
       if (run.status === "cancelling") stop("cancelled");
@@ -216,6 +230,7 @@ export class Worker {
         ...steeringChannel(run, lease, {
           db: this.deps.db,
           notifier: this.deps.notifier,
+          metrics: this.deps.metrics,
           pollMs: this.options.steeringPollMs,
           flushEvents: () => {
             buffer.flush();
@@ -228,7 +243,17 @@ export class Worker {
         stop("lease_lost");
         return [];
       });
-      await this.settle(run, lease, result, controller.reason, { events, meter, checkpoints });
+      const status = await this.settle(run, lease, result, controller.reason, { events, meter, checkpoints });
+      const seconds = (performance.now() - claimedAt) / 1000;
+      if (status === undefined) {
+        log.warn({ reason: controller.reason ?? "lease_lost" }, "attempt ended without a settle: the lease was lost, another worker owns the run");
+        return;
+      }
+      this.deps.metrics?.attemptDuration.observe({ status, graph_id: run.graph_id }, seconds);
+      const fields = { status, stop_reason: controller.reason ?? null, duration_ms: Math.round(seconds * 1000) };
+      // A graph's failure is logged once, here, with its stack; the run's error event has the message.
+      if (result.kind === "threw" && controller.reason === undefined) log.warn({ ...fields, err: result.error }, "attempt failed");
+      else log.info(fields, "attempt settled");
     } finally {
       watch.stop();
       deadline?.cancel();
@@ -271,7 +296,7 @@ export class Worker {
    * waiting run always gets a wake-up), the run's and thread's new status, deferred checkpoint
    * writes, the notices, at a final boundary the supersede of steering the run still holds, and one
    * append of the events not written yet, the supersede events and the outcome's event. Writes
-   * nothing when the lease was lost.
+   * nothing when the lease was lost; returns the status it left the run in (undefined: not settled).
    */
   private async settle(
     run: ClaimedRun,
@@ -279,19 +304,19 @@ export class Worker {
     result: AttemptResult,
     stopped: StopReason | undefined,
     { events, meter, checkpoints }: { events: PendingEvent[]; meter: UsageMeter; checkpoints: AttemptCheckpoints },
-  ): Promise<void> {
-    if (stopped === "lease_lost") return; // another worker owns the run now; write nothing
+  ): Promise<RunStatus | undefined> {
+    if (stopped === "lease_lost") return undefined; // another worker owns the run now; write nothing
     const outcome = attemptOutcome(run, result, stopped, this.options);
     const { rule } = outcome;
     if (rule.finishes) {
       // The graph has its result: close steering admission before the final flush, so a steer
       // that arrives now is refused (run_finalizing) rather than silently superseded.
-      if (!(await this.deps.steering.closeAdmission(lease))) return;
+      if (!(await this.deps.steering.closeAdmission(lease))) return undefined;
       await this.options.hooks?.afterSteeringClosed?.(run.run_id);
     }
     // A finished stateless run's checkpoints are dropped by the settle: its deferred ones need not be written first.
     const keepCheckpoints = !(rule.finishes && run.thread_id === null);
-    await this.deps.db.transaction(async (tx) => {
+    return this.deps.db.transaction(async (tx) => {
       if (run.thread_id !== null) await lockThread(tx, run.tenant_id, run.thread_id);
       const settled = await settleAttempt(tx, lease, {
         status: outcome.status,
@@ -302,7 +327,7 @@ export class Worker {
         threadStatus: rule.thread,
         usage: meter.usage,
       });
-      if (!settled) return; // the lease was lost meanwhile
+      if (!settled) return undefined; // the lease was lost meanwhile
       if (keepCheckpoints) await this.deps.checkpointer.flushDeferred(tx, checkpoints);
       await this.deps.notifier.publishWithin(
         tx,
@@ -313,6 +338,15 @@ export class Worker {
       );
       const superseded = rule.finishes && settled.steered ? await supersedeAtFinalBoundary(tx, lease.runId) : [];
       await appendEvents(tx, lease.runId, [...events, ...superseded, outcome.event]);
+      const metrics = this.deps.metrics;
+      if (metrics) {
+        tx.afterCommit(() => {
+          metrics.runStatusChanged(outcome.status, run.graph_id);
+          if (outcome.status === "pending") metrics.retries.inc({ reason: outcome.trigger === "hand_back" ? "worker_shutdown" : "error", graph_id: run.graph_id });
+          metrics.supersededSteering(superseded.length, "unconsumed_at_final_boundary");
+        });
+      }
+      return outcome.status;
     });
   }
 }

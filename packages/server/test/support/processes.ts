@@ -31,7 +31,8 @@ export class Processes {
   /** Starts `rudder ...args` and resolves with its stdout once it matches `ready`. */
   async start(name: string, args: string[], ready: RegExp, env: Record<string, string | undefined> = {}): Promise<string> {
     if (this.closed) throw new Error(`not starting ${name}: the test is stopping its processes`);
-    const child = startRudder(args, { ...this.env, ...env });
+    // JSON lines, which `logs` collects, even from `rudder dev` (readable lines by default).
+    const child = startRudder(args, { RUDDER_LOG_FORMAT: "json", ...this.env, ...env });
     const stderr: string[] = [];
     child.stderr.on("data", (chunk: Buffer) => stderr.push(chunk.toString()));
     const logs: string[] = [];
@@ -79,7 +80,12 @@ export class Processes {
   /** How many warn (40) and error (50+) lines the children logged, and the distinct messages. */
   logSummary(): string {
     const lines = this.children.flatMap(({ logs }) => logs);
-    const level = (line: string) => Number(/"level":(\d+)/.exec(line)?.[1] ?? 0);
+    // Levels are names ("level":"warn"); pino's numbers are read too.
+    const NUMBERS: Record<string, number> = { trace: 10, debug: 20, info: 30, warn: 40, error: 50, fatal: 60 };
+    const level = (line: string) => {
+      const found = /"level":(?:(\d+)|"(\w+)")/.exec(line);
+      return found?.[1] ? Number(found[1]) : (NUMBERS[found?.[2] ?? ""] ?? 0);
+    };
     const messages = new Set(lines.map((line) => /"msg":"([^"]*)"/.exec(line)?.[1] ?? line.slice(0, 120)));
     return `${lines.filter((line) => level(line) === 40).length} warn, ${lines.filter((line) => level(line) >= 50).length} error log lines${messages.size ? `: ${[...messages].slice(0, 5).join("; ")}` : ""}`;
   }

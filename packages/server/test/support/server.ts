@@ -6,6 +6,7 @@ import { startServer, type RunningServer } from "../../src/server.ts";
 import type { WorkerOptions } from "../../src/worker/worker.ts";
 import type { SchedulerOptions } from "../../src/scheduler/executor.ts";
 import type { Notifier } from "../../src/notify/notifier.ts";
+import type { Logger } from "pino";
 import { createTestDatabase, type TestDatabase } from "./db.ts";
 
 export const TEST_SECRET = "rudder-test-secret-rudder-test-secret";
@@ -61,6 +62,8 @@ export async function startTestServer(
     scheduler?: Partial<SchedulerOptions> | false;
     /** The clock schedules compute due times from. */
     clock?: () => Date;
+    /** The server's logger (default: silent); tests capture log lines with one. */
+    logger?: Logger;
   } = {},
 ): Promise<TestServer> {
   const database = options.database ?? (await createTestDatabase({ migrated: false }));
@@ -73,7 +76,16 @@ export async function startTestServer(
     ...options.config,
   };
   const worker = options.worker === false ? false : { pollMs: 200, heartbeatMs: 500, ...options.worker };
-  const server: RunningServer = await startServer({ config, db: database.db, schema: "migrate", logger: false, worker, notifier: options.notifier, scheduler: options.scheduler, clock: options.clock });
+  const server: RunningServer = await startServer({
+    config,
+    db: database.db,
+    schema: "migrate",
+    logger: options.logger ?? false,
+    worker,
+    notifier: options.notifier,
+    scheduler: options.scheduler,
+    clock: options.clock,
+  });
   const url = server.url!;
   const token = (tenant = "t1", roles: Role[] = ["admin"]) => mintToken(TEST_SECRET, { tenantId: tenant, roles });
   return {

@@ -1,6 +1,7 @@
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { LgStreamMode, Run } from "@rudder/api";
 import type { AppServices } from "../../http/services.ts";
+import { requestFields } from "../../http/logging.ts";
 import { endOnShutdown } from "../../http/shutdown.ts";
 import { formatSse, LgEventMapper, metadataEvent } from "./mapping.ts";
 
@@ -28,6 +29,7 @@ export async function streamLangGraph(
   const { run, services } = options;
   const closed = new AbortController();
   const release = endOnShutdown(request, closed);
+  services.metrics.sseStreams.inc();
   let settled = false;
   let clientLeft = false;
   reply.raw.on("close", () => {
@@ -62,13 +64,15 @@ export async function streamLangGraph(
       else settled = true;
     }
   } catch (error) {
-    request.log.warn({ err: error, runId: run.run_id }, "LangGraph run stream failed");
+    request.log.warn({ err: error, run_id: run.run_id }, "LangGraph run stream failed");
   } finally {
+    services.metrics.sseStreams.dec();
     release();
     out.end();
+    request.log.info(requestFields(request, 200, reply.elapsedTime), "stream ended");
     if (options.cancelOnDisconnect && clientLeft && !settled) {
       await services.runService.cancel(options.tenantId, run.run_id).catch((error: unknown) => {
-        request.log.warn({ err: error, runId: run.run_id }, "cancel on disconnect failed");
+        request.log.warn({ err: error, run_id: run.run_id }, "cancel on disconnect failed");
       });
     }
   }

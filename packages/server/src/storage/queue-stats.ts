@@ -1,0 +1,17 @@
+import type { Queryable } from "./db.ts";
+
+/**
+ * The queue at a glance, for metrics: pending runs, those past their retry backoff, and how long
+ * the longest-waiting of those has been claimable. One statement over the pending rows (the
+ * `runs_claimable` partial index holds exactly them), so it costs in proportion to the queue, not
+ * to the runs table.
+ */
+export async function readQueueStats(db: Queryable): Promise<{ pending: number; ready: number; oldestReadySeconds: number }> {
+  const [row] = await db.query<{ pending: number; ready: number; oldest: number | null }>(
+    `select count(*)::int as pending,
+            count(*) filter (where available_at <= now())::int as ready,
+            extract(epoch from (now() - min(available_at) filter (where available_at <= now())))::float8 as oldest
+       from runs where status = 'pending'`,
+  );
+  return { pending: row?.pending ?? 0, ready: row?.ready ?? 0, oldestReadySeconds: Math.max(0, row?.oldest ?? 0) };
+}
