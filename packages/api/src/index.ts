@@ -14,3 +14,4 @@ export * from "./steering.ts";
 export * from "./schedules.ts";
 export * from "./system.ts";
 export * from "./langgraph.ts";
+export * from "./store.ts";

@@ -27,6 +27,9 @@ import { migrate, migrationStatus } from "./storage/migrate.ts";
 import { expireLeases } from "./storage/lease.ts";
 import { readQueueStats } from "./storage/queue-stats.ts";
 import { SteeringRepository } from "./storage/steering.ts";
+import { loadEmbedder } from "./store/embedder.ts";
+import { StoreService } from "./store/service.ts";
+import { StoreSweeper } from "./store/sweeper.ts";
 import { ThreadService } from "./threads/service.ts";
 import { VERSION } from "./version.ts";
 import { DEFAULT_WORKER_OPTIONS, Worker, type WorkerOptions } from "./worker/worker.ts";
@@ -85,6 +88,8 @@ export interface RunningServer {
   /** The metrics listener of a process without the API, when it serves one. */
   readonly metricsUrl: string | undefined;
   readonly log: Logger;
+  /** The long-term store (tests and benchmarks reach it directly). */
+  readonly store: StoreService;
   /**
    * Stops the worker (running attempts get the grace period, the rest go back to the queue) and
    * the API (no new requests, open streams and joins end, in-flight requests finish) together,
@@ -120,6 +125,12 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     }
     return { database: db.driver, graphs: graphs.ids() };
   };
+  const storeIndex = config.store.index;
+  const store = new StoreService(db, {
+    index: storeIndex && { embedder: await loadEmbedder(storeIndex), dims: storeIndex.dims, fields: storeIndex.fields },
+    defaultTtl: config.store.defaultTtl,
+    refreshOnRead: config.store.refreshOnRead,
+  });
   const services: AppServices = {
     authenticate,
     assistants,
@@ -130,6 +141,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     schedules: new ScheduleService(db, assistants, notifier, options.clock),
     a2aTasks: new A2ATaskService(db, runService, threads, graphs),
     graphs,
+    store,
     notifier,
     readiness,
     streamHeartbeatMs: config.streamHeartbeatMs,
@@ -141,7 +153,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     ? await buildApp({ services, bodyLimitBytes: config.bodyLimitBytes, logger: log, version: VERSION })
     : undefined;
   const worker = options.worker
-    ? new Worker({ db, steering, graphs, checkpointer, notifier, log, prices: config.modelPrices, metrics }, { ...DEFAULT_WORKER_OPTIONS, concurrency: config.workerConcurrency, leaseMs: config.leaseMs, heartbeatMs: config.heartbeatMs, pollMs: config.workerPollMs, shutdownGraceMs: config.shutdownGraceMs, ...options.worker })
+    ? new Worker({ db, steering, graphs, checkpointer, notifier, log, prices: config.modelPrices, metrics, store }, { ...DEFAULT_WORKER_OPTIONS, concurrency: config.workerConcurrency, leaseMs: config.leaseMs, heartbeatMs: config.heartbeatMs, pollMs: config.workerPollMs, shutdownGraceMs: config.shutdownGraceMs, ...options.worker })
     : undefined;
   const schedulerOptions = options.scheduler ?? (options.worker && config.cronEnabled ? {} : false);
   const scheduler = schedulerOptions ? new Scheduler({ db, runService, notifier, log, metrics }, { ...DEFAULT_SCHEDULER_OPTIONS, now: options.clock, ...schedulerOptions }) : undefined;
@@ -182,16 +194,19 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
   // Only once the API listens: a server that failed to start must not have claimed runs.
   worker?.start();
   scheduler?.start();
+  const sweeper = new StoreSweeper(db, config.store.sweepIntervalMinutes * 60_000, (error) => log.warn({ err: error }, "store TTL sweep failed"));
+  sweeper.start();
   return {
     app,
     url,
     worker,
     scheduler,
+    store,
     metrics,
     metricsUrl: listener?.url,
     log,
     async close() {
-      await Promise.all([scheduler?.stop(), worker?.stop(), app?.close()]);
+      await Promise.all([scheduler?.stop(), worker?.stop(), app?.close(), sweeper.stop()]);
       await listener?.close();
       await notifier.close();
     },

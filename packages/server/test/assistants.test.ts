@@ -13,7 +13,7 @@ describe("assistants", () => {
   test("every configured graph has a default assistant whose id is the graph id; declared ones follow", async () => {
     const listed = await server.request("GET", "/v1/assistants", { roles: ["viewer"] });
     assert.equal(listed.status, 200);
-    assert.deepEqual(listed.body.slice(0, 3).map((a: { assistant_id: string }) => a.assistant_id), ["echo", "approval", "echo-loud"]);
+    assert.deepEqual(listed.body.slice(0, 4).map((a: { assistant_id: string }) => a.assistant_id), ["echo", "approval", "memory", "echo-loud"]);
     const echo = await server.request("GET", "/v1/assistants/echo", { roles: ["viewer"] });
     assert.equal(echo.body.graph_id, "echo");
     const loud = await server.request("GET", "/v1/assistants/echo-loud");
@@ -99,8 +99,8 @@ describe("assistants", () => {
     }
     const ids = async (query: string) =>
       (await server.request("GET", `/v1/assistants?${query}`, { tenant })).body.map((a: { name: string }) => a.name);
-    assert.deepEqual(await ids(""), ["echo", "approval", "Loud echo", "p3", "p2", "p1"]);
-    assert.deepEqual(await ids("limit=2&offset=2"), ["Loud echo", "p3"]);
-    assert.deepEqual(await ids("limit=2&offset=4"), ["p2", "p1"]);
+    assert.deepEqual(await ids(""), ["echo", "approval", "memory", "Loud echo", "p3", "p2", "p1"]);
+    assert.deepEqual(await ids("limit=2&offset=3"), ["Loud echo", "p3"]);
+    assert.deepEqual(await ids("limit=2&offset=5"), ["p2", "p1"]);
   });
 });

@@ -52,7 +52,7 @@ describe("HTTP basics", () => {
     assert.deepEqual([health.status, health.body], [200, { ok: true }]);
     const ready = await server.request("GET", "/ready", { token: null });
     assert.equal(ready.status, 200);
-    assert.deepEqual(ready.body.graphs, ["echo", "approval"]);
+    assert.deepEqual(ready.body.graphs, ["echo", "approval", "memory"]);
     const openapi = await server.request("GET", "/openapi.json", { token: null });
     assert.equal(openapi.status, 200);
     assert.equal(openapi.body.openapi, "3.1.0");

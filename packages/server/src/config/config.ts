@@ -15,6 +15,26 @@ export interface GraphSpec {
   readonly exportName: string;
 }
 
+/** The store's embedder module (`store.index.embed`), its vector size and the fields it embeds. */
+export interface EmbedderSpec {
+  /** Absolute path of the module. */
+  readonly file: string;
+  readonly exportName: string;
+  readonly dims: number;
+  readonly fields: readonly string[];
+}
+
+/** `store` in the config file (DESIGN.md "Store"). */
+export interface StoreConfig {
+  readonly index: EmbedderSpec | undefined;
+  /** Minutes an item lives when its put names no ttl; null: for ever. */
+  readonly defaultTtl: number | null;
+  /** get and search restart the TTL of what they return (unless the operation says otherwise). */
+  readonly refreshOnRead: boolean;
+  /** The TTL sweeper deletes expired items this often. */
+  readonly sweepIntervalMinutes: number;
+}
+
 /** An assistant declared in the config file (beside the default assistant of every graph). */
 export interface DeclaredAssistant {
   readonly assistant_id: string;
@@ -94,6 +114,8 @@ export interface RudderConfig {
   readonly cronEnabled: boolean;
   /** Per-token model prices for max_cost, by model name (`pricing` in the config file). */
   readonly modelPrices: Readonly<Record<string, { input_per_token: number; output_per_token: number }>>;
+  /** The long-term store: embedder and TTL (`store` in the config file). */
+  readonly store: StoreConfig;
 }
 
 export interface ConfigFlags {
@@ -143,6 +165,7 @@ export function resolveConfig(flags: ConfigFlags, env: Env = process.env, cwd = 
     streamHeartbeatMs: positiveInteger(env, "RUDDER_STREAM_HEARTBEAT_MS", 15 * SECOND),
     cronEnabled: booleanSetting(env, "RUDDER_CRON_ENABLED") ?? true,
     modelPrices: parsePricing(file.pricing, configFile),
+    store: parseStore(file.store, configDir, configFile),
   };
 }
 
@@ -167,6 +190,7 @@ function metricsPort(raw: string): number | undefined {
 }
 
 interface ConfigFile {
+  store?: unknown;
   pricing?: unknown;
   graphs?: unknown;
   env?: unknown;
@@ -207,6 +231,47 @@ function parseGraphs(raw: unknown, configDir: string, configFile: string | undef
     const path = hasExport ? target.slice(0, colon) : target;
     return { graphId, file: resolve(configDir, path), exportName: hasExport ? target.slice(colon + 1) : "default" };
   });
+}
+
+/** The graph spec's "path:export" split, as `graphs` entries are. */
+function splitTarget(target: string, configDir: string): { file: string; exportName: string } {
+  const colon = target.lastIndexOf(":");
+  // A colon that belongs to a Windows drive letter or is absent means "the default export".
+  const hasExport = colon > 1;
+  const path = hasExport ? target.slice(0, colon) : target;
+  return { file: resolve(configDir, path), exportName: hasExport ? target.slice(colon + 1) : "default" };
+}
+
+export const DEFAULT_STORE_CONFIG: StoreConfig = { index: undefined, defaultTtl: null, refreshOnRead: true, sweepIntervalMinutes: 60 };
+
+function parseStore(raw: unknown, configDir: string, configFile: string | undefined): StoreConfig {
+  if (raw === undefined) return DEFAULT_STORE_CONFIG;
+  if (!isObject(raw)) throw new ConfigError(`"store" in ${configFile} must be an object`);
+  let index: EmbedderSpec | undefined;
+  if (raw.index !== undefined) {
+    const spec = raw.index;
+    if (!isObject(spec)) throw new ConfigError(`"store.index" in ${configFile} must be an object {embed, dims, fields?}`);
+    if (typeof spec.embed !== "string" || spec.embed === "") throw new ConfigError(`"store.index.embed" in ${configFile} must be a string "path:export"`);
+    if (typeof spec.dims !== "number" || !Number.isInteger(spec.dims) || spec.dims < 1 || spec.dims > 16000) {
+      throw new ConfigError(`"store.index.dims" in ${configFile} must be a whole number from 1 to 16000`);
+    }
+    const fields = spec.fields ?? ["$"];
+    if (!Array.isArray(fields) || fields.length === 0 || !fields.every((field) => typeof field === "string" && field !== "")) {
+      throw new ConfigError(`"store.index.fields" in ${configFile} must be a non-empty array of field paths`);
+    }
+    index = { ...splitTarget(spec.embed, configDir), dims: spec.dims, fields: fields as string[] };
+  }
+  const ttl = raw.ttl === undefined ? {} : raw.ttl;
+  if (!isObject(ttl)) throw new ConfigError(`"store.ttl" in ${configFile} must be an object`);
+  const defaultTtl = ttl.default_ttl ?? null;
+  if (defaultTtl !== null && (typeof defaultTtl !== "number" || !(defaultTtl > 0))) {
+    throw new ConfigError(`"store.ttl.default_ttl" in ${configFile} must be a positive number of minutes or null`);
+  }
+  const refreshOnRead = ttl.refresh_on_read ?? true;
+  if (typeof refreshOnRead !== "boolean") throw new ConfigError(`"store.ttl.refresh_on_read" in ${configFile} must be true or false`);
+  const sweep = ttl.sweep_interval_minutes ?? DEFAULT_STORE_CONFIG.sweepIntervalMinutes;
+  if (typeof sweep !== "number" || !(sweep > 0)) throw new ConfigError(`"store.ttl.sweep_interval_minutes" in ${configFile} must be a positive number`);
+  return { index, defaultTtl, refreshOnRead, sweepIntervalMinutes: sweep };
 }
 
 function parseAssistants(raw: unknown, configFile: string | undefined): DeclaredAssistant[] {

@@ -24,6 +24,7 @@ import { metricsRoutes } from "./routes/metrics.ts";
 import { systemRoutes } from "./routes/system.ts";
 import { runRoutes } from "./routes/runs.ts";
 import { scheduleRoutes } from "./routes/schedules.ts";
+import { storeRoutes } from "./routes/store.ts";
 import { threadRoutes } from "./routes/threads.ts";
 import type { AppServices } from "./services.ts";
 import { beginShutdown, isShuttingDown } from "./shutdown.ts";
@@ -143,6 +144,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
   await app.register(assistantRoutes, { prefix: "/v1", services: options.services });
   await app.register(runRoutes, { prefix: "/v1", services: options.services });
   await app.register(scheduleRoutes, { prefix: "/v1", services: options.services });
+  await app.register(storeRoutes, { prefix: "/v1", services: options.services });
   await app.register(a2aRoutes, { services: options.services });
   await app.register(langGraphRoutes, { services: options.services, version: options.version });
   await app.register(mcpRoutes, { services: options.services, version: options.version });

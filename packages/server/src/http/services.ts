@@ -10,6 +10,7 @@ import type { A2ATaskService } from "../runs/a2a-tasks.ts";
 import type { RunService } from "../runs/service.ts";
 import type { SteeringService } from "../runs/steering.ts";
 import type { ScheduleService } from "../scheduler/service.ts";
+import type { StoreService } from "../store/service.ts";
 import type { ThreadService } from "../threads/service.ts";
 
 /**
@@ -29,6 +30,8 @@ export interface AppServices {
   readonly a2aTasks: A2ATaskService;
   /** The loaded graphs (the LangGraph facade draws them and describes their schemas). */
   readonly graphs: GraphRegistry;
+  /** The long-term store, per tenant. */
+  readonly store: StoreService;
   readonly notifier: Notifier;
   /** Throws when the database does not answer; otherwise what /ready reports. */
   readonly readiness: () => Promise<Omit<Readiness, "ok">>;

@@ -48,7 +48,7 @@ export function faultError(location: string, fault: JsonFault): ApiError {
  * pass the storage rules (bodies passed them in the parser).
  */
 export function buildStrictValidator(externalSchemas: unknown): FastifySchemaCompiler<AnySchema> {
-  const base: AjvOptions = { allErrors: false, useDefaults: true, removeAdditional: false, strict: false };
+  const base: AjvOptions = { allErrors: false, useDefaults: true, removeAdditional: false, strict: false, discriminator: true };
   const bodyAjv = withCanonicalUuids(new Ajv({ ...base, coerceTypes: false }));
   const textAjv = withCanonicalUuids(new Ajv({ ...base, coerceTypes: "array" }));
   for (const schema of Object.values(externalSchemas as Record<string, AnySchema>)) {

@@ -1,5 +1,6 @@
 import pg from "pg";
 import { PGlite } from "@electric-sql/pglite";
+import { vector } from "@electric-sql/pglite-pgvector";
 import { ApiError } from "../domain/errors.ts";
 
 /** Anything that can run one parameterised statement: the pool, or a transaction's client. */
@@ -154,8 +155,11 @@ function rethrowIfUnavailable(error: unknown): never {
  * running initdb, which is several times faster.
  */
 export async function createPgliteDb(options: { dataDir?: string; loadDataDir?: Blob } = {}): Promise<Db> {
-  return pgliteDb(await PGlite.create({ dataDir: options.dataDir, loadDataDir: options.loadDataDir }));
+  return pgliteDb(await PGlite.create({ dataDir: options.dataDir, loadDataDir: options.loadDataDir, extensions: PGLITE_EXTENSIONS }));
 }
+
+/** pgvector, for the store's semantic search (the migration creates the extension when offered). */
+export const PGLITE_EXTENSIONS = { vector };
 
 /** Wraps an open PGlite, which has a single connection and serialises transactions itself. */
 export function pgliteDb(lite: PGlite): Db {

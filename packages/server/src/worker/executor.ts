@@ -1,4 +1,4 @@
-import { Command, type LangGraphRunnableConfig } from "@langchain/langgraph";
+import { Command, type BaseStore, type LangGraphRunnableConfig } from "@langchain/langgraph";
 import { RUDDER_METER_KEY, RUDDER_STEERING_KEY, type SteeringChannel, type UsageRecorder } from "@rudder/graph";
 import { UsageMeter } from "../domain/budget.ts";
 import { BudgetCallbackHandler, type ModelPrice } from "./budget-callbacks.ts";
@@ -33,6 +33,8 @@ export async function executeAttempt(
   run: ClaimedRun,
   deps: {
     graphs: GraphRegistry;
+    /** The run's tenant's store, handed to the graph as LangGraph's store (`config.store`, `getStore()`). */
+    store: BaseStore;
     emit: (event: PendingEvent) => void;
     signal: AbortSignal;
     meter: UsageMeter;
@@ -48,6 +50,7 @@ export async function executeAttempt(
   // defers or skips what the attempt allows.
   const config = {
     ...base,
+    store: deps.store,
     configurable: {
       ...base.configurable,
       [RUDDER_STEERING_KEY]: deps.channel,

@@ -21,6 +21,8 @@ import { EventBuffer } from "./event-buffer.ts";
 import type { ModelPrice } from "./budget-callbacks.ts";
 import { attemptCheckpoints, budgetOf, executeAttempt, type AttemptResult } from "./executor.ts";
 import { atDeadline } from "./deadline.ts";
+import { TenantStore } from "../store/langgraph-store.ts";
+import type { StoreService } from "../store/service.ts";
 
 export interface WorkerOptions {
   /** Runs executed at once by this process. */
@@ -68,6 +70,8 @@ interface WorkerDeps {
   readonly steering: SteeringRepository;
   /** Where claims, attempts, settles and steering are counted (none: not counted). */
   readonly metrics?: Metrics;
+  /** The long-term store: each run's nodes get its tenant's, as LangGraph's store. */
+  readonly store: StoreService;
 }
 
 /** The lifecycle's claim rule: the status and thread status a claim writes. */
@@ -222,6 +226,7 @@ export class Worker {
       if (run.attempt > this.options.maxAttempts) stop("attempts_exhausted");
       const result = controller.signal.aborted ? ({ kind: "threw", error: new Error("cancelled") } as const) : await executeAttempt(run, {
         graphs: this.deps.graphs,
+        store: new TenantStore(this.deps.store, run.tenant_id),
         emit: (event) => buffer.push(event),
         signal: controller.signal,
         meter,

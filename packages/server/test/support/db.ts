@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { PGlite } from "@electric-sql/pglite";
-import { createPgliteDb, createPostgresDb, pgliteDb, type Db } from "../../src/storage/db.ts";
+import { createPgliteDb, createPostgresDb, PGLITE_EXTENSIONS, pgliteDb, type Db } from "../../src/storage/db.ts";
 import { migrate } from "../../src/storage/migrate.ts";
 
 /** The PostgreSQL server the suite runs against, when it runs on PostgreSQL rather than PGlite. */
@@ -53,7 +53,7 @@ function pgliteTemplate(migrated: boolean): Promise<Blob> {
   let template = templates.get(migrated);
   if (!template) {
     template = (async () => {
-      const lite = await PGlite.create();
+      const lite = await PGlite.create({ extensions: PGLITE_EXTENSIONS });
       if (migrated) await migrate(pgliteDb(lite));
       const dump = await lite.dumpDataDir("none");
       await lite.close();

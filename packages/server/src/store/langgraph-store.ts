@@ -1,0 +1,70 @@
+import { BaseStore, type Item, type Operation, type OperationResults, type SearchItem } from "@langchain/langgraph-checkpoint";
+import type { StoreItem, StoreOperation, StoreResult, StoreSearchHit } from "@rudder/api";
+import type { StoreService } from "./service.ts";
+
+/**
+ * LangGraph's `BaseStore` over one tenant's store: what a run's nodes get as `config.store`,
+ * `getStore()` and the Runtime's `store`. Every batch goes through `StoreService`, the same path
+ * and the same rules as `POST /v1/store/batch`, scoped to the run's tenant: graph code cannot
+ * name another tenant.
+ */
+export class TenantStore extends BaseStore {
+  constructor(
+    private readonly service: StoreService,
+    private readonly tenantId: string,
+  ) {
+    super();
+  }
+
+  override async batch<Op extends Operation[]>(operations: Op): Promise<OperationResults<Op>> {
+    const results = await this.service.batch(this.tenantId, operations.map(toWire), "store.batch");
+    return results.map(fromWire) as OperationResults<Op>;
+  }
+}
+
+/** LangGraph's operation shapes (told apart by their fields, as LangGraph does) as the wire's. */
+function toWire(operation: Operation): StoreOperation {
+  if ("namespacePrefix" in operation) {
+    return {
+      kind: "search",
+      namespace: operation.namespacePrefix,
+      ...(operation.query !== undefined && operation.query !== "" ? { query: operation.query } : {}),
+      ...(operation.filter !== undefined ? { filter: operation.filter } : {}),
+      ...(operation.limit !== undefined ? { limit: operation.limit } : {}),
+      ...(operation.offset !== undefined ? { offset: operation.offset } : {}),
+    };
+  }
+  if ("value" in operation) {
+    if (operation.value === null) return { kind: "delete", namespace: operation.namespace, key: operation.key };
+    return {
+      kind: "put",
+      namespace: operation.namespace,
+      key: operation.key,
+      value: operation.value,
+      ...(operation.index !== undefined ? { index: operation.index } : {}),
+    };
+  }
+  if ("namespace" in operation) return { kind: "get", namespace: operation.namespace, key: operation.key };
+  const prefix = operation.matchConditions?.find((condition) => condition.matchType === "prefix")?.path;
+  const suffix = operation.matchConditions?.find((condition) => condition.matchType === "suffix")?.path;
+  return {
+    kind: "list_namespaces",
+    ...(prefix ? { prefix } : {}),
+    ...(suffix ? { suffix } : {}),
+    ...(operation.maxDepth !== undefined ? { max_depth: operation.maxDepth } : {}),
+    limit: operation.limit,
+    offset: operation.offset,
+  };
+}
+
+function fromWire(result: StoreResult): Item | SearchItem[] | string[][] | null {
+  if (result === null) return null;
+  if (!Array.isArray(result)) return toItem(result);
+  return (result as (StoreSearchHit | string[])[]).map((entry) =>
+    Array.isArray(entry) ? entry : { ...toItem(entry), ...(entry.score === null ? {} : { score: entry.score }) },
+  ) as SearchItem[] | string[][];
+}
+
+function toItem(item: StoreItem): Item {
+  return { namespace: item.namespace, key: item.key, value: item.value, createdAt: new Date(item.created_at), updatedAt: new Date(item.updated_at) };
+}
