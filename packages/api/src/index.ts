@@ -13,4 +13,5 @@ export * from "./run-events.ts";
 export * from "./steering.ts";
 export * from "./schedules.ts";
 export * from "./system.ts";
+export * from "./langgraph.ts";
 export * from "./store.ts";

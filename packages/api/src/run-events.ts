@@ -71,6 +71,15 @@ export const RUN_EVENT_DATA = {
   updates: Type.Object({ updates: Type.Unknown() }),
   custom: Type.Object({ data: Type.Unknown() }),
   messages: Type.Object({ message: Type.Unknown(), node: NodeName, metadata: JsonObject }),
+  // Only when a run asked for it (LangGraph's `checkpoints`/`debug` stream modes).
+  checkpoint: Type.Object({
+    config: JsonObject,
+    parent_config: Type.Union([JsonObject, Type.Null()]),
+    values: Type.Unknown(),
+    metadata: JsonObject,
+    next: Type.Array(Type.String()),
+    tasks: Type.Array(Type.Unknown()),
+  }),
   // Steering (spec section 6, "Steering lifecycle events").
   "run.steer.accepted": Type.Object({ ...steeringFields, source_event_id: Type.Optional(Uuid) }),
   "run.steer.consumed": Type.Object({

@@ -140,6 +140,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     steeringService: new SteeringService(db, notifier, undefined, metrics),
     schedules: new ScheduleService(db, assistants, notifier, options.clock),
     a2aTasks: new A2ATaskService(db, runService, threads, graphs),
+    graphs,
     store,
     notifier,
     readiness,

@@ -13,6 +13,8 @@ import fastifySwaggerUi from "@fastify/swagger-ui";
 import { Problem } from "@rudder/api";
 import { ApiError } from "../domain/errors.ts";
 import { a2aRoutes } from "../gateways/a2a/routes.ts";
+import { langGraphRoutes } from "../gateways/langgraph/routes.ts";
+import { corsHook } from "./cors.ts";
 import { mcpRoutes } from "../gateways/mcp/routes.ts";
 import { authPlugin } from "./auth.ts";
 import { RequestLogController } from "./logging.ts";
@@ -100,6 +102,8 @@ export async function buildApp(options: AppOptions): Promise<App> {
       throw new ApiError("unavailable", "this server is shutting down; retry (another instance will answer)", { retryAfterSeconds: 1 });
     }
   });
+  // Browsers (agent-chat-ui, useStream) call from other origins; preflights are answered before auth.
+  app.addHook("onRequest", corsHook);
   const routeMethods = new RouteMethods();
   app.addHook("onRoute", (route) => routeMethods.add(route));
   app.setErrorHandler((error, request, reply) => {
@@ -142,6 +146,7 @@ export async function buildApp(options: AppOptions): Promise<App> {
   await app.register(scheduleRoutes, { prefix: "/v1", services: options.services });
   await app.register(storeRoutes, { prefix: "/v1", services: options.services });
   await app.register(a2aRoutes, { services: options.services });
+  await app.register(langGraphRoutes, { services: options.services, version: options.version });
   await app.register(mcpRoutes, { services: options.services, version: options.version });
   // Open SSE streams and joins would hold close(): end them first (clients reconnect elsewhere);
   // from now on, requests on kept-alive connections get a 503 problem.

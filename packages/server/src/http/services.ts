@@ -2,6 +2,7 @@ import type { Readiness } from "@rudder/api";
 import type { Authenticate } from "../auth/authenticator.ts";
 import type { AuthorizeScrape } from "../auth/scrape.ts";
 import type { AssistantCatalog } from "../graphs/assistants.ts";
+import type { GraphRegistry } from "../graphs/registry.ts";
 import type { GraphSchemaCatalog } from "../graphs/schemas.ts";
 import type { Notifier } from "../notify/notifier.ts";
 import type { Metrics } from "../observability/metrics.ts";
@@ -27,6 +28,8 @@ export interface AppServices {
   readonly schedules: ScheduleService;
   /** A2A tasks over runs, for the A2A gateway. */
   readonly a2aTasks: A2ATaskService;
+  /** The loaded graphs (the LangGraph facade draws them and describes their schemas). */
+  readonly graphs: GraphRegistry;
   /** The long-term store, per tenant. */
   readonly store: StoreService;
   readonly notifier: Notifier;

@@ -15,6 +15,8 @@ export interface ThreadListQuery {
   offset: number;
   /** Threads whose metadata contains this object. */
   metadata?: JsonObject | undefined;
+  /** Threads in this status. */
+  status?: ThreadStatus | undefined;
 }
 
 const COLUMNS = "thread_id::text as thread_id, metadata, status, created_at, updated_at";
@@ -82,10 +84,10 @@ export async function deleteThread(tx: Queryable, tenantId: string, threadId: st
 export async function listThreads(db: Queryable, tenantId: string, query: ThreadListQuery): Promise<Thread[]> {
   const rows = await db.query<ThreadRow>(
     `select ${COLUMNS} from threads
-      where tenant_id = $1 and ($2::jsonb is null or metadata @> $2::jsonb)
+      where tenant_id = $1 and ($2::jsonb is null or metadata @> $2::jsonb) and ($5::text is null or status = $5::text)
       order by created_at desc, thread_id desc
       limit $3 offset $4`,
-    [tenantId, query.metadata === undefined ? null : json(query.metadata), query.limit, query.offset],
+    [tenantId, query.metadata === undefined ? null : json(query.metadata), query.limit, query.offset, query.status ?? null],
   );
   return rows.map(toThread);
 }

@@ -7,6 +7,7 @@ import { ATTEMPT_CHECKPOINTS_KEY, AttemptCheckpoints, CHECKPOINT_HOOK_KEY, type 
 import type { PendingEvent } from "../storage/events.ts";
 import type { ClaimedRun } from "../storage/runs.ts";
 import { storableText } from "../domain/storable-json.ts";
+import { recordsCheckpoints } from "../domain/langgraph-kwargs.ts";
 import { assertStorable } from "./storable-output.ts";
 
 /** A run's budget limits, as the meter takes them. */
@@ -19,6 +20,9 @@ import type { AttemptResult } from "../domain/run-lifecycle.ts";
 export type { AttemptResult };
 
 const STREAM_MODES = ["values", "updates", "custom", "messages", "tasks"] as const;
+/** Recorded only for runs that asked (LangGraph's `checkpoints` and `debug` stream modes): a payload per step. */
+const CHECKPOINT_MODE = "checkpoints";
+type StreamMode = (typeof STREAM_MODES)[number] | typeof CHECKPOINT_MODE;
 
 /**
  * Runs a claimed run's graph once, streaming LangGraph's output as run events through `emit`.
@@ -60,8 +64,9 @@ export async function executeAttempt(
     const graph = await deps.graphs.get(run.graph_id, config);
     if (!graph) throw new Error(`graph ${run.graph_id} is not loaded on this worker`);
     const input = run.command ? new Command({ ...run.command, update: run.command.update ?? undefined, goto: run.command.goto ?? undefined }) : run.input;
-    const stream = await graph.stream(input, { ...config, streamMode: [...STREAM_MODES], durability: run.durability });
-    for await (const [mode, chunk] of stream as AsyncIterable<[(typeof STREAM_MODES)[number], unknown]>) {
+    const streamMode: StreamMode[] = recordsCheckpoints(run.config) ? [...STREAM_MODES, CHECKPOINT_MODE] : [...STREAM_MODES];
+    const stream = await graph.stream(input, { ...config, streamMode, durability: run.durability });
+    for await (const [mode, chunk] of stream as AsyncIterable<[StreamMode, unknown]>) {
       if (mode === "values") lastValues = valuesWithout(chunk, lastValues);
       for (const found of interruptsIn(chunk)) interrupts.set((found as { id?: unknown }).id ?? found, found);
       // Checked before it is buffered: an event the database refuses fails this attempt here, once.
@@ -127,8 +132,22 @@ function interruptsIn(update: unknown): unknown[] {
 }
 
 /** LangGraph's stream chunks as Rudder event kinds (DESIGN.md "Run events"). */
-function toEvent(mode: (typeof STREAM_MODES)[number], chunk: unknown): PendingEvent {
+function toEvent(mode: StreamMode, chunk: unknown): PendingEvent {
   switch (mode) {
+    case "checkpoints": {
+      const checkpoint = chunk as { config?: PyConfig; parentConfig?: PyConfig; values?: unknown; metadata?: Record<string, unknown>; next?: string[]; tasks?: unknown[] };
+      return {
+        kind: "checkpoint",
+        data: {
+          config: addressOf(checkpoint.config)!,
+          parent_config: addressOf(checkpoint.parentConfig),
+          values: checkpoint.values ?? {},
+          metadata: checkpoint.metadata ?? {},
+          next: checkpoint.next ?? [],
+          tasks: checkpoint.tasks ?? [],
+        },
+      };
+    }
     case "values":
       return { kind: "values", data: { values: chunk } };
     case "updates":
@@ -151,6 +170,19 @@ function toEvent(mode: (typeof STREAM_MODES)[number], chunk: unknown): PendingEv
       return { kind: "node_started", data: { node: task.name, task_id: task.id, triggers: task.triggers ?? [] } };
     }
   }
+}
+
+/** A checkpoint's config as LangGraph streams it ("Python" keys). */
+interface PyConfig {
+  configurable?: Record<string, unknown>;
+}
+
+/** Only a checkpoint's address: the live config also holds the attempt's own objects (steering channel, hooks). */
+function addressOf(config: PyConfig | undefined): Record<string, unknown> | null {
+  const configurable = config?.configurable;
+  if (!configurable) return null;
+  const { thread_id, checkpoint_ns, checkpoint_id } = configurable;
+  return { configurable: { thread_id, checkpoint_ns: checkpoint_ns ?? "", checkpoint_id } };
 }
 
 /** LangChain messages serialise to a plain `{type, content, ...}` dict, as LangGraph Platform sends them. */

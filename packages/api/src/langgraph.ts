@@ -1,0 +1,335 @@
+import { Type, type Static } from "typebox";
+import { JsonObject, literals, MAX_INT32, Timestamp, Uuid } from "./common.ts";
+import { Durability } from "./runs.ts";
+
+/**
+ * The LangGraph Platform (Agent Server) API that Rudder serves at the root, beside `/v1`
+ * (DESIGN.md "LangGraph Platform API"): the shapes `@langchain/langgraph-sdk`'s `Client` sends and
+ * reads (its `schema.d.ts`: `Assistant`, `Thread`, `ThreadState`, `Run`, `RunStatus`,
+ * `ThreadStatus`, `MultitaskStrategy`). Names on this surface are LangGraph's, not Rudder's.
+ */
+
+/** LangGraph's run statuses (the SDK's `RunStatus`). */
+export const LG_RUN_STATUSES = ["pending", "running", "error", "success", "timeout", "interrupted"] as const;
+export const LgRunStatus = literals(LG_RUN_STATUSES);
+export type LgRunStatus = Static<typeof LgRunStatus>;
+
+/** LangGraph's thread statuses (the SDK's `ThreadStatus`). */
+export const LG_THREAD_STATUSES = ["idle", "busy", "interrupted", "error"] as const;
+export const LgThreadStatus = literals(LG_THREAD_STATUSES);
+export type LgThreadStatus = Static<typeof LgThreadStatus>;
+
+/** LangGraph's multitask strategies (the SDK's `MultitaskStrategy`). */
+export const LG_MULTITASK_STRATEGIES = ["reject", "interrupt", "rollback", "enqueue"] as const;
+export const LgMultitaskStrategy = literals(LG_MULTITASK_STRATEGIES);
+export type LgMultitaskStrategy = Static<typeof LgMultitaskStrategy>;
+
+/** The stream modes the SDK offers (`StreamMode`); those Rudder serves are listed in docs/langgraph-api.md. */
+export const LG_STREAM_MODES = ["values", "updates", "messages", "messages-tuple", "events", "custom", "debug", "tasks", "checkpoints", "tools", "lifecycle"] as const;
+export const LgStreamMode = literals(LG_STREAM_MODES);
+export type LgStreamMode = Static<typeof LgStreamMode>;
+
+const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T) => Type.Union([schema, Type.Null()]);
+const Opt = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T) => Type.Optional(Nullable(schema));
+
+/** An assistant, with LangGraph's `version` (Rudder's assistants have one version: 1). */
+export const LgAssistant = Type.Object(
+  {
+    assistant_id: Type.String(),
+    graph_id: Type.String(),
+    name: Type.String(),
+    description: Nullable(Type.String()),
+    config: JsonObject,
+    context: JsonObject,
+    metadata: JsonObject,
+    version: Type.Integer(),
+    created_at: Timestamp,
+    updated_at: Timestamp,
+  },
+  { $id: "LgAssistant" },
+);
+export type LgAssistant = Static<typeof LgAssistant>;
+
+export const LgAssistantSearchBody = Type.Object(
+  {
+    graph_id: Opt(Type.String()),
+    name: Opt(Type.String()),
+    metadata: Opt(JsonObject),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 10 })),
+    offset: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_INT32, default: 0 })),
+    sort_by: Opt(Type.String()),
+    sort_order: Opt(literals(["asc", "desc"])),
+    select: Opt(Type.Array(Type.String())),
+  },
+  { additionalProperties: false },
+);
+export type LgAssistantSearchBody = Static<typeof LgAssistantSearchBody>;
+
+/** The graph's nodes and edges, as LangGraph's `Graph.toJSON()` draws them. */
+export const LgAssistantGraph = Type.Object({
+  nodes: Type.Array(Type.Object({ id: Type.Union([Type.String(), Type.Number()]) }, { additionalProperties: true })),
+  edges: Type.Array(Type.Object({ source: Type.String(), target: Type.String() }, { additionalProperties: true })),
+});
+export type LgAssistantGraph = Static<typeof LgAssistantGraph>;
+
+export const LgGraphQuery = Type.Object(
+  { xray: Type.Optional(Type.Union([Type.Boolean(), Type.Integer({ minimum: 0, maximum: 100 })])) },
+  { additionalProperties: false },
+);
+export type LgGraphQuery = Static<typeof LgGraphQuery>;
+
+const JsonSchemaOrNull = Nullable(Type.Unknown({ description: "a JSON Schema" }));
+/** The SDK's `GraphSchema`. */
+export const LgGraphSchemas = Type.Object({
+  graph_id: Type.String(),
+  input_schema: JsonSchemaOrNull,
+  output_schema: JsonSchemaOrNull,
+  state_schema: JsonSchemaOrNull,
+  config_schema: JsonSchemaOrNull,
+  context_schema: JsonSchemaOrNull,
+});
+export type LgGraphSchemas = Static<typeof LgGraphSchemas>;
+
+/** The SDK's `Checkpoint`. */
+export const LgCheckpoint = Type.Object(
+  {
+    thread_id: Type.String(),
+    checkpoint_ns: Type.String(),
+    checkpoint_id: Nullable(Type.String()),
+    checkpoint_map: Nullable(JsonObject),
+  },
+  { $id: "LgCheckpoint" },
+);
+export type LgCheckpoint = Static<typeof LgCheckpoint>;
+
+/** The SDK's `Thread`: its latest `values` and pending `interrupts` (by task id) ride along. */
+export const LgThread = Type.Object(
+  {
+    thread_id: Uuid,
+    created_at: Timestamp,
+    updated_at: Timestamp,
+    state_updated_at: Timestamp,
+    metadata: JsonObject,
+    status: LgThreadStatus,
+    values: Type.Unknown(),
+    interrupts: Type.Record(Type.String(), Type.Array(Type.Unknown())),
+  },
+  { $id: "LgThread" },
+);
+export type LgThread = Static<typeof LgThread>;
+
+export const LgThreadCreateBody = Type.Object(
+  {
+    metadata: Opt(JsonObject),
+    thread_id: Opt(Type.String({ description: "not supported: Rudder names threads (422 when given)" })),
+    if_exists: Opt(literals(["raise", "do_nothing"])),
+    supersteps: Opt(Type.Array(Type.Unknown(), { maxItems: 0, description: "not supported (422 when non-empty)" })),
+    ttl: Opt(Type.Unknown({ description: "not supported (422 when given)" })),
+  },
+  { additionalProperties: false },
+);
+export type LgThreadCreateBody = Static<typeof LgThreadCreateBody>;
+
+export const LgThreadPatchBody = Type.Object(
+  { metadata: Opt(JsonObject), ttl: Opt(Type.Unknown({ description: "not supported (422 when given)" })) },
+  { additionalProperties: false },
+);
+export type LgThreadPatchBody = Static<typeof LgThreadPatchBody>;
+
+export const LgThreadSearchBody = Type.Object(
+  {
+    metadata: Opt(JsonObject),
+    ids: Opt(Type.Array(Uuid, { maxItems: 1000 })),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 10 })),
+    offset: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_INT32, default: 0 })),
+    status: Opt(LgThreadStatus),
+    sort_by: Opt(Type.String()),
+    sort_order: Opt(literals(["asc", "desc"])),
+    select: Opt(Type.Array(Type.String())),
+    values: Opt(JsonObject),
+    extract: Opt(Type.Unknown()),
+  },
+  { additionalProperties: false },
+);
+export type LgThreadSearchBody = Static<typeof LgThreadSearchBody>;
+
+type LgRefs = { LgCheckpoint: typeof LgCheckpoint };
+
+/** The SDK's `ThreadState`. */
+export const LgThreadState = Type.Object(
+  {
+    values: Type.Unknown(),
+    next: Type.Array(Type.String()),
+    checkpoint: Nullable(Type.Ref("LgCheckpoint")),
+    metadata: JsonObject,
+    created_at: Nullable(Timestamp),
+    parent_checkpoint: Nullable(Type.Ref("LgCheckpoint")),
+    tasks: Type.Array(
+      Type.Object({
+        id: Type.String(),
+        name: Type.String(),
+        error: Nullable(Type.String()),
+        interrupts: Type.Array(Type.Unknown()),
+        checkpoint: Nullable(Type.Ref("LgCheckpoint")),
+        state: Type.Null(),
+      }),
+    ),
+    interrupts: Type.Array(Type.Unknown()),
+  },
+  { $id: "LgThreadState" },
+);
+export type LgThreadState = Static<typeof LgThreadState, LgRefs>;
+
+/** A `before`/`checkpoint` argument: a checkpoint id, or a config or checkpoint object holding one. */
+const CheckpointLike = Type.Union([Type.String({ minLength: 1 }), JsonObject]);
+
+export const LgHistoryBody = Type.Object(
+  {
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 10 })),
+    before: Opt(CheckpointLike),
+    metadata: Opt(JsonObject),
+    checkpoint: Opt(JsonObject),
+    select: Opt(Type.Array(Type.String())),
+  },
+  { additionalProperties: false },
+);
+export type LgHistoryBody = Static<typeof LgHistoryBody>;
+
+export const LgUpdateStateBody = Type.Object(
+  {
+    values: Type.Optional(Type.Unknown()),
+    as_node: Opt(Type.String({ minLength: 1 })),
+    checkpoint_id: Opt(Type.String({ minLength: 1 })),
+    checkpoint: Opt(JsonObject),
+  },
+  { additionalProperties: false },
+);
+export type LgUpdateStateBody = Static<typeof LgUpdateStateBody>;
+
+/** The new checkpoint: `checkpoint` as the Platform answers, `configurable` as the SDK's type reads it. */
+export const LgUpdateStateAnswer = Type.Object({ checkpoint: Type.Ref("LgCheckpoint"), configurable: Type.Ref("LgCheckpoint") });
+export type LgUpdateStateAnswer = Static<typeof LgUpdateStateAnswer, LgRefs>;
+
+export const LgStateQuery = Type.Object(
+  { subgraphs: Type.Optional(Type.Boolean()), select: Type.Optional(Type.Union([Type.String(), Type.Array(Type.String())])) },
+  { additionalProperties: false },
+);
+export type LgStateQuery = Static<typeof LgStateQuery>;
+
+export const LgThreadCheckpointParams = Type.Object({ thread_id: Uuid, checkpoint_id: Type.String({ minLength: 1 }) }, { additionalProperties: false });
+export type LgThreadCheckpointParams = Static<typeof LgThreadCheckpointParams>;
+
+export const LgThreadRunParams = Type.Object({ thread_id: Uuid, run_id: Uuid }, { additionalProperties: false });
+export type LgThreadRunParams = Static<typeof LgThreadRunParams>;
+
+/** The SDK's `Run`; `kwargs` holds what the run was created with. */
+export const LgRun = Type.Object(
+  {
+    run_id: Uuid,
+    thread_id: Nullable(Uuid),
+    assistant_id: Type.String(),
+    created_at: Timestamp,
+    updated_at: Timestamp,
+    status: LgRunStatus,
+    metadata: JsonObject,
+    multitask_strategy: Nullable(LgMultitaskStrategy),
+    kwargs: JsonObject,
+  },
+  { $id: "LgRun" },
+);
+export type LgRun = Static<typeof LgRun>;
+
+/** LangGraph's Command: resume the pending interrupt, update state, go to a node. */
+export const LgCommand = Type.Object(
+  {
+    resume: Type.Optional(Type.Unknown()),
+    update: Opt(JsonObject),
+    goto: Opt(Type.String({ minLength: 1, description: "a node name (Send objects are not supported)" })),
+  },
+  { additionalProperties: false },
+);
+export type LgCommand = Static<typeof LgCommand>;
+
+/** The body of run create, wait and stream, on a thread or stateless, as the SDK sends it. */
+export const LgRunCreateBody = Type.Object(
+  {
+    assistant_id: Type.String({ minLength: 1, description: "an assistant id, or a graph id" }),
+    input: Type.Optional(Type.Unknown()),
+    command: Opt(LgCommand),
+    config: Opt(JsonObject),
+    context: Opt(JsonObject),
+    metadata: Opt(JsonObject),
+    stream_mode: Opt(Type.Union([LgStreamMode, Type.Array(LgStreamMode, { maxItems: 16 })])),
+    stream_subgraphs: Opt(Type.Boolean()),
+    stream_resumable: Opt(Type.Boolean({ description: "every Rudder run is resumable; accepted and ignored" })),
+    feedback_keys: Opt(Type.Array(Type.String(), { maxItems: 0, description: "not supported (422 when non-empty)" })),
+    interrupt_before: Opt(Type.Union([Type.Literal("*"), Type.Array(Type.String())], { description: "not supported yet (422 when non-empty)" })),
+    interrupt_after: Opt(Type.Union([Type.Literal("*"), Type.Array(Type.String())], { description: "not supported yet (422 when non-empty)" })),
+    checkpoint: Opt(JsonObject),
+    checkpoint_id: Opt(Type.String({ minLength: 1 })),
+    webhook: Opt(Type.String({ description: "not supported (422 when given)" })),
+    strict_resume: Opt(Type.Boolean()),
+    multitask_strategy: Opt(LgMultitaskStrategy),
+    on_completion: Opt(literals(["delete", "keep"])),
+    on_disconnect: Opt(literals(["cancel", "continue"])),
+    after_seconds: Opt(Type.Number({ minimum: 0, maximum: 0, description: "delayed runs are not supported (only 0)" })),
+    if_not_exists: Opt(literals(["reject"])),
+    checkpoint_during: Opt(Type.Boolean()),
+    durability: Opt(Durability),
+    langsmith_tracer: Opt(JsonObject),
+  },
+  { additionalProperties: false },
+);
+export type LgRunCreateBody = Static<typeof LgRunCreateBody>;
+
+export const LgListRunsQuery = Type.Object(
+  {
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 10 })),
+    offset: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_INT32, default: 0 })),
+    status: Type.Optional(LgRunStatus),
+    select: Type.Optional(Type.Union([Type.String(), Type.Array(Type.String())])),
+  },
+  { additionalProperties: false },
+);
+export type LgListRunsQuery = Static<typeof LgListRunsQuery>;
+
+export const LgCancelQuery = Type.Object(
+  {
+    wait: Type.Optional(Type.Union([literals(["0", "1", "true", "false"]), Type.Boolean()])),
+    action: Type.Optional(literals(["interrupt", "rollback"])),
+    reason: Type.Optional(Type.String()),
+  },
+  { additionalProperties: false },
+);
+export type LgCancelQuery = Static<typeof LgCancelQuery>;
+
+export const LgJoinQuery = Type.Object(
+  { cancel_on_disconnect: Type.Optional(Type.Union([literals(["0", "1", "true", "false"]), Type.Boolean()])) },
+  { additionalProperties: false },
+);
+export type LgJoinQuery = Static<typeof LgJoinQuery>;
+
+export const LgJoinStreamQuery = Type.Object(
+  {
+    cancel_on_disconnect: Type.Optional(Type.Union([literals(["0", "1", "true", "false"]), Type.Boolean()])),
+    stream_mode: Type.Optional(Type.Union([LgStreamMode, Type.Array(LgStreamMode, { maxItems: 16 })])),
+    namespace: Type.Optional(Type.Union([Type.String(), Type.Array(Type.String())])),
+    checkpoint_id: Type.Optional(Type.String()),
+  },
+  { additionalProperties: false },
+);
+export type LgJoinStreamQuery = Static<typeof LgJoinStreamQuery>;
+
+/** `Last-Event-ID` on this surface: a sequence, or `-1` for the start (LangGraph's convention). */
+export const LgStreamHeaders = Type.Object({ "last-event-id": Type.Optional(Type.Integer({ minimum: -1, maximum: MAX_INT32 })) });
+export type LgStreamHeaders = Static<typeof LgStreamHeaders>;
+
+export const LgInfo = Type.Object({
+  version: Type.String(),
+  flags: Type.Object({ assistants: Type.Boolean(), crons: Type.Boolean(), langsmith: Type.Boolean(), store: Type.Boolean() }),
+  rudder: Type.Object({ api: Type.String({ description: "where Rudder's own API lives" }) }),
+});
+export type LgInfo = Static<typeof LgInfo>;
+
+export const LgOk = Type.Object({ ok: Type.Boolean() });
+export type LgOk = Static<typeof LgOk>;

@@ -1,0 +1,23 @@
+/**
+ * What a run created through the LangGraph facade asked for, recorded in its
+ * `config.configurable` under one key (docs/architecture.md): the facade reads its stream modes
+ * and strategy back; the worker reads whether to record checkpoints in the run's log (LangGraph's
+ * `checkpoints` and `debug` modes cost a payload per step, so only runs that asked get them).
+ */
+export const LANGGRAPH_KWARGS_KEY = "__langgraph_kwargs";
+
+type Json = Record<string, unknown>;
+
+const asObject = (value: unknown): Json | undefined =>
+  typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Json) : undefined;
+
+/** The recorded kwargs of a run's config (empty for runs not created through the facade). */
+export function langGraphKwargs(config: Json): Json {
+  return asObject(asObject(asObject(config.configurable)?.[LANGGRAPH_KWARGS_KEY])) ?? {};
+}
+
+/** Whether the run asked for a mode that needs checkpoints in its log. */
+export function recordsCheckpoints(config: Json): boolean {
+  const modes = langGraphKwargs(config).stream_mode;
+  return Array.isArray(modes) && (modes.includes("checkpoints") || modes.includes("debug"));
+}

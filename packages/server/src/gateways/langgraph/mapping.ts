@@ -1,0 +1,314 @@
+import type {
+  Assistant,
+  CheckpointRef,
+  JsonObject,
+  LgAssistant,
+  LgCheckpoint,
+  LgMultitaskStrategy,
+  LgRun,
+  LgRunCreateBody,
+  LgRunStatus,
+  LgStreamMode,
+  LgThread,
+  LgThreadState,
+  LgThreadStatus,
+  MultitaskStrategy,
+  Run,
+  RunEvent,
+  RunStatus,
+  Thread,
+  ThreadState,
+  ThreadStatus,
+} from "@rudder/api";
+import { LANGGRAPH_KWARGS_KEY, langGraphKwargs } from "../../domain/langgraph-kwargs.ts";
+
+/**
+ * The pure rules of the LangGraph Platform facade (DESIGN.md "LangGraph Platform API"): how
+ * Rudder's names map to LangGraph's and which log events become which SSE events. No I/O.
+ */
+
+const RUN_STATUS: Record<RunStatus, LgRunStatus> = {
+  pending: "pending",
+  running: "running",
+  cancelling: "running",
+  // A paused run stopped at an interrupt; LangGraph calls that run a success and its thread interrupted.
+  paused: "success",
+  succeeded: "success",
+  failed: "error",
+  dead_letter: "error",
+  cancelled: "interrupted",
+  timed_out: "timeout",
+};
+
+export const lgRunStatus = (status: RunStatus): LgRunStatus => RUN_STATUS[status];
+
+/** The Rudder statuses a LangGraph status filter selects. */
+export const rudderRunStatuses = (status: LgRunStatus): RunStatus[] =>
+  (Object.keys(RUN_STATUS) as RunStatus[]).filter((rudder) => RUN_STATUS[rudder] === status);
+
+const THREAD_STATUS: Record<ThreadStatus, LgThreadStatus> = { idle: "idle", busy: "busy", paused: "interrupted", error: "error" };
+
+export const lgThreadStatus = (status: ThreadStatus): LgThreadStatus => THREAD_STATUS[status];
+
+export const rudderThreadStatus = (status: LgThreadStatus): ThreadStatus =>
+  (Object.keys(THREAD_STATUS) as ThreadStatus[]).find((rudder) => THREAD_STATUS[rudder] === status)!;
+
+/**
+ * LangGraph's strategy as Rudder's: the default here is `reject` (LangGraph's), `interrupt` is
+ * `cancel_previous`; `rollback` is `cancel_previous` too, and the facade starts the new run from
+ * the checkpoint before the cancelled runs (`rollbackCheckpoint`).
+ */
+export function rudderMultitask(strategy: LgMultitaskStrategy | null | undefined): MultitaskStrategy {
+  switch (strategy ?? "reject") {
+    case "reject":
+      return "reject";
+    case "enqueue":
+      return "enqueue";
+    case "interrupt":
+    case "rollback":
+      return "cancel_previous";
+  }
+}
+
+/** Where the run records what its LangGraph request asked (stream modes; the strategy, since Rudder's own has no `rollback`). */
+export const LG_KWARGS_KEY = LANGGRAPH_KWARGS_KEY;
+
+export function lgMultitask(run: Run): LgMultitaskStrategy {
+  const recorded = kwargsOf(run).multitask_strategy;
+  if (typeof recorded === "string") return recorded as LgMultitaskStrategy;
+  return run.multitask_strategy === "cancel_previous" ? "interrupt" : run.multitask_strategy;
+}
+
+/** What a run created through the facade recorded about its request (stream modes, strategy), in its config. */
+export const kwargsOf = (run: Pick<Run, "config">): JsonObject => langGraphKwargs(run.config);
+
+export function lgRun(run: Run): LgRun {
+  const kwargs = kwargsOf(run);
+  return {
+    run_id: run.run_id,
+    thread_id: run.thread_id,
+    assistant_id: run.assistant_id,
+    created_at: run.created_at,
+    updated_at: run.updated_at,
+    status: lgRunStatus(run.status),
+    metadata: run.metadata,
+    multitask_strategy: lgMultitask(run),
+    kwargs: { input: run.input, config: withoutKwargs(run.config), context: run.context, stream_mode: streamModesOf(run), ...kwargs },
+  };
+}
+
+function withoutKwargs(config: JsonObject): JsonObject {
+  const configurable = config.configurable;
+  if (typeof configurable !== "object" || configurable === null || !(LG_KWARGS_KEY in configurable)) return config;
+  const { [LG_KWARGS_KEY]: _dropped, ...rest } = configurable as JsonObject;
+  return { ...config, configurable: rest };
+}
+
+export const lgAssistant = (assistant: Assistant): LgAssistant => ({ ...assistant, version: 1 });
+
+/** Pending interrupts of a state, by task id (the SDK's `Thread.interrupts`). */
+function interruptsByTask(state: ThreadState | undefined): Record<string, unknown[]> {
+  const byTask: Record<string, unknown[]> = {};
+  for (const task of state?.tasks ?? []) if (task.interrupts.length) byTask[task.id] = task.interrupts;
+  return byTask;
+}
+
+export function lgThread(thread: Thread, state?: ThreadState): LgThread {
+  return {
+    thread_id: thread.thread_id,
+    created_at: thread.created_at,
+    updated_at: thread.updated_at,
+    state_updated_at: state?.created_at ?? thread.updated_at,
+    metadata: thread.metadata,
+    status: lgThreadStatus(thread.status),
+    values: state?.values ?? {},
+    interrupts: interruptsByTask(state),
+  };
+}
+
+export const lgCheckpoint = (ref: CheckpointRef | null): LgCheckpoint | null => (ref === null ? null : { ...ref, checkpoint_map: null });
+
+export function lgThreadState(state: ThreadState): LgThreadState {
+  return {
+    values: state.values,
+    next: state.next,
+    checkpoint: lgCheckpoint(state.checkpoint),
+    metadata: state.metadata,
+    created_at: state.created_at,
+    parent_checkpoint: lgCheckpoint(state.parent_checkpoint),
+    tasks: state.tasks.map((task) => ({ ...task, checkpoint: null, state: null })),
+    interrupts: state.tasks.flatMap((task) => task.interrupts),
+  };
+}
+
+/** A checkpoint named by id, by a checkpoint object, or by a config's `configurable`. */
+export function checkpointIdOf(value: string | JsonObject | null | undefined): string | undefined {
+  if (value === null || value === undefined) return undefined;
+  if (typeof value === "string") return value;
+  const direct = value.checkpoint_id;
+  if (typeof direct === "string") return direct;
+  const configurable = value.configurable;
+  if (typeof configurable === "object" && configurable !== null) {
+    const nested = (configurable as JsonObject).checkpoint_id;
+    if (typeof nested === "string") return nested;
+  }
+  return undefined;
+}
+
+/**
+ * What `wait` and `join` answer (DESIGN.md): the run's last values; a paused run's carry its
+ * `__interrupt__`; a run that failed or timed out answers `{__error__: {error, message}}`.
+ */
+export function waitBody(run: Run): unknown {
+  if (run.error && (run.status === "failed" || run.status === "dead_letter" || run.status === "timed_out")) {
+    return { __error__: { error: run.error.code, message: run.error.message } };
+  }
+  return run.output ?? {};
+}
+
+/** The fields of a run request this facade cannot honour yet, each with why (a 422 names them). */
+export function unsupportedRunFields(body: LgRunCreateBody): string[] {
+  const refused: string[] = [];
+  if (body.webhook != null) refused.push("webhook (webhooks are not supported)");
+  if (nonEmpty(body.interrupt_before)) refused.push("interrupt_before (not supported yet)");
+  if (nonEmpty(body.interrupt_after)) refused.push("interrupt_after (not supported yet)");
+  if (body.feedback_keys?.length) refused.push("feedback_keys (LangSmith feedback is not supported)");
+  if (body.if_not_exists != null && body.if_not_exists !== "reject") refused.push("if_not_exists (threads are created with POST /threads)");
+  if (body.after_seconds) refused.push("after_seconds (delayed runs are not supported)");
+  return refused;
+}
+
+const nonEmpty = (value: "*" | string[] | null | undefined) => value === "*" || (Array.isArray(value) && value.length > 0);
+
+/** The modes a request asks for; LangGraph's default is `values`. */
+export function requestedStreamModes(mode: LgStreamMode | LgStreamMode[] | null | undefined): LgStreamMode[] {
+  if (mode === null || mode === undefined) return ["values"];
+  const modes = Array.isArray(mode) ? mode : [mode];
+  return modes.length ? [...new Set(modes)] : ["values"];
+}
+
+/** The modes this facade can serve from the run's event log. */
+export const SERVED_STREAM_MODES: readonly LgStreamMode[] = ["values", "updates", "messages", "messages-tuple", "custom", "tasks", "checkpoints", "debug"];
+
+export const unservedStreamModes = (modes: readonly LgStreamMode[]): LgStreamMode[] => modes.filter((mode) => !SERVED_STREAM_MODES.includes(mode));
+
+/** The stream modes a run was created with (recorded in its kwargs), for a join without `stream_mode`. */
+export function streamModesOf(run: Pick<Run, "config">): LgStreamMode[] {
+  const recorded = kwargsOf(run).stream_mode;
+  return Array.isArray(recorded) ? (recorded as LgStreamMode[]) : ["values"];
+}
+
+/**
+ * `Last-Event-ID` on this surface: absent or `-1` replays from the start (the `metadata` event
+ * first); `n` continues after the event with id `n` (ids are the run's event sequences; the
+ * metadata event is `0`).
+ */
+export const replayAfter = (lastEventId: number | undefined): number | undefined => (lastEventId === undefined || lastEventId < 0 ? undefined : lastEventId);
+
+/** One SSE event of this surface. */
+export interface LgSseEvent {
+  readonly id: string;
+  readonly event: string;
+  readonly data: unknown;
+}
+
+/** The first event: the run and its attempt (1 for a run no worker has claimed yet, as LangGraph counts). */
+export const metadataEvent = (run: Pick<Run, "run_id" | "attempt">): LgSseEvent => ({
+  id: "0",
+  event: "metadata",
+  data: { run_id: run.run_id, attempt: Math.max(run.attempt, 1) },
+});
+
+/**
+ * Turns a run's log events into LangGraph SSE events for the modes asked (DESIGN.md): `values`,
+ * `updates`, `custom` as LangGraph streams them; `messages-tuple` as `messages` `[chunk,
+ * metadata]`; `messages` as `messages/metadata` once per message, then `messages/partial` with the
+ * message so far, and `messages/complete` at the end of the step; `tasks` from the node events;
+ * a failure as `error`. Rudder's own events (lifecycle, steering) are not sent. Stateful: one per
+ * stream, fed the log in order.
+ */
+export class LgEventMapper {
+  private readonly modes: ReadonlySet<LgStreamMode>;
+  private readonly partial = new Map<string, JsonObject>();
+  /** The step of the last checkpoint seen: tasks that follow belong to the next step (for `debug`). */
+  private step = -1;
+
+  constructor(modes: readonly LgStreamMode[]) {
+    this.modes = new Set(modes);
+  }
+
+  map(event: RunEvent): LgSseEvent[] {
+    const id = String(event.sequence);
+    const data = event.data;
+    switch (event.kind) {
+      case "values":
+        return this.modes.has("values") ? [{ id, event: "values", data: data.values }] : [];
+      case "updates":
+        return [...(this.modes.has("updates") ? [{ id, event: "updates", data: data.updates }] : []), ...this.completeMessages(id)];
+      case "custom":
+        return this.modes.has("custom") ? [{ id, event: "custom", data: data.data }] : [];
+      case "messages":
+        return this.messages(id, data);
+      case "node_started":
+        return this.task(id, event, "task", { id: data.task_id, name: data.node, triggers: data.triggers });
+      case "node_completed":
+        return this.task(id, event, "task_result", { id: data.task_id, name: data.node, error: data.error, interrupts: data.interrupts });
+      case "checkpoint": {
+        const step = (data.metadata as JsonObject | undefined)?.step;
+        if (typeof step === "number") this.step = step;
+        return [
+          ...(this.modes.has("checkpoints") ? [{ id, event: "checkpoints", data }] : []),
+          ...(this.modes.has("debug") ? [{ id, event: "debug", data: { type: "checkpoint", timestamp: event.created_at, step: this.step, payload: data } }] : []),
+        ];
+      }
+      case "run_failed":
+      case "run_timed_out":
+      case "run_dead_letter": {
+        const error = data.error as { code?: string; message?: string } | undefined;
+        return [{ id, event: "error", data: { error: error?.code ?? event.kind, message: error?.message ?? "the run failed" } }];
+      }
+      default:
+        return [];
+    }
+  }
+
+  private task(id: string, event: RunEvent, type: "task" | "task_result", payload: JsonObject): LgSseEvent[] {
+    return [
+      ...(this.modes.has("tasks") ? [{ id, event: "tasks", data: payload }] : []),
+      ...(this.modes.has("debug") ? [{ id, event: "debug", data: { type, timestamp: event.created_at, step: this.step + 1, payload } }] : []),
+    ];
+  }
+
+  private messages(id: string, data: JsonObject): LgSseEvent[] {
+    const out: LgSseEvent[] = [];
+    const message = (typeof data.message === "object" && data.message !== null ? data.message : { content: data.message }) as JsonObject;
+    const metadata = (data.metadata ?? {}) as JsonObject;
+    if (this.modes.has("messages-tuple")) out.push({ id, event: "messages", data: [message, metadata] });
+    if (this.modes.has("messages")) {
+      const messageId = typeof message.id === "string" ? message.id : `run-message-${id}`;
+      const previous = this.partial.get(messageId);
+      if (!previous) out.push({ id, event: "messages/metadata", data: { [messageId]: { metadata } } });
+      const merged = previous ? { ...previous, ...message, content: concatContent(previous.content, message.content) } : { ...message, id: messageId };
+      this.partial.set(messageId, merged);
+      out.push({ id, event: "messages/partial", data: [merged] });
+    }
+    return out;
+  }
+
+  /** At the end of a step, the messages streamed in it are complete. */
+  private completeMessages(id: string): LgSseEvent[] {
+    if (!this.modes.has("messages") || this.partial.size === 0) return [];
+    const done = [...this.partial.values()];
+    this.partial.clear();
+    return [{ id, event: "messages/complete", data: done }];
+  }
+}
+
+function concatContent(before: unknown, chunk: unknown): unknown {
+  if (typeof before === "string" && typeof chunk === "string") return before + chunk;
+  if (Array.isArray(before) && Array.isArray(chunk)) return [...before, ...chunk];
+  return chunk ?? before;
+}
+
+/** One event in SSE wire format (LangGraph's field order: event, data, id). */
+export const formatSse = (event: LgSseEvent): string => `event: ${event.event}\ndata: ${JSON.stringify(event.data ?? null)}\nid: ${event.id}\n\n`;

@@ -1,0 +1,456 @@
+import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
+import type { FastifyReply, FastifyRequest } from "fastify";
+import { Type } from "typebox";
+import {
+  AssistantIdParams,
+  LgAssistant,
+  LgAssistantGraph,
+  LgAssistantSearchBody,
+  LgCancelQuery,
+  LgCheckpoint,
+  LgGraphQuery,
+  LgGraphSchemas,
+  LgHistoryBody,
+  LgInfo,
+  LgJoinQuery,
+  LgJoinStreamQuery,
+  LgListRunsQuery,
+  LgOk,
+  LgRun,
+  LgRunCreateBody,
+  LgStateQuery,
+  LgStreamHeaders,
+  LgThread,
+  LgThreadCheckpointParams,
+  LgThreadCreateBody,
+  LgThreadPatchBody,
+  LgThreadRunParams,
+  LgThreadSearchBody,
+  LgThreadState,
+  LgUpdateStateAnswer,
+  LgUpdateStateBody,
+  RunIdParams,
+  ThreadIdParams,
+  type LgStreamMode,
+  type Run,
+  type Thread,
+} from "@rudder/api";
+import { contains } from "../../domain/containment.ts";
+import { ApiError, notFound } from "../../domain/errors.ts";
+import { grants } from "../../domain/roles.ts";
+import { problems } from "../../http/responses.ts";
+import type { AppServices } from "../../http/services.ts";
+import { endOnShutdown } from "../../http/shutdown.ts";
+import { graphDrawing, graphSchemas } from "./graph-info.ts";
+import {
+  checkpointIdOf,
+  lgAssistant,
+  lgCheckpoint,
+  lgRun,
+  lgRunStatus,
+  lgThread,
+  lgThreadState,
+  replayAfter,
+  requestedStreamModes,
+  rudderThreadStatus,
+  streamModesOf,
+  unservedStreamModes,
+  waitBody,
+} from "./mapping.ts";
+import { runLocation, startRun, waitForRun } from "./runs.ts";
+import { streamLangGraph } from "./stream.ts";
+
+/** A missing thread among named ones is left out; any other failure (an outage) still answers as such. */
+const notFoundAsUndefined = (error: unknown): undefined => {
+  if (error instanceof ApiError && error.code === "not_found") return undefined;
+  throw error;
+};
+
+const truthy = (value: string | boolean | undefined) => value === true || value === "1" || value === "true";
+
+/** `cancel_on_disconnect` lets a reader cancel the run: only for callers who may cancel. */
+function cancelOnDisconnect(request: FastifyRequest, value: string | boolean | undefined): boolean {
+  if (!truthy(value)) return false;
+  if (!grants(request.principal.roles, "operate")) throw new ApiError("forbidden", 'cancel_on_disconnect needs a role that grants "operate"');
+  return true;
+}
+
+/**
+ * The LangGraph Platform API at the root (DESIGN.md "LangGraph Platform API"): the paths and
+ * bodies `@langchain/langgraph-sdk`'s `Client` uses, over the same services as `/v1` (runs are
+ * Rudder runs with the same ids; streams read the same event log). Auth and roles are `/v1`'s.
+ * Store and crons routes come with the store and schedules (docs/langgraph-api.md).
+ */
+export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices; version: string }> = async (app, { services, version }) => {
+  const { runService, threads, assistants } = services;
+  for (const schema of [LgAssistant, LgThread, LgThreadState, LgRun, LgCheckpoint]) app.addSchema(schema);
+  const tags = ["langgraph"];
+
+  app.get("/ok", { config: { public: true }, schema: { tags, summary: "LangGraph liveness", security: [], response: { 200: LgOk } } }, async () => ({ ok: true }));
+
+  app.get(
+    "/info",
+    { config: { public: true }, schema: { tags, summary: "LangGraph server info", security: [], response: { 200: LgInfo } } },
+    async () => ({ version, flags: { assistants: true, crons: false, langsmith: false, store: false }, rudder: { api: "/v1" } }),
+  );
+
+  // Assistants (read-only here; manage them through /v1/assistants).
+
+  app.post(
+    "/assistants/search",
+    {
+      config: { permission: "read" },
+      schema: { tags, summary: "Search assistants", body: LgAssistantSearchBody, response: { 200: Type.Array(Type.Ref("LgAssistant")), ...problems(401, 403, 422) } },
+    },
+    async (request) => {
+      const body = request.body;
+      const limit = body.limit ?? 10;
+      const offset = body.offset ?? 0;
+      const filter = { graphId: body.graph_id ?? undefined, metadata: body.metadata ?? undefined };
+      const tenantId = request.principal.tenantId;
+      if (body.name == null) return (await assistants.list(tenantId, { ...filter, limit, offset })).map(lgAssistant);
+      // The catalog does not filter by name: filter a wide page, then paginate what matched.
+      const named = (await assistants.list(tenantId, { ...filter, limit: 1000, offset: 0 })).filter((assistant) => assistant.name === body.name);
+      return named.slice(offset, offset + limit).map(lgAssistant);
+    },
+  );
+
+  const assistantGraph = async (request: FastifyRequest, assistantId: string) => {
+    const assistant = await assistants.get(request.principal.tenantId, assistantId);
+    const graph = await services.graphs.get(assistant.graph_id);
+    if (!graph) throw new ApiError("conflict", `the graph ${assistant.graph_id} is not loaded`);
+    return { assistant, graph };
+  };
+
+  app.get(
+    "/assistants/:assistant_id",
+    { config: { permission: "read" }, schema: { tags, summary: "Get an assistant (a graph id works too)", params: AssistantIdParams, response: { 200: Type.Ref("LgAssistant"), ...problems(401, 403, 404, 422) } } },
+    async (request) => lgAssistant(await assistants.get(request.principal.tenantId, request.params.assistant_id)),
+  );
+
+  app.get(
+    "/assistants/:assistant_id/graph",
+    {
+      config: { permission: "read" },
+      schema: { tags, summary: "The assistant's graph: nodes and edges", params: AssistantIdParams, querystring: LgGraphQuery, response: { 200: LgAssistantGraph, ...problems(401, 403, 404, 422) } },
+    },
+    async (request) => graphDrawing((await assistantGraph(request, request.params.assistant_id)).graph, request.query.xray),
+  );
+
+  app.get(
+    "/assistants/:assistant_id/schemas",
+    { config: { permission: "read" }, schema: { tags, summary: "The assistant's graph schemas", params: AssistantIdParams, response: { 200: LgGraphSchemas, ...problems(401, 403, 404, 422) } } },
+    async (request) => {
+      const { assistant, graph } = await assistantGraph(request, request.params.assistant_id);
+      return graphSchemas(assistant.graph_id, graph, await services.graphSchemas.schemasOf(assistant.graph_id));
+    },
+  );
+
+  // Threads.
+
+  /** The thread with its latest values and pending interrupts, as the SDK's `Thread`. */
+  const threadView = async (tenantId: string, threadId: string) => {
+    const thread = await threads.get(tenantId, threadId);
+    return lgThread(thread, await threads.stateOf(tenantId, threadId, undefined));
+  };
+
+  app.post(
+    "/threads",
+    { config: { permission: "operate" }, schema: { tags, summary: "Create a thread", body: LgThreadCreateBody, response: { 200: Type.Ref("LgThread"), ...problems(400, 401, 403, 422) } } },
+    async (request) => {
+      const body = request.body;
+      if (body.thread_id != null) throw new ApiError("validation_error", "thread_id: Rudder names threads itself; create without one and use the id it returns");
+      if (body.ttl != null) throw new ApiError("validation_error", "ttl: thread TTLs are not supported");
+      const { graph_id: _graphId, ...metadata } = body.metadata ?? {};
+      const thread = await threads.create(request.principal.tenantId, { ...metadata, ...(typeof _graphId === "string" ? { graph_id: _graphId } : {}) });
+      return lgThread(thread);
+    },
+  );
+
+  app.post(
+    "/threads/search",
+    { config: { permission: "read" }, schema: { tags, summary: "Search threads", body: LgThreadSearchBody, response: { 200: Type.Array(Type.Ref("LgThread")), ...problems(401, 403, 422) } } },
+    async (request) => {
+      const body = request.body;
+      for (const field of ["values", "extract"] as const) {
+        if (body[field] != null) throw new ApiError("validation_error", `${field}: searching threads by ${field} is not supported yet`);
+      }
+      const { tenantId } = request.principal;
+      const status = body.status ? rudderThreadStatus(body.status) : undefined;
+      const limit = body.limit ?? 10;
+      const offset = body.offset ?? 0;
+      let found: Thread[];
+      if (body.ids != null) {
+        // Named threads: each looked up in the tenant (others' ids are simply not found), then filtered.
+        const named = await Promise.all([...new Set(body.ids)].map((id) => threads.get(tenantId, id).catch(notFoundAsUndefined)));
+        found = named
+          .filter((thread): thread is Thread => thread !== undefined)
+          .filter((thread) => (status === undefined || thread.status === status) && (body.metadata == null || contains(thread.metadata, body.metadata)))
+          .sort((a, b) => b.created_at.localeCompare(a.created_at))
+          .slice(offset, offset + limit);
+      } else {
+        found = await threads.list(tenantId, { limit, offset, metadata: body.metadata ?? undefined, status });
+      }
+      return Promise.all(found.map(async (thread) => lgThread(thread, await threads.stateOf(tenantId, thread.thread_id, undefined))));
+    },
+  );
+
+  app.get(
+    "/threads/:thread_id",
+    { config: { permission: "read" }, schema: { tags, summary: "Get a thread", params: ThreadIdParams, response: { 200: Type.Ref("LgThread"), ...problems(401, 403, 404, 422) } } },
+    async (request) => threadView(request.principal.tenantId, request.params.thread_id),
+  );
+
+  app.patch(
+    "/threads/:thread_id",
+    {
+      config: { permission: "operate" },
+      schema: { tags, summary: "Update a thread's metadata (merged, as LangGraph does)", params: ThreadIdParams, body: LgThreadPatchBody, response: { 200: Type.Ref("LgThread"), ...problems(400, 401, 403, 404, 422) } },
+    },
+    async (request) => {
+      const { tenantId } = request.principal;
+      if (request.body.ttl != null) throw new ApiError("validation_error", "ttl: thread TTLs are not supported");
+      const current = await threads.get(tenantId, request.params.thread_id);
+      await threads.replaceMetadata(tenantId, request.params.thread_id, { ...current.metadata, ...request.body.metadata });
+      return threadView(tenantId, request.params.thread_id);
+    },
+  );
+
+  app.delete(
+    "/threads/:thread_id",
+    { config: { permission: "operate" }, schema: { tags, summary: "Delete a thread and its checkpoints", params: ThreadIdParams, response: { 204: Type.Null(), ...problems(401, 403, 404, 409, 422) } } },
+    async (request, reply) => {
+      await threads.delete(request.principal.tenantId, request.params.thread_id);
+      return reply.status(204).send(null);
+    },
+  );
+
+  app.get(
+    "/threads/:thread_id/state",
+    { config: { permission: "read" }, schema: { tags, summary: "The thread's latest state", params: ThreadIdParams, querystring: LgStateQuery, response: { 200: Type.Ref("LgThreadState"), ...problems(401, 403, 404, 422) } } },
+    async (request) => lgThreadState(await threads.stateOf(request.principal.tenantId, request.params.thread_id, undefined)),
+  );
+
+  app.get(
+    "/threads/:thread_id/state/:checkpoint_id",
+    {
+      config: { permission: "read" },
+      schema: { tags, summary: "The thread's state at a checkpoint", params: LgThreadCheckpointParams, querystring: LgStateQuery, response: { 200: Type.Ref("LgThreadState"), ...problems(401, 403, 404, 422) } },
+    },
+    async (request) => lgThreadState(await threads.stateOf(request.principal.tenantId, request.params.thread_id, request.params.checkpoint_id)),
+  );
+
+  app.post(
+    "/threads/:thread_id/state",
+    {
+      config: { permission: "operate" },
+      schema: { tags, summary: "Update the thread's state (as a node would)", params: ThreadIdParams, body: LgUpdateStateBody, response: { 200: LgUpdateStateAnswer, ...problems(400, 401, 403, 404, 409, 422) } },
+    },
+    async (request) => {
+      const body = request.body;
+      const checkpointId = body.checkpoint_id ?? checkpointIdOf(body.checkpoint);
+      if (body.values !== undefined && body.values !== null && (typeof body.values !== "object" || Array.isArray(body.values))) {
+        throw new ApiError("validation_error", "values must be an object of channel values");
+      }
+      const forked = await threads.fork(request.principal.tenantId, request.params.thread_id, {
+        ...(checkpointId !== undefined ? { checkpoint_id: checkpointId } : {}),
+        values: (body.values ?? {}) as Record<string, unknown>,
+        ...(body.as_node ? { as_node: body.as_node } : {}),
+      });
+      const checkpoint = lgCheckpoint(forked.configurable)!;
+      return { checkpoint, configurable: checkpoint };
+    },
+  );
+
+  app.post(
+    "/threads/:thread_id/history",
+    {
+      config: { permission: "read" },
+      schema: { tags, summary: "The thread's checkpoints, newest first", params: ThreadIdParams, body: LgHistoryBody, response: { 200: Type.Array(Type.Ref("LgThreadState")), ...problems(401, 403, 404, 422) } },
+    },
+    async (request) => {
+      const body = request.body;
+      const states = await threads.history(request.principal.tenantId, request.params.thread_id, { limit: body.limit ?? 10, before: checkpointIdOf(body.before) });
+      const metadata = body.metadata;
+      return states.filter((state) => !metadata || Object.entries(metadata).every(([key, value]) => JSON.stringify(state.metadata[key]) === JSON.stringify(value))).map(lgThreadState);
+    },
+  );
+
+  // Runs.
+
+  const createSchema = (summary: string, threadScoped: boolean, response: Record<number, unknown>) => ({
+    tags,
+    summary,
+    ...(threadScoped ? { params: ThreadIdParams } : {}),
+    body: LgRunCreateBody,
+    response: { ...response, ...problems(400, 401, 403, 404, 409, 413, 422, 429) },
+  });
+
+  const threadParam = (request: FastifyRequest) => (request.params as { thread_id?: string }).thread_id ?? null;
+
+  const create = async (request: FastifyRequest<{ Body: LgRunCreateBody }>, reply: FastifyReply) => {
+    const { run } = await startRun(services, request.principal.tenantId, threadParam(request), request.body);
+    return reply.header("content-location", runLocation(run)).send(lgRun(run));
+  };
+
+  const wait = async (request: FastifyRequest<{ Body: LgRunCreateBody }>, reply: FastifyReply) => {
+    const { tenantId } = request.principal;
+    const { run } = await startRun(services, tenantId, threadParam(request), request.body);
+    const closed = new AbortController();
+    const release = endOnShutdown(request, closed);
+    reply.raw.on("close", () => closed.abort());
+    try {
+      const settled = await waitForRun(services, tenantId, run.run_id, closed.signal);
+      if (!settled) {
+        if (request.body.on_disconnect === "cancel") await runService.cancel(tenantId, run.run_id).catch(() => undefined);
+        throw new ApiError("unavailable", "the wait ended before the run did (the server is closing); join the run again", { retryAfterSeconds: 1 });
+      }
+      return reply.header("content-location", runLocation(run)).send(waitBody(settled));
+    } finally {
+      release();
+    }
+  };
+
+  const stream = async (request: FastifyRequest<{ Body: LgRunCreateBody }>, reply: FastifyReply) => {
+    const { tenantId } = request.principal;
+    const { run, modes } = await startRun(services, tenantId, threadParam(request), request.body);
+    const location = runLocation(run);
+    await streamLangGraph(request, reply, {
+      tenantId,
+      run,
+      modes,
+      after: undefined,
+      services,
+      headers: { "content-location": location, location: `${location}/stream` },
+      cancelOnDisconnect: request.body.on_disconnect === "cancel",
+    });
+  };
+
+  const runResponse = { 200: Type.Ref("LgRun") };
+  const waitResponse = { 200: Type.Unknown({ description: "the run's last values; __interrupt__ when interrupted; __error__ when it failed" }) };
+  const streamResponse = { 200: Type.String({ description: "text/event-stream" }) };
+
+  app.post("/threads/:thread_id/runs", { config: { permission: "operate" }, schema: createSchema("Create a run on a thread", true, runResponse) }, create);
+  app.post("/threads/:thread_id/runs/wait", { config: { permission: "operate" }, schema: createSchema("Create a run on a thread and wait for its values", true, waitResponse) }, wait);
+  app.post("/threads/:thread_id/runs/stream", { config: { permission: "operate" }, schema: createSchema("Create a run on a thread and stream it", true, streamResponse) }, stream);
+  app.post("/runs", { config: { permission: "operate" }, schema: createSchema("Create a stateless run", false, runResponse) }, create);
+  app.post("/runs/wait", { config: { permission: "operate" }, schema: createSchema("Create a stateless run and wait for its values", false, waitResponse) }, wait);
+  app.post("/runs/stream", { config: { permission: "operate" }, schema: createSchema("Create a stateless run and stream it", false, streamResponse) }, stream);
+
+  /** The run, when it belongs to the thread in the path (404 otherwise, as for another tenant's). */
+  const runOfThread = async (tenantId: string, threadId: string, runId: string): Promise<Run> => {
+    const run = await runService.get(tenantId, runId);
+    if (run.thread_id !== threadId) throw notFound("run", runId);
+    return run;
+  };
+
+  app.get(
+    "/threads/:thread_id/runs",
+    {
+      config: { permission: "read" },
+      schema: { tags, summary: "Runs of a thread, newest first", params: ThreadIdParams, querystring: LgListRunsQuery, response: { 200: Type.Array(Type.Ref("LgRun")), ...problems(401, 403, 404, 422) } },
+    },
+    async (request) => {
+      const { tenantId } = request.principal;
+      await threads.get(tenantId, request.params.thread_id);
+      const runs = await runService.listByThread(tenantId, request.params.thread_id, { limit: request.query.limit ?? 10, offset: request.query.offset ?? 0 });
+      const status = request.query.status;
+      return runs.filter((run) => status === undefined || lgRunStatus(run.status) === status).map(lgRun);
+    },
+  );
+
+  app.get(
+    "/threads/:thread_id/runs/:run_id",
+    { config: { permission: "read" }, schema: { tags, summary: "Get a run", params: LgThreadRunParams, response: { 200: Type.Ref("LgRun"), ...problems(401, 403, 404, 422) } } },
+    async (request) => lgRun(await runOfThread(request.principal.tenantId, request.params.thread_id, request.params.run_id)),
+  );
+
+  app.get(
+    "/threads/:thread_id/runs/:run_id/join",
+    {
+      config: { permission: "read" },
+      schema: { tags, summary: "Wait for the run; answers its last values", params: LgThreadRunParams, querystring: LgJoinQuery, response: { ...waitResponse, ...problems(401, 403, 404, 422, 503) } },
+    },
+    async (request) => {
+      const { tenantId } = request.principal;
+      const run = await runOfThread(tenantId, request.params.thread_id, request.params.run_id);
+      const cancelOnLeave = cancelOnDisconnect(request, request.query.cancel_on_disconnect);
+      const closed = new AbortController();
+      const release = endOnShutdown(request, closed);
+      request.raw.on("close", () => closed.abort());
+      try {
+        const settled = await waitForRun(services, tenantId, run.run_id, closed.signal);
+        if (!settled) {
+          if (cancelOnLeave) await runService.cancel(tenantId, run.run_id).catch(() => undefined);
+          throw new ApiError("unavailable", "the wait ended before the run did (the server is closing); join again", { retryAfterSeconds: 1 });
+        }
+        return waitBody(settled);
+      } finally {
+        release();
+      }
+    },
+  );
+
+  const joinStream = async (request: FastifyRequest, reply: FastifyReply, run: Run) => {
+    const query = request.query as LgJoinStreamQuery;
+    const headers = request.headers as LgStreamHeaders;
+    const cancelOnLeave = cancelOnDisconnect(request, query.cancel_on_disconnect);
+    const modes: LgStreamMode[] = query.stream_mode === undefined ? streamModesOf(run) : requestedStreamModes(query.stream_mode);
+    const unserved = unservedStreamModes(modes);
+    if (unserved.length) throw new ApiError("validation_error", `stream_mode ${unserved.join(", ")} is not supported yet`);
+    await streamLangGraph(request, reply, {
+      tenantId: request.principal.tenantId,
+      run,
+      modes,
+      after: replayAfter(headers["last-event-id"] === undefined ? undefined : Number(headers["last-event-id"])),
+      services,
+      cancelOnDisconnect: cancelOnLeave,
+    });
+  };
+
+  const joinStreamSchema = <P extends typeof LgThreadRunParams | typeof RunIdParams>(params: P) => ({
+    tags,
+    summary: "Stream a run's events (Last-Event-ID resumes after an id; -1 or none from the start)",
+    params,
+    querystring: LgJoinStreamQuery,
+    headers: LgStreamHeaders,
+    response: { ...streamResponse, ...problems(401, 403, 404, 422) },
+  });
+
+  app.get("/threads/:thread_id/runs/:run_id/stream", { config: { permission: "read" }, schema: joinStreamSchema(LgThreadRunParams) }, async (request, reply) =>
+    joinStream(request, reply, await runOfThread(request.principal.tenantId, request.params.thread_id, request.params.run_id)),
+  );
+
+  app.get("/runs/:run_id/stream", { config: { permission: "read" }, schema: joinStreamSchema(RunIdParams) }, async (request, reply) =>
+    joinStream(request, reply, await runService.get(request.principal.tenantId, request.params.run_id)),
+  );
+
+  app.post(
+    "/threads/:thread_id/runs/:run_id/cancel",
+    {
+      config: { permission: "operate" },
+      schema: {
+        tags,
+        summary: "Cancel a run (202; with wait=1, 204 once it stopped)",
+        params: LgThreadRunParams,
+        querystring: LgCancelQuery,
+        response: { 202: Type.Unknown({ description: "accepted: no body" }), 204: Type.Null(), ...problems(401, 403, 404, 409, 422) },
+      },
+    },
+    async (request, reply) => {
+      const { tenantId } = request.principal;
+      const run = await runOfThread(tenantId, request.params.thread_id, request.params.run_id);
+      await runService.cancel(tenantId, run.run_id);
+      if (!truthy(request.query.wait)) return reply.status(202).send("");
+      const closed = new AbortController();
+      const release = endOnShutdown(request, closed);
+      request.raw.on("close", () => closed.abort());
+      try {
+        await waitForRun(services, tenantId, run.run_id, closed.signal);
+      } finally {
+        release();
+      }
+      return reply.status(204).send(null);
+    },
+  );
+};

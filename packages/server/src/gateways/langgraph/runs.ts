@@ -1,0 +1,100 @@
+import type { CreateRunBody, JsonObject, LgRunCreateBody, LgStreamMode, Run } from "@rudder/api";
+import { ApiError } from "../../domain/errors.ts";
+import type { AppServices } from "../../http/services.ts";
+import { checkpointIdOf, LG_KWARGS_KEY, requestedStreamModes, rudderMultitask, unservedStreamModes, unsupportedRunFields } from "./mapping.ts";
+
+/** Runs of a thread the facade looks at when deciding a command or a rollback. */
+const RECENT_RUNS = 100;
+
+/**
+ * Creates (or, for a `command` on a thread with a paused run, resumes) a run from a LangGraph
+ * request, through the same `RunService` as `/v1`: the run is a Rudder run with the same id.
+ * Returns the run and the stream modes the request asked for.
+ */
+export async function startRun(
+  services: AppServices,
+  tenantId: string,
+  threadId: string | null,
+  body: LgRunCreateBody,
+): Promise<{ run: Run; modes: LgStreamMode[] }> {
+  const refused = unsupportedRunFields(body);
+  if (refused.length) throw new ApiError("validation_error", `not supported on this server: ${refused.join("; ")}`);
+  const modes = requestedStreamModes(body.stream_mode);
+  const unserved = unservedStreamModes(modes);
+  if (unserved.length) throw new ApiError("validation_error", `stream_mode ${unserved.join(", ")} is not supported yet (docs/langgraph-api.md)`);
+  const { runService, threads } = services;
+  // LangGraph answers 404 for an unknown assistant or thread (Rudder's /v1 says 422 for the body's assistant).
+  await services.assistants.get(tenantId, body.assistant_id);
+  if (threadId !== null) await threads.get(tenantId, threadId);
+
+  const command = body.command ?? undefined;
+  if (threadId !== null && command) {
+    // LangGraph resumes an interrupted thread with a Command: Rudder's resume of its paused run.
+    const paused = (await runService.listByThread(tenantId, threadId, { limit: RECENT_RUNS, offset: 0 })).find(
+      (run) => run.status === "paused" && run.superseded_by_run_id === null,
+    );
+    if (paused) {
+      const run = await runService.resume(tenantId, paused.run_id, { resume: command.resume, update: command.update ?? null, goto: command.goto ?? null });
+      return { run, modes };
+    }
+  }
+
+  const strategy = body.multitask_strategy ?? "reject";
+  let checkpointId = body.checkpoint_id ?? checkpointIdOf(body.checkpoint);
+  if (threadId !== null && strategy === "rollback" && checkpointId === undefined) {
+    checkpointId = await checkpointBeforeActiveRuns(services, tenantId, threadId);
+  }
+  const config = body.config ?? {};
+  const configurable: JsonObject = {
+    ...asObject(config.configurable),
+    ...(checkpointId !== undefined ? { checkpoint_id: checkpointId } : {}),
+    [LG_KWARGS_KEY]: { stream_mode: modes, multitask_strategy: strategy, stream_subgraphs: body.stream_subgraphs ?? false },
+  };
+  const request: CreateRunBody = {
+    assistant_id: body.assistant_id,
+    ...(body.input !== undefined && body.input !== null ? { input: body.input } : {}),
+    ...(body.context ? { context: body.context } : {}),
+    config: { ...config, configurable },
+    ...(body.metadata ? { metadata: body.metadata } : {}),
+    multitask_strategy: rudderMultitask(strategy),
+    ...(body.durability ? { durability: body.durability } : {}),
+    ...(command?.resume !== undefined ? { resume: command.resume } : {}),
+    ...(command?.update ? { update: command.update } : {}),
+    ...(command?.goto ? { goto: command.goto } : {}),
+  };
+  const { run } = await runService.create(tenantId, threadId, request);
+  return { run, modes };
+}
+
+/**
+ * `rollback`: the new run starts from the newest checkpoint no active run of the thread wrote,
+ * so what the cancelled runs wrote is not part of its state (their checkpoints stay in history as
+ * a side branch). A thread with no earlier checkpoint starts from its latest, as `interrupt` does.
+ */
+async function checkpointBeforeActiveRuns(services: AppServices, tenantId: string, threadId: string): Promise<string | undefined> {
+  const recent = await services.runService.listByThread(tenantId, threadId, { limit: RECENT_RUNS, offset: 0 });
+  const active = new Set(recent.filter((run) => run.status === "pending" || run.status === "running" || run.status === "cancelling").map((run) => run.run_id));
+  if (active.size === 0) return undefined;
+  for (const state of await services.threads.history(tenantId, threadId, { limit: 1000 })) {
+    const writer = state.metadata.run_id;
+    if (typeof writer === "string" && active.has(writer)) continue;
+    return state.checkpoint?.checkpoint_id;
+  }
+  return undefined;
+}
+
+function asObject(value: unknown): JsonObject {
+  return typeof value === "object" && value !== null && !Array.isArray(value) ? (value as JsonObject) : {};
+}
+
+/** Where the SDK finds a created run (`onRunCreated`): `Content-Location`. */
+export const runLocation = (run: Pick<Run, "run_id" | "thread_id">): string =>
+  run.thread_id === null ? `/runs/${run.run_id}` : `/threads/${run.thread_id}/runs/${run.run_id}`;
+
+/** Waits until the run is terminal or paused (undefined when the signal ends the wait first: the client left, or shutdown). */
+export async function waitForRun(services: AppServices, tenantId: string, runId: string, signal: AbortSignal): Promise<Run | undefined> {
+  for await (const update of services.runService.follow(tenantId, runId, { events: false, signal })) {
+    if (update.type === "settled") return update.run;
+  }
+  return undefined;
+}

@@ -1,0 +1,216 @@
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import { fileURLToPath } from "node:url";
+import type { Client } from "@langchain/langgraph-sdk";
+import { collect, lgClient, rejectsWith, waitUntilRunning } from "./support/langgraph.ts";
+import { startTestServer, type TestServer } from "./support/server.ts";
+
+const TESTING_CONFIG = fileURLToPath(new URL("./fixtures/testing.rudder.json", import.meta.url));
+
+/**
+ * The LangGraph API's run control through `@langchain/langgraph-sdk`: interrupts and Command
+ * resume, multitask strategies, cancel, failures, tenants and roles, 404s, and runs created here
+ * steered through /v1 (and /v1 runs listed here).
+ */
+describe("LangGraph API through the SDK: interrupts, multitask, cancel, failures, tenants, interop", () => {
+  let server: TestServer;
+  let client: Client;
+  before(async () => {
+    server = await startTestServer({ configFile: TESTING_CONFIG });
+    client = await lgClient(server);
+  });
+  after(() => server.close());
+
+  /** A run of `steps` that takes a while (each step waits `delayMs`, and a cancel stops it at once). */
+  const slow = { steps: 40, delayMs: 250 };
+
+  test("an interrupt answers __interrupt__, the thread is interrupted, and command.resume continues it", async () => {
+    const thread = await client.threads.create();
+    const paused = await client.runs.wait(thread.thread_id, "approval", { input: { request: "ship it" } });
+    const interrupts = (paused as { __interrupt__: { id: string; value: { question: string; draft: string } }[] }).__interrupt__;
+    assert.equal(interrupts.length, 1);
+    assert.ok(interrupts[0]!.id);
+    assert.deepEqual(interrupts[0]!.value, { question: "Approve this plan?", draft: "Plan for: ship it" });
+    const interrupted = await client.threads.get(thread.thread_id);
+    assert.equal(interrupted.status, "interrupted");
+    assert.equal(Object.values(interrupted.interrupts).flat().length, 1);
+    const state = await client.threads.getState(thread.thread_id);
+    assert.deepEqual(state.next, ["review"]);
+    const [first] = await client.runs.list(thread.thread_id);
+    assert.equal(first!.status, "success");
+
+    // Resume through a stream, as useStream does: the paused run's successor continues it.
+    const parts = await collect(client.runs.stream(thread.thread_id, "approval", { command: { resume: { approved: true } }, streamMode: ["values", "updates"] }));
+    assert.equal(parts[0]!.event, "metadata");
+    assert.deepEqual(parts.filter((part) => part.event === "values").at(-1)!.data, {
+      request: "ship it",
+      draft: "Plan for: ship it",
+      approved: true,
+      outcome: "done: Plan for: ship it",
+    });
+    const resumedId = (parts[0]!.data as { run_id: string }).run_id;
+    const resumed = await server.request("GET", `/v1/runs/${resumedId}`);
+    assert.equal(resumed.body.metadata.resumed_from_run_id, first!.run_id);
+    assert.equal((await client.threads.get(thread.thread_id)).status, "idle");
+  });
+
+  test("an interrupt seen in an updates stream, then waits with command resume, update and goto", async () => {
+    const thread = await client.threads.create();
+    const parts = await collect(client.runs.stream(thread.thread_id, "approval", { input: { request: "deploy" }, streamMode: "updates" }));
+    const interrupt = parts.find((part) => part.event === "updates" && "__interrupt__" in (part.data as object));
+    assert.ok(interrupt, JSON.stringify(parts));
+    const done = await client.runs.wait(thread.thread_id, "approval", { command: { resume: { approved: false } } });
+    assert.equal((done as { outcome: string }).outcome, "rejected");
+
+    // update and goto ride along: the update is applied as the run resumes.
+    const edited = await client.threads.create();
+    await client.runs.wait(edited.thread_id, "approval", { input: { request: "draft" } });
+    const approved = await client.runs.wait(edited.thread_id, "approval", { command: { resume: { approved: true }, update: { draft: "edited plan" } } });
+    assert.equal((approved as { outcome: string }).outcome, "done: edited plan");
+    // goto on a thread with nothing paused: a run that starts at that node.
+    const jumped = await client.runs.wait(edited.thread_id, "approval", { command: { goto: "act", update: { approved: false } } });
+    assert.equal((jumped as { outcome: string }).outcome, "rejected");
+  });
+
+  test("multitask: reject is the default (409), enqueue waits its turn", async () => {
+    const thread = await client.threads.create();
+    const first = await client.runs.create(thread.thread_id, "steps", { input: { steps: 3, delayMs: 200 } });
+    await rejectsWith(client.runs.create(thread.thread_id, "steps", { input: { steps: 1 } }), 409);
+    const queued = await client.runs.create(thread.thread_id, "steps", { input: { steps: 4 }, multitaskStrategy: "enqueue" });
+    assert.equal(queued.multitask_strategy, "enqueue");
+    await client.runs.join(thread.thread_id, first.run_id);
+    const values = await client.runs.join(thread.thread_id, queued.run_id);
+    assert.equal((values as { count: number }).count, 4, "the queued run continued the first one's state");
+    const firstRun = await server.request("GET", `/v1/runs/${first.run_id}`);
+    const queuedRun = await server.request("GET", `/v1/runs/${queued.run_id}`);
+    assert.ok(queuedRun.body.started_at >= firstRun.body.finished_at, "enqueued runs start after the previous ends");
+  });
+
+  test("multitask interrupt cancels the running run (interrupted); rollback also drops what it wrote", async () => {
+    const thread = await client.threads.create();
+    const a = await client.runs.create(thread.thread_id, "steps", { input: slow });
+    await waitUntilRunning(server, a.run_id);
+    const b = await client.runs.create(thread.thread_id, "steps", { input: { steps: 1, delayMs: 0 }, multitaskStrategy: "interrupt" });
+    assert.equal(b.multitask_strategy, "interrupt");
+    await client.runs.join(thread.thread_id, b.run_id);
+    assert.equal((await client.runs.get(thread.thread_id, a.run_id)).status, "interrupted");
+    assert.equal((await client.runs.get(thread.thread_id, b.run_id)).status, "success");
+
+    // Rollback: a base state (count 1), a run that writes further steps, then a rollback run.
+    const rolled = await client.threads.create();
+    await client.runs.wait(rolled.thread_id, "steps", { input: { steps: 1, delayMs: 0 } });
+    const writer = await client.runs.create(rolled.thread_id, "steps", { input: slow });
+    for (let i = 0; i < 400 && ((await client.threads.getState(rolled.thread_id)).values as { count: number }).count < 3; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    const values = await client.runs.wait(rolled.thread_id, "steps", { input: { steps: 2, delayMs: 0 }, multitaskStrategy: "rollback" });
+    assert.equal((values as { count: number }).count, 2, "started from the base state, not from the cancelled run's steps");
+    assert.equal((await client.runs.get(rolled.thread_id, writer.run_id)).status, "interrupted");
+    assert.equal(((await client.threads.getState(rolled.thread_id)).values as { count: number }).count, 2);
+  });
+
+  test("cancel a queued run and a running one: both end interrupted; wait=true returns once stopped", async () => {
+    const thread = await client.threads.create();
+    const running = await client.runs.create(thread.thread_id, "steps", { input: slow });
+    const queued = await client.runs.create(thread.thread_id, "steps", { input: { steps: 1 }, multitaskStrategy: "enqueue" });
+    await waitUntilRunning(server, running.run_id);
+    assert.equal(await client.runs.cancel(thread.thread_id, queued.run_id), undefined);
+    assert.equal((await client.runs.get(thread.thread_id, queued.run_id)).status, "interrupted");
+    await client.runs.cancel(thread.thread_id, running.run_id, true);
+    assert.equal((await client.runs.get(thread.thread_id, running.run_id)).status, "interrupted");
+    const v1 = await server.request("GET", `/v1/runs/${queued.run_id}`);
+    assert.equal(v1.body.status, "cancelled");
+    assert.equal(v1.body.started_at, null);
+
+    // cancel_on_disconnect: a joiner that leaves before the end cancels the run.
+    const fresh = await client.threads.create();
+    const left = await client.runs.create(fresh.thread_id, "steps", { input: { steps: 20, delayMs: 250 } });
+    await waitUntilRunning(server, left.run_id);
+    const leaving = new AbortController();
+    for await (const part of client.runs.joinStream(fresh.thread_id, left.run_id, { cancelOnDisconnect: true, signal: leaving.signal })) {
+      if (part.event === "metadata") break;
+    }
+    leaving.abort();
+    const joined = await server.request("GET", `/v1/runs/${left.run_id}/join?timeout=60`);
+    assert.equal(joined.body.status, "cancelled");
+  });
+
+  test("a failing graph: wait throws, raiseError false shows __error__, the stream ends with an error event", async () => {
+    const thread = await client.threads.create();
+    await assert.rejects(client.runs.wait(thread.thread_id, "failing", { input: { mode: "plain" } }), /node exploded/);
+    const [failed] = await client.runs.list(thread.thread_id);
+    assert.equal(failed!.status, "error");
+    assert.equal((await client.threads.get(thread.thread_id)).status, "error");
+    const body = await client.runs.wait(null, "failing", { input: { mode: "plain" }, raiseError: false });
+    assert.deepEqual(body, { __error__: { error: "run_failed", message: "node exploded" } });
+    const parts = await collect(client.runs.stream(null, "failing", { input: { mode: "plain" } }));
+    assert.equal(parts[0]!.event, "metadata");
+    assert.equal(parts.at(-1)!.event, "error");
+    assert.match((parts.at(-1)!.data as { message: string }).message, /node exploded/);
+  });
+
+  test("tenants: another tenant's threads and runs are 404; viewers read but cannot write", async () => {
+    const thread = await client.threads.create({ metadata: { owner: "t1" } });
+    let runId = "";
+    await client.runs.wait(thread.thread_id, "echo", { input: { message: "mine" }, onRunCreated: (meta) => (runId = meta.run_id) });
+    const stranger = await lgClient(server, "t2");
+    await rejectsWith(stranger.threads.get(thread.thread_id), 404);
+    await rejectsWith(stranger.threads.getState(thread.thread_id), 404);
+    await rejectsWith(stranger.runs.get(thread.thread_id, runId), 404);
+    await rejectsWith(stranger.runs.create(thread.thread_id, "echo", { input: { message: "theirs" } }), 404);
+    await assert.rejects(collect(stranger.runs.joinStream(thread.thread_id, runId)), /404/);
+    assert.equal((await stranger.threads.search({ metadata: { owner: "t1" } })).length, 0);
+
+    const viewer = await lgClient(server, "t1", ["viewer"]);
+    assert.equal((await viewer.threads.get(thread.thread_id)).thread_id, thread.thread_id);
+    assert.deepEqual(await viewer.runs.join(thread.thread_id, runId), { message: "mine", reply: "mine" });
+    await rejectsWith(viewer.threads.create(), 403);
+    await rejectsWith(viewer.runs.create(thread.thread_id, "echo", { input: { message: "x" } }), 403);
+    await rejectsWith(viewer.runs.cancel(thread.thread_id, runId), 403);
+    // A reader cannot cancel by leaving either.
+    await assert.rejects(collect(viewer.runs.joinStream(thread.thread_id, runId, { cancelOnDisconnect: true })), /403/);
+    await rejectsWith(viewer.runs.join(thread.thread_id, runId, { cancelOnDisconnect: true }), 403);
+  });
+
+  test("404s: unknown threads, runs, assistants; a run under another thread's path", async () => {
+    const thread = await client.threads.create();
+    const missing = randomUUID();
+    await rejectsWith(client.threads.get(missing), 404);
+    await rejectsWith(client.threads.getState(missing), 404);
+    await rejectsWith(client.threads.getHistory(missing), 404);
+    await rejectsWith(client.runs.get(thread.thread_id, missing), 404);
+    await rejectsWith(client.runs.join(thread.thread_id, missing), 404);
+    await rejectsWith(client.runs.cancel(thread.thread_id, missing), 404);
+    await rejectsWith(client.runs.create(missing, "echo", { input: { message: "x" } }), 404);
+    await rejectsWith(client.runs.create(thread.thread_id, "no-such-assistant", { input: {} }), 404);
+    await rejectsWith(client.runs.list(missing), 404);
+    let runId = "";
+    await client.runs.wait(null, "echo", { input: { message: "x" }, onRunCreated: (meta) => (runId = meta.run_id) });
+    await rejectsWith(client.runs.get(thread.thread_id, runId), 404);
+    // What the facade cannot honour is a 422 naming it, not a silent difference.
+    await rejectsWith(client.runs.create(thread.thread_id, "echo", { input: { message: "x" }, webhook: "http://example.invalid/hook" }), 422);
+    await rejectsWith(client.threads.create({ threadId: randomUUID() }), 422);
+  });
+
+  test("interop: a run created through the SDK is steered through /v1; /v1 runs appear in the SDK's list", async () => {
+    const thread = await client.threads.create();
+    const run = await client.runs.create(thread.thread_id, "steerable", { input: { rounds: 200, waitMs: 200 } });
+    const steered = await server.request("POST", `/v1/runs/${run.run_id}/steer`, { body: { kind: "stop", payload: { why: "enough" } } });
+    assert.equal(steered.status, 202, JSON.stringify(steered.body));
+    const values = (await client.runs.join(thread.thread_id, run.run_id)) as { stopped: boolean; received: { kind: string; payload: unknown }[] };
+    assert.equal(values.stopped, true);
+    assert.deepEqual(values.received.map((seen) => [seen.kind, seen.payload]), [["stop", { why: "enough" }]]);
+    // The /v1 stream of the same run has Rudder's own events, which the LangGraph stream leaves out.
+    const events = await server.request("GET", `/v1/runs/${run.run_id}/events?limit=1000`);
+    assert.ok(events.body.some((event: { kind: string }) => event.kind === "run.steer.consumed"));
+    const lgEvents = await collect(client.runs.joinStream(thread.thread_id, run.run_id, { streamMode: ["values", "updates", "custom"] }));
+    assert.ok(lgEvents.every((part) => !part.event.startsWith("run")));
+
+    const v1 = await server.request("POST", `/v1/threads/${thread.thread_id}/runs`, { body: { assistant_id: "steps", input: { steps: 1 } } });
+    assert.equal(v1.status, 202);
+    const listed = await client.runs.list(thread.thread_id);
+    assert.deepEqual(listed.map((found) => found.run_id), [v1.body.run_id, run.run_id]);
+    assert.equal(listed[0]!.multitask_strategy, "enqueue");
+  });
+});
