@@ -59,7 +59,13 @@ export interface SseResult {
 
 type Reply = { id: number; result?: unknown; error?: string };
 
-async function call(url: string, token: string, method: string, path: string, body?: unknown): Promise<{ status: number; json: Record<string, unknown> }> {
+async function call(
+  url: string,
+  token: string,
+  method: string,
+  path: string,
+  body?: unknown,
+): Promise<{ status: number; json: Record<string, unknown> }> {
   const response = await fetch(url + path, {
     method,
     headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
@@ -89,7 +95,16 @@ async function createThreads(task: Extract<ClientTask, { kind: "threads" }>): Pr
 }
 
 async function runs(task: Extract<ClientTask, { kind: "runs" }>): Promise<RunsResult> {
-  const result: RunsResult = { elapsedMs: 0, latencies: [], stamps: [], createMs: [], queuedMs: [], executedMs: [], joinLagMs: [], errors: 0 };
+  const result: RunsResult = {
+    elapsedMs: 0,
+    latencies: [],
+    stamps: [],
+    createMs: [],
+    queuedMs: [],
+    executedMs: [],
+    joinLagMs: [],
+    errors: 0,
+  };
   const fail = (message: string) => {
     result.errors++;
     result.firstError ??= message;
@@ -102,11 +117,14 @@ async function runs(task: Extract<ClientTask, { kind: "runs" }>): Promise<RunsRe
     if (created.status !== 202) return fail(`create answered ${created.status}: ${JSON.stringify(created.json)}`);
     const createdAt = now();
     const joined = await call(task.url, task.token, "GET", `/v1/runs/${String(created.json.run_id)}/join?timeout=120`);
-    if (joined.status !== 200 || joined.json.status !== "succeeded") return fail(`join answered ${joined.status}: ${JSON.stringify(joined.json).slice(0, 300)}`);
+    if (joined.status !== 200 || joined.json.status !== "succeeded")
+      return fail(`join answered ${joined.status}: ${JSON.stringify(joined.json).slice(0, 300)}`);
     const joinedAt = now();
     result.latencies.push(joinedAt - sent);
     result.stamps.push([sent, createdAt, joinedAt]);
-    const [createdTs, started, finished] = [joined.json.created_at, joined.json.started_at, joined.json.finished_at].map((value) => Date.parse(String(value)));
+    const [createdTs, started, finished] = [joined.json.created_at, joined.json.started_at, joined.json.finished_at].map((value) =>
+      Date.parse(String(value)),
+    );
     result.createMs.push(createdTs! - sent);
     result.queuedMs.push(started! - createdTs!);
     result.executedMs.push(finished! - started!);

@@ -39,7 +39,9 @@ export function statementLabel(sql: string): string {
 
 /** Insert/update/delete (also inside a CTE), or a row-locking select. */
 function isWriteStatement(sql: string): boolean {
-  return /^\s*(insert|update|delete)\b/i.test(sql) || /^\s*with\b[\s\S]*?\(\s*(insert|update|delete)\b/i.test(sql) || /\bfor update\b/i.test(sql);
+  return (
+    /^\s*(insert|update|delete)\b/i.test(sql) || /^\s*with\b[\s\S]*?\(\s*(insert|update|delete)\b/i.test(sql) || /\bfor update\b/i.test(sql)
+  );
 }
 
 export interface StatementStat {
@@ -115,7 +117,12 @@ const APPEND_PREFIX = /^\s*with allocated as \(/;
 
 /** `db`, with every statement and transaction counted in `counter`. */
 export function countingDb(db: Db, counter: DbCounter): Db {
-  const run = async <Row>(target: Queryable, sql: string, params: readonly unknown[] | undefined, tx: TxState | undefined): Promise<Row[]> => {
+  const run = async <Row>(
+    target: Queryable,
+    sql: string,
+    params: readonly unknown[] | undefined,
+    tx: TxState | undefined,
+  ): Promise<Row[]> => {
     const started = now();
     const rows = await target.query<Row>(sql, params);
     const ended = now();
@@ -236,7 +243,12 @@ export class WireCounter {
       const started = now();
       const inTransaction = counter.inTransaction.has(this);
       const done = (error: unknown, result: unknown) => {
-        if (tracing.source === "wire") tracing.entries.push({ start: started, end: now(), label: `${inTransaction && !/^\s*begin\b/i.test(text) ? "  tx: " : ""}${statementLabel(text)}` });
+        if (tracing.source === "wire")
+          tracing.entries.push({
+            start: started,
+            end: now(),
+            label: `${inTransaction && !/^\s*begin\b/i.test(text) ? "  tx: " : ""}${statementLabel(text)}`,
+          });
         counter.finished(this, text, error, result as PgResult | PgResult[] | undefined);
       };
       const callbackAt = args.findIndex((arg) => typeof arg === "function");

@@ -61,7 +61,9 @@ const { values: args } = parseArgs({
   },
 });
 if (args.help) {
-  console.log("node --import tsx bench/runs.ts [--driver pglite|postgres|both] [--runs N] [--worker-concurrency 10,25] [--count-runs N] [--database-url URL] [--skip reference,throughput,sse,count] [--quiet-wait S]");
+  console.log(
+    "node --import tsx bench/runs.ts [--driver pglite|postgres|both] [--runs N] [--worker-concurrency 10,25] [--count-runs N] [--database-url URL] [--skip reference,throughput,sse,count] [--quiet-wait S]",
+  );
   process.exit(0);
 }
 const DRIVERS: Driver[] = args.driver === "both" ? ["pglite", "postgres"] : [args.driver as Driver];
@@ -150,7 +152,11 @@ function table(headers: string[], rows: (string | number)[][], align: ("l" | "r"
   const cells = [headers, ...rows.map((row) => row.map(String))];
   const widths = headers.map((_, column) => Math.max(...cells.map((row) => (row[column] ?? "").length)));
   const line = (row: string[]) =>
-    row.map((cell, column) => ((align[column] ?? (column === 0 ? "l" : "r")) === "l" ? cell.padEnd(widths[column]!) : cell.padStart(widths[column]!))).join("  ");
+    row
+      .map((cell, column) =>
+        (align[column] ?? (column === 0 ? "l" : "r")) === "l" ? cell.padEnd(widths[column]!) : cell.padStart(widths[column]!),
+      )
+      .join("  ");
   return [line(cells[0]!), widths.map((width) => "-".repeat(width)).join("  "), ...cells.slice(1).map(line)].join("\n");
 }
 
@@ -179,7 +185,10 @@ class Client {
   offset = 0;
 
   constructor() {
-    this.child = fork(fileURLToPath(new URL("./client.ts", import.meta.url)), [], { execArgv: ["--import", "tsx"], stdio: ["ignore", "inherit", "inherit", "ipc"] });
+    this.child = fork(fileURLToPath(new URL("./client.ts", import.meta.url)), [], {
+      execArgv: ["--import", "tsx"],
+      stdio: ["ignore", "inherit", "inherit", "ipc"],
+    });
     this.child.on("message", (message: { id: number; result?: unknown; error?: string }) => {
       const waiter = this.pending.get(message.id);
       this.pending.delete(message.id);
@@ -246,7 +255,9 @@ const openDatabases = new Set<string>();
 for (const signal of ["SIGINT", "SIGTERM"] as const) {
   process.once(signal, () => {
     console.log(`\n${signal}: dropping ${openDatabases.size} private database(s)`);
-    void Promise.allSettled([...openDatabases].map((name) => adminQuery(`drop database if exists ${name} with (force)`))).then(() => process.exit(130));
+    void Promise.allSettled([...openDatabases].map((name) => adminQuery(`drop database if exists ${name} with (force)`))).then(() =>
+      process.exit(130),
+    );
   });
 }
 
@@ -300,7 +311,13 @@ async function startBench(pdb: PrivateDb, worker: Partial<WorkerOptions> & { con
     auth: { ...base.auth, jwtSecret: SECRET },
     workerConcurrency: worker.concurrency,
   };
-  const server = await startServer({ config, db: pdb.db, schema: "migrate", logger: false, worker: { ...DEFAULT_WORKER_OPTIONS, ...worker } });
+  const server = await startServer({
+    config,
+    db: pdb.db,
+    schema: "migrate",
+    logger: false,
+    worker: { ...DEFAULT_WORKER_OPTIONS, ...worker },
+  });
   return { server, url: server.url!, token: await mintToken(SECRET, { tenantId: "bench", roles: ["admin"] }) };
 }
 
@@ -341,14 +358,24 @@ async function invokeLoop(label: string, invoke: () => Promise<unknown>, invokes
     }),
   );
   const elapsed = now() - started;
-  return { label, invokes, concurrency, perSecond: (invokes / elapsed) * 1000, p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
+  return {
+    label,
+    invokes,
+    concurrency,
+    perSecond: (invokes / elapsed) * 1000,
+    p50: percentile(latencies, 50),
+    p99: percentile(latencies, 99),
+  };
 }
 
 async function referenceRaw(): Promise<InvokeFigures[]> {
   const graph = oneNodeGraph().compile();
   const invoke = () => graph.invoke({ message: "hi" });
   await invokeLoop("warm-up", invoke, 100, 1);
-  return [await invokeLoop("graph.invoke, no checkpointer", invoke, 500, 1), await invokeLoop("graph.invoke, no checkpointer", invoke, 1000, 50)];
+  return [
+    await invokeLoop("graph.invoke, no checkpointer", invoke, 500, 1),
+    await invokeLoop("graph.invoke, no checkpointer", invoke, 1000, 50),
+  ];
 }
 
 async function referenceSaver(driver: Driver): Promise<InvokeFigures[]> {
@@ -360,7 +387,10 @@ async function referenceSaver(driver: Driver): Promise<InvokeFigures[]> {
     for (const durability of ["sync", "exit"] as const) {
       const invoke = () => graph.invoke({ message: "hi" }, { configurable: { thread_id: randomUUID() }, durability });
       await invokeLoop("warm-up", invoke, 20, 1);
-      for (const [invokes, concurrency] of [[200, 1], [500, 50]] as const) {
+      for (const [invokes, concurrency] of [
+        [200, 1],
+        [500, 50],
+      ] as const) {
         pdb.counter.reset();
         wire.take();
         const result = await invokeLoop(`graph.invoke + RudderCheckpointSaver, durability ${durability}`, invoke, invokes, concurrency);
@@ -384,7 +414,16 @@ function printInvokes(title: string, figures: InvokeFigures[]): void {
   console.log(
     table(
       ["in-process", "invokes", "concurrency", "invokes/s", "p50 ms", "p99 ms", "Db statements/invoke", "wire round trips/invoke"],
-      figures.map((f) => [f.label, f.invokes, f.concurrency, fixed(f.perSecond, 0), fixed(f.p50, 2), fixed(f.p99, 2), f.statements === undefined ? "-" : fixed(f.statements, 2), f.roundTrips === undefined ? "-" : fixed(f.roundTrips, 2)]),
+      figures.map((f) => [
+        f.label,
+        f.invokes,
+        f.concurrency,
+        fixed(f.perSecond, 0),
+        fixed(f.p50, 2),
+        fixed(f.p99, 2),
+        f.statements === undefined ? "-" : fixed(f.statements, 2),
+        f.roundTrips === undefined ? "-" : fixed(f.roundTrips, 2),
+      ]),
     ),
   );
 }
@@ -416,7 +455,12 @@ interface ThroughputRow {
   writingCommitsPerRun: number;
 }
 
-async function throughput(client: Client, driver: Driver, workerConcurrency: number, withSse: boolean): Promise<{ rows: ThroughputRow[]; sse: SseRow[] }> {
+async function throughput(
+  client: Client,
+  driver: Driver,
+  workerConcurrency: number,
+  withSse: boolean,
+): Promise<{ rows: ThroughputRow[]; sse: SseRow[] }> {
   const pdb = await openPrivateDb(driver);
   const bench = await startBench(pdb, { concurrency: workerConcurrency });
   const rows: ThroughputRow[] = [];
@@ -429,7 +473,14 @@ async function throughput(client: Client, driver: Driver, workerConcurrency: num
       const mark = cpuMark();
       pdb.counter.reset();
       wire.take();
-      const result = await client.request<RunsResult>({ kind: "runs", ...base, concurrency, runs, body: ECHO, ...(threadIds ? { threadIds } : {}) });
+      const result = await client.request<RunsResult>({
+        kind: "runs",
+        ...base,
+        concurrency,
+        runs,
+        body: ECHO,
+        ...(threadIds ? { threadIds } : {}),
+      });
       const cpu = cpuSince(mark);
       const counted = pdb.counter.take();
       const wired = driver === "postgres" ? wire.take() : undefined;
@@ -455,7 +506,9 @@ async function throughput(client: Client, driver: Driver, workerConcurrency: num
         commitsPerRun: (wired ? wired.commits + wired.autocommits : counted.committedTransactions + counted.autocommitStatements) / done,
         writingCommitsPerRun: (wired ? wired.writingCommits : counted.writingCommits) / done,
       };
-      console.log(`  ${driver} worker=${workerConcurrency} ${kind} c=${concurrency}: ${fixed(row.perSecond, 0)} runs/s, p50 ${fixed(row.p50)} ms, p99 ${fixed(row.p99)} ms (sent->created ${pair(row.create)}, queued ${pair(row.queued)}, executing ${pair(row.executed)}, finish->join ${pair(row.joinLag)}); cores busy: machine ${fixed(cpu.machine, 2)}, server process ${fixed(cpu.server, 2)}`);
+      console.log(
+        `  ${driver} worker=${workerConcurrency} ${kind} c=${concurrency}: ${fixed(row.perSecond, 0)} runs/s, p50 ${fixed(row.p50)} ms, p99 ${fixed(row.p99)} ms (sent->created ${pair(row.create)}, queued ${pair(row.queued)}, executing ${pair(row.executed)}, finish->join ${pair(row.joinLag)}); cores busy: machine ${fixed(cpu.machine, 2)}, server process ${fixed(cpu.server, 2)}`,
+      );
       rows.push(row);
     };
     if (withSse) await traceOneRun(client, base, driver, workerConcurrency);
@@ -493,7 +546,9 @@ async function traceOneRun(client: Client, base: { url: string; token: string },
   } finally {
     Object.assign(tracing, { source: undefined, entries: [] });
   }
-  const runs = result.stamps.map((stamp) => stamp.map((t) => t - client.offset) as [number, number, number]).sort((a, b) => a[2] - a[0] - (b[2] - b[0]));
+  const runs = result.stamps
+    .map((stamp) => stamp.map((t) => t - client.offset) as [number, number, number])
+    .sort((a, b) => a[2] - a[0] - (b[2] - b[0]));
   const median = runs[Math.floor(runs.length / 2)];
   if (!median) return;
   const [sent, created, joined] = median;
@@ -510,8 +565,16 @@ async function traceOneRun(client: Client, base: { url: string; token: string },
     rows.push([fixed(entry.start - sent), fixed(entry.end - entry.start), entry.label]);
   }
   for (const mark of marks) rows.push([fixed(mark.at - sent), "", mark.label]);
-  section(`${driver}, worker concurrency ${workerConcurrency}: anatomy of one trivial run (median of 7 sequential, ${fixed(joined - sent)} ms)`);
-  console.log(table(["at ms", "took ms", driver === "postgres" ? "round trip (every pg connection to the database)" : "statement (Db seam)"], rows, ["r", "r", "l"]));
+  section(
+    `${driver}, worker concurrency ${workerConcurrency}: anatomy of one trivial run (median of 7 sequential, ${fixed(joined - sent)} ms)`,
+  );
+  console.log(
+    table(["at ms", "took ms", driver === "postgres" ? "round trip (every pg connection to the database)" : "statement (Db seam)"], rows, [
+      "r",
+      "r",
+      "l",
+    ]),
+  );
 }
 
 interface SseRow {
@@ -527,7 +590,13 @@ async function sseLatency(client: Client, base: { url: string; token: string }, 
   pdb.counter.eventCommits.clear();
   const runs = concurrency === 1 ? 15 : 50;
   await waitForQuiet(`SSE c=${concurrency}`);
-  const result = await client.request<SseResult>({ kind: "sse", ...base, concurrency, runs, body: { assistant_id: "ticker", input: TICKER_INPUT } });
+  const result = await client.request<SseResult>({
+    kind: "sse",
+    ...base,
+    concurrency,
+    runs,
+    body: { assistant_id: "ticker", input: TICKER_INPUT },
+  });
   if (result.firstError) console.log(`  ! ${result.errors} failed streams; first: ${result.firstError}`);
   const local = (clientTime: number) => clientTime - client.offset;
   const emitToSse: number[] = [];
@@ -550,7 +619,14 @@ async function sseLatency(client: Client, base: { url: string; token: string }, 
       commitToSseFinal.push(received - committed);
     }
   }
-  const row = (what: string, values: number[]): SseRow => ({ concurrency, what, samples: values.length, p50: percentile(values, 50), p99: percentile(values, 99), max: Math.max(...values) });
+  const row = (what: string, values: number[]): SseRow => ({
+    concurrency,
+    what,
+    samples: values.length,
+    p50: percentile(values, 50),
+    p99: percentile(values, 99),
+    max: Math.max(...values),
+  });
   const rows = [
     row("custom event: graph emit -> SSE client", emitToSse),
     row("custom event: graph emit -> append commit", emitToCommit),
@@ -558,7 +634,8 @@ async function sseLatency(client: Client, base: { url: string; token: string }, 
     row("custom event: created_at (db now()) -> SSE client", createdToSseCustom),
     row("run_succeeded: settle commit -> SSE client", commitToSseFinal),
   ];
-  for (const r of rows) console.log(`  ${pdb.driver} c=${concurrency} ${r.what}: p50 ${fixed(r.p50)} ms, p99 ${fixed(r.p99)} ms (n=${r.samples})`);
+  for (const r of rows)
+    console.log(`  ${pdb.driver} c=${concurrency} ${r.what}: p50 ${fixed(r.p50)} ms, p99 ${fixed(r.p99)} ms (n=${r.samples})`);
   return rows;
 }
 
@@ -597,12 +674,26 @@ async function countScenario(client: Client, driver: Driver, scenario: Scenario)
     const base = { url: bench.url, token: bench.token };
     const body = scenario.durability === "sync" ? ECHO : { ...ECHO, durability: "exit" };
     const threadIds = scenario.thread ? await client.request<string[]>({ kind: "threads", ...base, count: COUNT_RUNS + 5 }) : undefined;
-    await client.request<RunsResult>({ kind: "runs", ...base, concurrency: 1, runs: 5, body, ...(threadIds ? { threadIds: threadIds.slice(COUNT_RUNS) } : {}) });
+    await client.request<RunsResult>({
+      kind: "runs",
+      ...base,
+      concurrency: 1,
+      runs: 5,
+      body,
+      ...(threadIds ? { threadIds: threadIds.slice(COUNT_RUNS) } : {}),
+    });
     await sleep(driver === "postgres" ? PG_STATS_SETTLE_MS : 300);
     const before = pdb.name ? await pgStat(pdb.name) : undefined;
     pdb.counter.reset();
     wire.take();
-    const result = await client.request<RunsResult>({ kind: "runs", ...base, concurrency: 1, runs: COUNT_RUNS, body, ...(threadIds ? { threadIds } : {}) });
+    const result = await client.request<RunsResult>({
+      kind: "runs",
+      ...base,
+      concurrency: 1,
+      runs: COUNT_RUNS,
+      body,
+      ...(threadIds ? { threadIds } : {}),
+    });
     await sleep(300); // the last run's trailing notices and checkpoint cleanup
     const db = pdb.counter.take();
     await bench.server.close();
@@ -631,7 +722,21 @@ function printCounts(results: CountResult[]): void {
   const per = (value: number, r: CountResult) => fixed(value / r.runs, 2);
   console.log(
     table(
-      ["scenario", "worker", "runs", "Db stmts/run", "Db tx/run", "autocommit/run", "Db commits/run", "writing (heur.)", "wire round trips/run", "pg_notify/run", "wire commits/run", "writing commits/run", "pg_stat xact_commit/run"],
+      [
+        "scenario",
+        "worker",
+        "runs",
+        "Db stmts/run",
+        "Db tx/run",
+        "autocommit/run",
+        "Db commits/run",
+        "writing (heur.)",
+        "wire round trips/run",
+        "pg_notify/run",
+        "wire commits/run",
+        "writing commits/run",
+        "pg_stat xact_commit/run",
+      ],
       results.map((r) => {
         const statements = sumStatements(r.db);
         const commits = r.db.committedTransactions + r.db.autocommitStatements;
@@ -654,18 +759,33 @@ function printCounts(results: CountResult[]): void {
     ),
   );
   for (const r of results) {
-    console.log(`\n  ${r.driver} — ${r.scenario.name}, worker concurrency ${r.scenario.workerConcurrency}: statements per run by SQL (first 64 chars)`);
+    console.log(
+      `\n  ${r.driver} — ${r.scenario.name}, worker concurrency ${r.scenario.workerConcurrency}: statements per run by SQL (first 64 chars)`,
+    );
     const rows = [...r.db.statements.entries()].sort((a, b) => b[1].count - a[1].count);
     console.log(
       indent(
         table(
           ["statement", "per run", "in tx", "no rows", "mean ms"],
-          rows.map(([label, stat]) => [label, per(stat.count, r), per(stat.inTransaction, r), per(stat.noRows, r), fixed(stat.totalMs / stat.count, 2)]),
+          rows.map(([label, stat]) => [
+            label,
+            per(stat.count, r),
+            per(stat.inTransaction, r),
+            per(stat.noRows, r),
+            fixed(stat.totalMs / stat.count, 2),
+          ]),
         ),
       ),
     );
     console.log(`  transactions per run by shape (statements inside, first 40 chars each):`);
-    console.log(indent(table(["transaction", "per run"], [...r.db.transactions.entries()].sort((a, b) => b[1] - a[1]).map(([shape, count]) => [shape, per(count, r)]))));
+    console.log(
+      indent(
+        table(
+          ["transaction", "per run"],
+          [...r.db.transactions.entries()].sort((a, b) => b[1] - a[1]).map(([shape, count]) => [shape, per(count, r)]),
+        ),
+      ),
+    );
     if (r.wire) {
       const w = r.wire;
       const clientCommits = w.commits + w.autocommits + w.connections;
@@ -683,7 +803,10 @@ function printCounts(results: CountResult[]): void {
         indent(
           table(
             ["autocommit statement", "per run", "writing/run"],
-            [...byLabel.map(([label, stat]) => [label, per(stat.count, r), per(stat.writing, r)]), ["(explicit transactions, begin ... commit)", per(w.commits, r), per(w.writingCommits - sumWriting(byLabel), r)]],
+            [
+              ...byLabel.map(([label, stat]) => [label, per(stat.count, r), per(stat.writing, r)]),
+              ["(explicit transactions, begin ... commit)", per(w.commits, r), per(w.writingCommits - sumWriting(byLabel), r)],
+            ],
           ),
         ),
       );
@@ -700,7 +823,8 @@ const indent = (text: string) => text.replace(/^/gm, "    ");
 /** The commit measured, and the server files changed on top of it (the work tree moves while others edit). */
 function sourceState(): string {
   try {
-    const git = (...gitArgs: string[]) => execFileSync("git", ["-C", ROOT, ...gitArgs], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim();
+    const git = (...gitArgs: string[]) =>
+      execFileSync("git", ["-C", ROOT, ...gitArgs], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim();
     const dirty = git("status", "--porcelain", "--", "packages/server/src").split("\n").filter(Boolean).length;
     return `${git("log", "-1", "--format=%h %s")}${dirty ? ` + ${dirty} uncommitted change(s) in packages/server/src` : ""}`;
   } catch {
@@ -715,12 +839,17 @@ async function machine(): Promise<void> {
     `cpus          ${os.availableParallelism()} x ${os.cpus()[0]?.model ?? "?"}`,
     `memory        ${fixed(os.totalmem() / 2 ** 30, 1)} GiB`,
     `node          ${process.version}`,
-    `load average  ${os.loadavg().map((value) => value.toFixed(2)).join(" ")}`,
+    `load average  ${os
+      .loadavg()
+      .map((value) => value.toFixed(2))
+      .join(" ")}`,
     `source        ${sourceState()}`,
   ];
   if (DRIVERS.includes("postgres")) {
     const [version] = await adminQuery<{ version: string }>("select version()");
-    const [others] = await adminQuery<{ n: number }>("select count(*)::int as n from pg_stat_activity where backend_type = 'client backend' and pid <> pg_backend_pid()");
+    const [others] = await adminQuery<{ n: number }>(
+      "select count(*)::int as n from pg_stat_activity where backend_type = 'client backend' and pid <> pg_backend_pid()",
+    );
     const settings = await adminQuery<{ name: string; setting: string }>(
       "select name, setting from pg_settings where name in ('synchronous_commit', 'fsync', 'shared_buffers', 'max_connections') order by name",
     );
@@ -740,7 +869,9 @@ async function machine(): Promise<void> {
 async function main(): Promise<void> {
   const began = now();
   await machine();
-  console.log(`settings      runs: ${RUNS_C1} at c=1, ${RUNS} at c=10/100 and for thread runs; worker concurrency ${WORKER_CONCURRENCIES.join(", ")}; ${COUNT_RUNS} runs per counting scenario`);
+  console.log(
+    `settings      runs: ${RUNS_C1} at c=1, ${RUNS} at c=10/100 and for thread runs; worker concurrency ${WORKER_CONCURRENCIES.join(", ")}; ${COUNT_RUNS} runs per counting scenario`,
+  );
   const client = new Client();
   const throughputRows: ThroughputRow[] = [];
   const sseRows: { driver: Driver; rows: SseRow[] }[] = [];
@@ -748,7 +879,8 @@ async function main(): Promise<void> {
   try {
     if (!SKIP.has("reference")) {
       printInvokes("reference: in-process graph.invoke of a 1-node graph, no server", await referenceRaw());
-      for (const driver of DRIVERS) printInvokes(`reference: in-process graph.invoke with RudderCheckpointSaver on ${driver}`, await referenceSaver(driver));
+      for (const driver of DRIVERS)
+        printInvokes(`reference: in-process graph.invoke with RudderCheckpointSaver on ${driver}`, await referenceSaver(driver));
     }
     for (const driver of DRIVERS) {
       if (!SKIP.has("throughput")) {
@@ -767,12 +899,16 @@ async function main(): Promise<void> {
           { name: "stateless, durability exit", workerConcurrency: primary, thread: false, durability: "exit" },
           { name: "thread, durability sync", workerConcurrency: primary, thread: true, durability: "sync" },
           { name: "thread, durability exit", workerConcurrency: primary, thread: true, durability: "exit" },
-          ...(primary === 1 ? [] : [{ name: "stateless, durability sync", workerConcurrency: 1, thread: false, durability: "sync" } as Scenario]),
+          ...(primary === 1
+            ? []
+            : [{ name: "stateless, durability sync", workerConcurrency: 1, thread: false, durability: "sync" } as Scenario]),
         ];
         const results: CountResult[] = [];
         for (const scenario of scenarios) {
           const result = await countScenario(client, driver, scenario);
-          console.log(`  counted ${driver} ${scenario.name}, worker ${scenario.workerConcurrency}: ${fixed(sumStatements(result.db) / result.runs, 2)} Db statements/run`);
+          console.log(
+            `  counted ${driver} ${scenario.name}, worker ${scenario.workerConcurrency}: ${fixed(sumStatements(result.db) / result.runs, 2)} Db statements/run`,
+          );
           results.push(result);
         }
         printCounts(results);
@@ -784,26 +920,79 @@ async function main(): Promise<void> {
   }
 
   if (throughputRows.length) section("summary: trivial-run throughput (create + join over HTTP)");
-  if (throughputRows.length) console.log(
-    table(
-      ["driver", "worker", "runs", "client c", "runs", "runs/s", "p50 ms", "p99 ms", "sent->created p50/p99", "queued p50/p99", "executing p50/p99", "finish->join p50/p99", "errors", "machine cores busy", "server process cores", "Db stmts/run", "commits/run", "writing/run"],
-      throughputRows.map((r) => [
-        r.driver, r.workerConcurrency, r.kind, r.concurrency, r.runs, fixed(r.perSecond, 0), fixed(r.p50), fixed(r.p99),
-        pair(r.create), pair(r.queued), pair(r.executed), pair(r.joinLag), r.errors, fixed(r.machineCores, 2), fixed(r.serverCores, 2),
-        fixed(r.statementsPerRun, 1), fixed(r.commitsPerRun, 1), fixed(r.writingCommitsPerRun, 1),
-      ]),
-      ["l", "r", "l"],
-    ),
-  );
+  if (throughputRows.length)
+    console.log(
+      table(
+        [
+          "driver",
+          "worker",
+          "runs",
+          "client c",
+          "runs",
+          "runs/s",
+          "p50 ms",
+          "p99 ms",
+          "sent->created p50/p99",
+          "queued p50/p99",
+          "executing p50/p99",
+          "finish->join p50/p99",
+          "errors",
+          "machine cores busy",
+          "server process cores",
+          "Db stmts/run",
+          "commits/run",
+          "writing/run",
+        ],
+        throughputRows.map((r) => [
+          r.driver,
+          r.workerConcurrency,
+          r.kind,
+          r.concurrency,
+          r.runs,
+          fixed(r.perSecond, 0),
+          fixed(r.p50),
+          fixed(r.p99),
+          pair(r.create),
+          pair(r.queued),
+          pair(r.executed),
+          pair(r.joinLag),
+          r.errors,
+          fixed(r.machineCores, 2),
+          fixed(r.serverCores, 2),
+          fixed(r.statementsPerRun, 1),
+          fixed(r.commitsPerRun, 1),
+          fixed(r.writingCommitsPerRun, 1),
+        ]),
+        ["l", "r", "l"],
+      ),
+    );
   for (const { driver, rows } of sseRows) {
-    section(`summary: event-to-SSE latency, ${driver} (ticker graph: ${TICKER_INPUT.count} custom events ${TICKER_INPUT.interval_ms} ms apart)`);
-    console.log(table(["client c", "measure", "n", "p50 ms", "p99 ms", "max ms"], rows.map((r) => [r.concurrency, r.what, r.samples, fixed(r.p50), fixed(r.p99), fixed(r.max)]), ["r", "l"]));
+    section(
+      `summary: event-to-SSE latency, ${driver} (ticker graph: ${TICKER_INPUT.count} custom events ${TICKER_INPUT.interval_ms} ms apart)`,
+    );
+    console.log(
+      table(
+        ["client c", "measure", "n", "p50 ms", "p99 ms", "max ms"],
+        rows.map((r) => [r.concurrency, r.what, r.samples, fixed(r.p50), fixed(r.p99), fixed(r.max)]),
+        ["r", "l"],
+      ),
+    );
   }
   if (counts.length) {
     section("summary: statements and commits per trivial run");
     console.log(
       table(
-        ["driver", "scenario", "worker", "Db stmts/run", "Db commits/run", "wire round trips/run", "wire commits/run", "writing commits/run", "pg_stat xact_commit/run"],
+        [
+          "driver",
+          "scenario",
+          "worker",
+          "Db stmts/run",
+          "Db commits/run",
+          "wire round trips/run",
+          "wire commits/run",
+          "writing commits/run",
+          "pg_stat xact_commit/run",
+        ],
         counts.map((r) => [
           r.driver,
           r.scenario.name,
@@ -819,7 +1008,12 @@ async function main(): Promise<void> {
       ),
     );
   }
-  console.log(`\ntotal time ${fixed((now() - began) / 1000, 0)} s; load average at end ${os.loadavg().map((value) => value.toFixed(2)).join(" ")}`);
+  console.log(
+    `\ntotal time ${fixed((now() - began) / 1000, 0)} s; load average at end ${os
+      .loadavg()
+      .map((value) => value.toFixed(2))
+      .join(" ")}`,
+  );
 }
 
 await main();

@@ -23,7 +23,14 @@ import type { TestDatabase } from "../packages/server/test/support/db.ts";
 import { startTestServer } from "../packages/server/test/support/server.ts";
 import { mapLimit } from "../packages/server/test/support/api.ts";
 
-const { values } = parseArgs({ options: { driver: { type: "string", default: "both" }, schedules: { type: "string", default: "1000" }, batch: { type: "string", default: "50" }, parallel: { type: "string", default: "4" } } });
+const { values } = parseArgs({
+  options: {
+    driver: { type: "string", default: "both" },
+    schedules: { type: "string", default: "1000" },
+    batch: { type: "string", default: "50" },
+    parallel: { type: "string", default: "4" },
+  },
+});
 const PARALLEL = Number(values.parallel);
 const SCHEDULES = Number(values.schedules);
 const BATCH = Number(values.batch);
@@ -76,13 +83,16 @@ async function bench(driver: "pglite" | "postgres"): Promise<void> {
     const cron = `${due.getUTCSeconds()} ${due.getUTCMinutes()} ${due.getUTCHours()} * * *`;
     await mapLimit(Array.from({ length: SCHEDULES }), 20, async (_, i) => {
       const created = await server.request("POST", "/v1/schedules", { body: { assistant_id: "echo", cron, input: { message: `s${i}` } } });
-      if (created.status !== 201 || created.body.next_run_at !== due.toISOString()) throw new Error(`schedule ${i}: ${JSON.stringify(created.body)}`);
+      if (created.status !== 201 || created.body.next_run_at !== due.toISOString())
+        throw new Error(`schedule ${i}: ${JSON.stringify(created.body)}`);
     });
     if (Date.now() >= due.getTime()) throw new Error("creating the schedules took past their due time; lower --schedules");
     const scheduledAt = due.toISOString();
     const seen: number[] = [];
     while (seen.length < SCHEDULES) {
-      const [row] = await database.db.query<{ n: number }>("select count(*)::int as n from runs where metadata->>'scheduled_at' = $1", [scheduledAt]);
+      const [row] = await database.db.query<{ n: number }>("select count(*)::int as n from runs where metadata->>'scheduled_at' = $1", [
+        scheduledAt,
+      ]);
       const at = Date.now();
       while (seen.length < (row?.n ?? 0)) seen.push(at - due.getTime());
       if (Date.now() > due.getTime() + 120_000) throw new Error(`only ${seen.length} of ${SCHEDULES} fired within 2 minutes`);
@@ -92,7 +102,9 @@ async function bench(driver: "pglite" | "postgres"): Promise<void> {
       "select (extract(epoch from created_at - $1::text::timestamptz) * 1000)::float8 as ms from runs where metadata->>'scheduled_at' = $1::text",
       [scheduledAt],
     );
-    console.log(`${driver}: ${SCHEDULES} schedules due at ${scheduledAt}, batches of ${BATCH}${driver === "postgres" ? `, ${PARALLEL} at once` : ""}`);
+    console.log(
+      `${driver}: ${SCHEDULES} schedules due at ${scheduledAt}, batches of ${BATCH}${driver === "postgres" ? `, ${PARALLEL} at once` : ""}`,
+    );
     console.log(`  claimed   (due -> created_at):        ${summary(claimed.map((row) => row.ms))}`);
     console.log(`  committed (due -> visible to others): ${summary(seen)}`);
   } finally {
@@ -100,4 +112,5 @@ async function bench(driver: "pglite" | "postgres"): Promise<void> {
   }
 }
 
-for (const driver of values.driver === "both" ? (["pglite", "postgres"] as const) : [values.driver as "pglite" | "postgres"]) await bench(driver);
+for (const driver of values.driver === "both" ? (["pglite", "postgres"] as const) : [values.driver as "pglite" | "postgres"])
+  await bench(driver);

@@ -52,15 +52,21 @@ async function measure(server: TestServer, graph: GraphName): Promise<{ queue: n
   // Each steerable round is a superstep: lift LangGraph's default recursion limit (25).
   const body = { assistant_id: graph, input: GRAPHS[graph].input, config: { recursionLimit: 1_000_000 } };
   const { body: run } = await server.request("POST", "/v1/runs", { body });
-  for (let i = 0; i < 100 && (await server.request("GET", `/v1/runs/${run.run_id}`)).body.status !== "running"; i++) await new Promise((r) => setTimeout(r, 20));
-  const stream = await openSse(`${server.url}/v1/runs/${run.run_id}/stream`, { headers: { authorization: `Bearer ${await server.token()}` }, lastEventId: "0" });
+  for (let i = 0; i < 100 && (await server.request("GET", `/v1/runs/${run.run_id}`)).body.status !== "running"; i++)
+    await new Promise((r) => setTimeout(r, 20));
+  const stream = await openSse(`${server.url}/v1/runs/${run.run_id}/stream`, {
+    headers: { authorization: `Bearer ${await server.token()}` },
+    lastEventId: "0",
+  });
   const queue: number[] = [];
   const client: number[] = [];
   const call: number[] = [];
   try {
     for (let i = 0; i < STEERS; i++) {
       const sentAt = performance.now();
-      const { body: accepted } = await server.request("POST", `/v1/runs/${run.run_id}/steer`, { body: { kind: "message", payload: { message: `m${i}` } } });
+      const { body: accepted } = await server.request("POST", `/v1/runs/${run.run_id}/steer`, {
+        body: { kind: "message", payload: { message: `m${i}` } },
+      });
       call.push(performance.now() - sentAt);
       for (;;) {
         const next = await stream.next();
@@ -86,7 +92,12 @@ async function bench(driver: "pglite" | "postgres", notices: boolean) {
   else delete process.env.RUDDER_TEST_DATABASE_URL;
   const database = await createTestDatabase({ migrated: false });
   const base = database.url ? createPostgresNotifier(database.url) : createLocalNotifier();
-  const server = await startTestServer({ configFile: CONFIG, database, worker: { steeringPollMs: POLL_MS }, notifier: notices ? base : droppingSteering(base) });
+  const server = await startTestServer({
+    configFile: CONFIG,
+    database,
+    worker: { steeringPollMs: POLL_MS },
+    notifier: notices ? base : droppingSteering(base),
+  });
   const rows = [];
   try {
     for (const graph of Object.keys(GRAPHS) as GraphName[]) {

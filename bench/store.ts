@@ -98,7 +98,11 @@ async function benchDriver(driver: "pglite" | "postgres"): Promise<void> {
     await measure("1 get (refresh_ttl)", text, [{ kind: "get", namespace: ["s"], key: "a", refresh_ttl: true }]);
     await measure("1 search (full text)", text, [{ kind: "search", namespace: ["s"], query: "x" }]);
     await measure("1 search (semantic)", semantic, [{ kind: "search", namespace: ["s"], query: "x" }]);
-    await measure("10 puts", text, Array.from({ length: 10 }, (_, i) => ({ kind: "put" as const, namespace: ["s"], key: `k${i}`, value: { text: "x" } })));
+    await measure(
+      "10 puts",
+      text,
+      Array.from({ length: 10 }, (_, i) => ({ kind: "put" as const, namespace: ["s"], key: `k${i}`, value: { text: "x" } })),
+    );
     await measure("put+get+search+delete", text, [
       { kind: "put", namespace: ["s"], key: "b", value: { text: "y" } },
       { kind: "get", namespace: ["s"], key: "b" },
@@ -122,11 +126,17 @@ async function benchDriver(driver: "pglite" | "postgres"): Promise<void> {
         count += operations.length;
       }
       const seconds = (performance.now() - started) / 1000;
-      console.log(`\n-- ${scale} items --\nput throughput (batches of ${BATCH}, embedding included): ${Math.round(added / seconds)} items/s`);
+      console.log(
+        `\n-- ${scale} items --\nput throughput (batches of ${BATCH}, embedding included): ${Math.round(added / seconds)} items/s`,
+      );
       await db.query("analyze store_items");
       const query = () => ({ kind: "search" as const, namespace: ["bench"], query: words(2), limit: 10 });
       console.log(await latency("full-text search", QUERIES, () => text.batch(tenant, [query()])));
-      console.log(await latency("no query, newest first, filter n >= half", QUERIES, () => text.batch(tenant, [{ kind: "search", namespace: ["bench"], filter: { n: { $gte: scale / 2 } } }])));
+      console.log(
+        await latency("no query, newest first, filter n >= half", QUERIES, () =>
+          text.batch(tenant, [{ kind: "search", namespace: ["bench"], filter: { n: { $gte: scale / 2 } } }]),
+        ),
+      );
       const path = await semantic.semanticPath();
       const semanticQueries = path === "pgvector" ? QUERIES : Math.max(5, Math.floor(QUERIES / (scale / 10_000)));
       console.log(await latency(`semantic search (${path})`, semanticQueries, () => semantic.batch(tenant, [query()])));
@@ -134,7 +144,11 @@ async function benchDriver(driver: "pglite" | "postgres"): Promise<void> {
         // The exact scan on the same database: without the extension (recreated afterwards).
         await db.exec("drop extension vector");
         const exact = new StoreService(db, { ...base, index: { embedder, dims: DIMS, fields: ["text"] } });
-        console.log(await latency(`semantic search (${await exact.semanticPath()})`, Math.max(5, Math.floor(QUERIES / (scale / 10_000))), () => exact.batch(tenant, [query()])));
+        console.log(
+          await latency(`semantic search (${await exact.semanticPath()})`, Math.max(5, Math.floor(QUERIES / (scale / 10_000))), () =>
+            exact.batch(tenant, [query()]),
+          ),
+        );
         await db.exec("create extension vector");
       }
     }

@@ -48,7 +48,10 @@ export const graph = new StateGraph(DelegateState, DelegateContext)
       extensions: [],
       referenceTaskIds: [],
     };
-    const result = await client.sendMessage({ tenant: "", message, configuration: undefined, metadata: undefined }, { signal: runtime.signal });
+    const result = await client.sendMessage(
+      { tenant: "", message, configuration: undefined, metadata: undefined },
+      { signal: runtime.signal },
+    );
     if (!("status" in result)) return { answer: textOf(result.parts), remote_context_id: result.contextId };
     return { answer: answerOf(result), remote_context_id: result.contextId, remote_task_id: result.id, remote_state: stateName(result) };
   })
@@ -59,7 +62,10 @@ export const graph = new StateGraph(DelegateState, DelegateContext)
 /** An A2A client for the agent whose card is at `cardUrl`, sending `token` as a bearer token. */
 async function connect(cardUrl: string, token: string | undefined): Promise<Client> {
   const fetchImpl = token
-    ? createAuthenticatingFetchWithRetry(fetch, { headers: async () => ({ authorization: `Bearer ${token}` }), shouldRetryWithHeaders: async () => undefined })
+    ? createAuthenticatingFetchWithRetry(fetch, {
+        headers: async () => ({ authorization: `Bearer ${token}` }),
+        shouldRetryWithHeaders: async () => undefined,
+      })
     : fetch;
   const factory = new ClientFactory(
     ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
@@ -73,7 +79,10 @@ async function connect(cardUrl: string, token: string | undefined): Promise<Clie
 
 /** The other agent's answer: the text of its artifacts, else of its status message (a question, an error). */
 function answerOf(task: Task): string {
-  const artifactText = task.artifacts.map((artifact) => textOf(artifact.parts)).filter(Boolean).join("\n");
+  const artifactText = task.artifacts
+    .map((artifact) => textOf(artifact.parts))
+    .filter(Boolean)
+    .join("\n");
   return artifactText || textOf(task.status?.message?.parts ?? []);
 }
 

@@ -25,7 +25,19 @@ export const LgMultitaskStrategy = literals(LG_MULTITASK_STRATEGIES);
 export type LgMultitaskStrategy = Static<typeof LgMultitaskStrategy>;
 
 /** The stream modes the SDK offers (`StreamMode`); those Rudder serves are listed in docs/langgraph-api.md. */
-export const LG_STREAM_MODES = ["values", "updates", "messages", "messages-tuple", "events", "custom", "debug", "tasks", "checkpoints", "tools", "lifecycle"] as const;
+export const LG_STREAM_MODES = [
+  "values",
+  "updates",
+  "messages",
+  "messages-tuple",
+  "events",
+  "custom",
+  "debug",
+  "tasks",
+  "checkpoints",
+  "tools",
+  "lifecycle",
+] as const;
 export const LgStreamMode = literals(LG_STREAM_MODES);
 export type LgStreamMode = Static<typeof LgStreamMode>;
 
@@ -216,7 +228,10 @@ export const LgStateQuery = Type.Object(
 );
 export type LgStateQuery = Static<typeof LgStateQuery>;
 
-export const LgThreadCheckpointParams = Type.Object({ thread_id: Uuid, checkpoint_id: Type.String({ minLength: 1 }) }, { additionalProperties: false });
+export const LgThreadCheckpointParams = Type.Object(
+  { thread_id: Uuid, checkpoint_id: Type.String({ minLength: 1 }) },
+  { additionalProperties: false },
+);
 export type LgThreadCheckpointParams = Static<typeof LgThreadCheckpointParams>;
 
 export const LgThreadRunParams = Type.Object({ thread_id: Uuid, run_id: Uuid }, { additionalProperties: false });
@@ -263,8 +278,12 @@ export const LgRunCreateBody = Type.Object(
     stream_subgraphs: Opt(Type.Boolean()),
     stream_resumable: Opt(Type.Boolean({ description: "every Rudder run is resumable; accepted and ignored" })),
     feedback_keys: Opt(Type.Array(Type.String(), { maxItems: 0, description: "not supported (422 when non-empty)" })),
-    interrupt_before: Opt(Type.Union([Type.Literal("*"), Type.Array(Type.String())], { description: "not supported yet (422 when non-empty)" })),
-    interrupt_after: Opt(Type.Union([Type.Literal("*"), Type.Array(Type.String())], { description: "not supported yet (422 when non-empty)" })),
+    interrupt_before: Opt(
+      Type.Union([Type.Literal("*"), Type.Array(Type.String())], { description: "not supported yet (422 when non-empty)" }),
+    ),
+    interrupt_after: Opt(
+      Type.Union([Type.Literal("*"), Type.Array(Type.String())], { description: "not supported yet (422 when non-empty)" }),
+    ),
     checkpoint: Opt(JsonObject),
     checkpoint_id: Opt(Type.String({ minLength: 1 })),
     webhook: Opt(Type.String({ description: "not supported (422 when given)" })),

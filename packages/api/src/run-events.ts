@@ -26,7 +26,9 @@ export const RunEventsQuery = Type.Object(
 export type RunEventsQuery = Static<typeof RunEventsQuery>;
 
 /** A reconnecting stream client sends the last sequence it processed. */
-export const RunStreamHeaders = Type.Object({ "last-event-id": Type.Optional(EventCursor({ description: "the last sequence the client processed" })) });
+export const RunStreamHeaders = Type.Object({
+  "last-event-id": Type.Optional(EventCursor({ description: "the last sequence the client processed" })),
+});
 export type RunStreamHeaders = Static<typeof RunStreamHeaders>;
 
 /** Why a run ended cancelled: `run_cancelled.data.reason`. */

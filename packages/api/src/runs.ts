@@ -136,7 +136,7 @@ export const ListRunsQuery = Type.Object(
     status: Type.Optional(RunStatus),
     assistant_id: Type.Optional(Type.String({ minLength: 1 })),
     thread_id: Type.Optional(Uuid),
-    metadata: Type.Optional(Type.String({ description: "JSON object; runs whose metadata contains it (e.g. {\"schedule_id\":\"…\"})" })),
+    metadata: Type.Optional(Type.String({ description: 'JSON object; runs whose metadata contains it (e.g. {"schedule_id":"…"})' })),
   },
   { additionalProperties: false },
 );

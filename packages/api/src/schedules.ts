@@ -23,7 +23,9 @@ export const Schedule = Type.Object(
     next_run_at: Type.Union([Timestamp, Type.Null()], { description: "the next due time; null while disabled" }),
     last_run_at: Type.Union([Timestamp, Type.Null()], { description: "the due time that fired last (the run's metadata.scheduled_at)" }),
     last_run_id: Type.Union([Uuid, Type.Null()]),
-    last_error: Type.Union([ScheduleError, Type.Null()], { description: "set when the latest due time could not create a run; cleared by the next run" }),
+    last_error: Type.Union([ScheduleError, Type.Null()], {
+      description: "set when the latest due time could not create a run; cleared by the next run",
+    }),
     created_at: Timestamp,
     updated_at: Timestamp,
   },
@@ -47,7 +49,9 @@ export const CreateScheduleBody = Type.Object(
     input: Type.Optional(JsonObject),
     enabled: Type.Optional(Type.Boolean({ default: true })),
     metadata: Type.Optional(JsonObject),
-    thread_id: Type.Optional(Type.Union([Uuid, Type.Null()], { description: "runs go to this thread (enqueued); absent or null: stateless runs" })),
+    thread_id: Type.Optional(
+      Type.Union([Uuid, Type.Null()], { description: "runs go to this thread (enqueued); absent or null: stateless runs" }),
+    ),
   },
   { additionalProperties: false },
 );

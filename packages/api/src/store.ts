@@ -67,7 +67,10 @@ export const StoreGetOperation = Type.Object(
 );
 export type StoreGetOperation = Static<typeof StoreGetOperation>;
 
-export const StoreDeleteOperation = Type.Object({ kind: Type.Literal("delete"), namespace: Namespace, key: StoreKey }, { ...strict, title: "delete" });
+export const StoreDeleteOperation = Type.Object(
+  { kind: Type.Literal("delete"), namespace: Namespace, key: StoreKey },
+  { ...strict, title: "delete" },
+);
 export type StoreDeleteOperation = Static<typeof StoreDeleteOperation>;
 
 export const StoreSearchOperation = Type.Object(
@@ -97,7 +100,13 @@ export const StoreListNamespacesOperation = Type.Object(
 );
 export type StoreListNamespacesOperation = Static<typeof StoreListNamespacesOperation>;
 
-const OperationUnion = Type.Union([StorePutOperation, StoreGetOperation, StoreDeleteOperation, StoreSearchOperation, StoreListNamespacesOperation]);
+const OperationUnion = Type.Union([
+  StorePutOperation,
+  StoreGetOperation,
+  StoreDeleteOperation,
+  StoreSearchOperation,
+  StoreListNamespacesOperation,
+]);
 export type StoreOperation = Static<typeof OperationUnion>;
 export type StoreOperationKind = StoreOperation["kind"];
 
@@ -144,12 +153,7 @@ export const StoreSearchHit = Type.Object(
 export type StoreSearchHit = Static<typeof StoreSearchHit>;
 
 /** The result of one operation: null (put, delete), an item or null (get), hits (search), namespaces (list_namespaces). */
-export const StoreResult = Type.Union([
-  Type.Null(),
-  StoreItem,
-  Type.Array(StoreSearchHit),
-  Type.Array(Type.Array(Type.String())),
-]);
+export const StoreResult = Type.Union([Type.Null(), StoreItem, Type.Array(StoreSearchHit), Type.Array(Type.Array(Type.String()))]);
 export type StoreResult = Static<typeof StoreResult>;
 
 export const StoreBatchAnswer = Type.Object({ results: Type.Array(StoreResult) }, { title: "StoreBatchAnswer" });
@@ -157,7 +161,9 @@ export type StoreBatchAnswer = Static<typeof StoreBatchAnswer>;
 
 export const StoreSearchQuery = Type.Object(
   {
-    namespace: Type.Optional(Type.String({ maxLength: 8192, description: "namespace prefix, segments joined by /; empty or absent: the whole store" })),
+    namespace: Type.Optional(
+      Type.String({ maxLength: 8192, description: "namespace prefix, segments joined by /; empty or absent: the whole store" }),
+    ),
     query: Type.Optional(Type.String({ minLength: 1, maxLength: 8192 })),
     filter: Type.Optional(Type.String({ description: "JSON object, as a search operation's filter" })),
     limit: Type.Optional(Limit(STORE_SEARCH_DEFAULT_LIMIT)),

@@ -159,9 +159,12 @@ export class RudderClient {
   }
 
   /** The run's events from `after` on, reconnecting with Last-Event-ID; see `RunsResource.stream`. */
-  async *streamEvents(runId: string, options: { after?: number; signal?: AbortSignal } = {}): AsyncGenerator<StreamedEvent, void, undefined> {
+  async *streamEvents(
+    runId: string,
+    options: { after?: number; signal?: AbortSignal } = {},
+  ): AsyncGenerator<StreamedEvent, void, undefined> {
     let last = options.after ?? 0;
-    for (let failures = 0; ; ) {
+    for (let failures = 0; ;) {
       try {
         const response = await this.send("GET", `/v1/runs/${encodeURIComponent(runId)}/stream`, {
           accept: "text/event-stream",
@@ -181,7 +184,8 @@ export class RudderClient {
         if (SETTLED.has(run.status)) {
           // Events committed with the final status may still follow the ones read.
           const rest = await this.runs.events(runId, { after: last, limit: 1000 }, options.signal ? { signal: options.signal } : {});
-          for (const event of rest) yield { run_id: event.run_id, sequence: event.sequence, event: event.kind, data: event.data, created_at: event.created_at };
+          for (const event of rest)
+            yield { run_id: event.run_id, sequence: event.sequence, event: event.kind, data: event.data, created_at: event.created_at };
           return;
         }
       } catch (error) {
@@ -298,13 +302,22 @@ class RunsResource {
   list(query: WithJsonMetadata<ListRunsQuery> = {}, options?: CallOptions): Promise<Run[]> {
     const { thread_id: threadId, limit, offset, ...filters } = query;
     if (threadId !== undefined && Object.values(filters).every((value) => value === undefined)) {
-      return this.client.request("GET", `/v1/threads/${id(threadId)}/runs`, { query: { limit, offset }, replayable: true, ...signalOf(options) });
+      return this.client.request("GET", `/v1/threads/${id(threadId)}/runs`, {
+        query: { limit, offset },
+        replayable: true,
+        ...signalOf(options),
+      });
     }
     return this.client.request("GET", "/v1/runs", { query, replayable: true, ...signalOf(options) });
   }
   /** Waits once (at most `timeout` seconds, default 30): throws `join_timeout` if the run is not terminal or paused by then. */
   join(runId: string, params: { timeout?: number } = {}, options?: CallOptions): Promise<Run> {
-    return this.client.request("GET", `/v1/runs/${id(runId)}/join`, { query: params, replayable: true, noRetry: [JOIN_TIMEOUT], ...signalOf(options) });
+    return this.client.request("GET", `/v1/runs/${id(runId)}/join`, {
+      query: params,
+      replayable: true,
+      noRetry: [JOIN_TIMEOUT],
+      ...signalOf(options),
+    });
   }
   /** Joins again after each `join_timeout` until the run is terminal or paused (or `signal` aborts). */
   async wait(runId: string, options: CallOptions & { timeout?: number } = {}): Promise<Run> {
@@ -334,9 +347,18 @@ class RunsResource {
    * Steers a live run. Retried with the same idempotency key (one is made when none is given), so a
    * retry never writes a second event. A `run_finalizing` error means: steer a new run.
    */
-  steer(runId: string, body: Omit<SteerBody, "idempotency_key">, options: CallOptions & { idempotencyKey?: string } = {}): Promise<SteerAccepted> {
+  steer(
+    runId: string,
+    body: Omit<SteerBody, "idempotency_key">,
+    options: CallOptions & { idempotencyKey?: string } = {},
+  ): Promise<SteerAccepted> {
     const key = options.idempotencyKey ?? globalThis.crypto.randomUUID();
-    return this.client.request("POST", `/v1/runs/${id(runId)}/steer`, { body, headers: { "idempotency-key": key }, replayable: true, ...signalOf(options) });
+    return this.client.request("POST", `/v1/runs/${id(runId)}/steer`, {
+      body,
+      headers: { "idempotency-key": key },
+      replayable: true,
+      ...signalOf(options),
+    });
   }
   events(runId: string, query: { after?: number; limit?: number } = {}, options?: CallOptions): Promise<RunEvent[]> {
     return this.client.request("GET", `/v1/runs/${id(runId)}/events`, { query, replayable: true, ...signalOf(options) });
@@ -352,7 +374,10 @@ class RunsResource {
 }
 
 /** Store search over HTTP: the namespace prefix as segments and the filter as an object (both travel as text). */
-export type StoreSearchParams = Omit<StoreSearchQuery, "namespace" | "filter"> & { readonly namespace?: readonly string[]; readonly filter?: StoreFilter };
+export type StoreSearchParams = Omit<StoreSearchQuery, "namespace" | "filter"> & {
+  readonly namespace?: readonly string[];
+  readonly filter?: StoreFilter;
+};
 
 class StoreResource {
   constructor(private readonly client: RudderClient) {}

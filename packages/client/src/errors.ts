@@ -28,10 +28,16 @@ export class RudderError extends Error {
   /** The whole problem body, with any extra members (e.g. `superseded_by_run_id`). */
   readonly problem: ProblemBody;
 
-  constructor(problem: ProblemBody, status: number, options: { requestId?: string | undefined; retryAfterSeconds?: number | undefined; cause?: unknown } = {}) {
+  constructor(
+    problem: ProblemBody,
+    status: number,
+    options: { requestId?: string | undefined; retryAfterSeconds?: number | undefined; cause?: unknown } = {},
+  ) {
     const code = typeof problem.code === "string" ? problem.code : status >= 500 ? "internal" : "unknown";
     const detail = typeof problem.detail === "string" ? problem.detail : (problem.title ?? `HTTP ${status}`);
-    super(code === "run_finalizing" ? `${detail} (run_finalizing: steer a new run; a replay with the same key is safe)` : detail, { cause: options.cause });
+    super(code === "run_finalizing" ? `${detail} (run_finalizing: steer a new run; a replay with the same key is safe)` : detail, {
+      cause: options.cause,
+    });
     this.code = code;
     this.status = status;
     this.title = typeof problem.title === "string" ? problem.title : code;

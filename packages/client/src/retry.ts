@@ -50,7 +50,11 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
 }
 
 /** Runs `call` until it succeeds, fails for good, or the attempts run out; the last error is thrown. */
-export async function withRetries<T>(call: (attempt: number) => Promise<T>, options: Required<RetryOptions>, signal?: AbortSignal): Promise<T> {
+export async function withRetries<T>(
+  call: (attempt: number) => Promise<T>,
+  options: Required<RetryOptions>,
+  signal?: AbortSignal,
+): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
       return await call(attempt);

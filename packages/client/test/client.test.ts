@@ -24,7 +24,14 @@ type Fault =
   | { kind: "cut_stream"; frames: number };
 
 /** A local HTTP proxy in front of the real server that injects the faults `plan` picks. */
-async function faultProxy(target: string, plan: (req: IncomingMessage, index: number) => Fault): Promise<{ url: string; seen: { method: string; path: string; headers: IncomingMessage["headers"]; body: string }[]; close(): Promise<void> }> {
+async function faultProxy(
+  target: string,
+  plan: (req: IncomingMessage, index: number) => Fault,
+): Promise<{
+  url: string;
+  seen: { method: string; path: string; headers: IncomingMessage["headers"]; body: string }[];
+  close(): Promise<void>;
+}> {
   const upstream = new URL(target);
   const seen: { method: string; path: string; headers: IncomingMessage["headers"]; body: string }[] = [];
   const server: Server = createServer(async (req: IncomingMessage, res: ServerResponse) => {
@@ -97,8 +104,14 @@ describe("retry rules (spec section 7), as pure functions", () => {
   });
   test("backoff is bounded exponential with jitter; Retry-After wins (capped)", () => {
     const options = { ...DEFAULT_RETRY, baseMs: 100, capMs: 1000 };
-    assert.deepEqual([1, 2, 3, 4, 5].map((attempt) => backoffMs(new Error("x"), attempt, options, () => 1)), [100, 200, 400, 800, 1000]);
-    assert.equal(backoffMs(new Error("x"), 3, options, () => 0), 0);
+    assert.deepEqual(
+      [1, 2, 3, 4, 5].map((attempt) => backoffMs(new Error("x"), attempt, options, () => 1)),
+      [100, 200, 400, 800, 1000],
+    );
+    assert.equal(
+      backoffMs(new Error("x"), 3, options, () => 0),
+      0,
+    );
     assert.equal(backoffMs(new RudderError({}, 429, { retryAfterSeconds: 0.3 }), 1, options), 300);
     assert.equal(backoffMs(new RudderError({}, 429, { retryAfterSeconds: 60 }), 1, options), 1000);
   });
@@ -125,7 +138,10 @@ describe("@rudder/client against a real server", () => {
     assert.ok((await client.threads.getHistory(thread.thread_id)).length >= 1);
     assert.ok((await client.threads.updateState(thread.thread_id, {})).configurable);
     await client.threads.delete(thread.thread_id);
-    await assert.rejects(client.threads.get(thread.thread_id), (error: unknown) => error instanceof RudderError && error.code === "not_found" && error.status === 404);
+    await assert.rejects(
+      client.threads.get(thread.thread_id),
+      (error: unknown) => error instanceof RudderError && error.code === "not_found" && error.status === 404,
+    );
   });
 
   test("assistants: create, get, list, update, delete", async () => {
@@ -143,7 +159,10 @@ describe("@rudder/client against a real server", () => {
     assert.equal(paused.status, "paused");
     const resumed = await client.runs.resume(paused.run_id, { resume: { approved: true } });
     assert.equal((await client.runs.wait(resumed.run_id)).status, "succeeded");
-    assert.deepEqual((await client.runs.list({ thread_id: thread.thread_id })).map((r) => r.run_id).sort(), [paused.run_id, resumed.run_id].sort());
+    assert.deepEqual(
+      (await client.runs.list({ thread_id: thread.thread_id })).map((r) => r.run_id).sort(),
+      [paused.run_id, resumed.run_id].sort(),
+    );
 
     const failed = await client.runs.createAndWait({ assistant_id: "failing", input: { mode: "plain" } });
     assert.equal(failed.status, "failed");
@@ -152,7 +171,10 @@ describe("@rudder/client against a real server", () => {
     assert.equal((await client.runs.wait(failed.run_id)).status, "failed");
 
     const slow = await client.runs.create({ assistant_id: "steps", input: { steps: 1, delayMs: 30_000 } });
-    await assert.rejects(client.runs.join(slow.run_id, { timeout: 0.2 }), (error: unknown) => error instanceof RudderError && error.code === "join_timeout");
+    await assert.rejects(
+      client.runs.join(slow.run_id, { timeout: 0.2 }),
+      (error: unknown) => error instanceof RudderError && error.code === "join_timeout",
+    );
     const accepted = await client.runs.steer(slow.run_id, { kind: "note", payload: { text: "hi" } });
     assert.equal(accepted.status, "pending");
     await client.runs.cancel(slow.run_id);
@@ -166,7 +188,13 @@ describe("@rudder/client against a real server", () => {
   });
 
   test("schedules: create, get, list, update, delete; runs.list filters the tenant's runs", async () => {
-    const schedule = await client.schedules.create({ assistant_id: "echo", cron: "0 9 * * 1", timezone: "Europe/Paris", input: { message: "monday" }, metadata: { team: "ops" } });
+    const schedule = await client.schedules.create({
+      assistant_id: "echo",
+      cron: "0 9 * * 1",
+      timezone: "Europe/Paris",
+      input: { message: "monday" },
+      metadata: { team: "ops" },
+    });
     assert.deepEqual([schedule.cron, schedule.timezone, schedule.enabled], ["0 9 * * 1", "Europe/Paris", true]);
     assert.ok(schedule.next_run_at && new Date(schedule.next_run_at) > new Date());
     assert.equal((await client.schedules.get(schedule.schedule_id)).metadata.team, "ops");
@@ -174,13 +202,26 @@ describe("@rudder/client against a real server", () => {
     const paused = await client.schedules.update(schedule.schedule_id, { enabled: false });
     assert.deepEqual([paused.enabled, paused.next_run_at], [false, null]);
     await client.schedules.delete(schedule.schedule_id);
-    await assert.rejects(client.schedules.get(schedule.schedule_id), (error: unknown) => error instanceof RudderError && error.code === "not_found");
-    await assert.rejects(client.schedules.create({ assistant_id: "echo", cron: "not a cron" }), (error: unknown) => error instanceof RudderError && error.status === 422);
+    await assert.rejects(
+      client.schedules.get(schedule.schedule_id),
+      (error: unknown) => error instanceof RudderError && error.code === "not_found",
+    );
+    await assert.rejects(
+      client.schedules.create({ assistant_id: "echo", cron: "not a cron" }),
+      (error: unknown) => error instanceof RudderError && error.status === 422,
+    );
 
     const tag = globalThis.crypto.randomUUID();
     const tagged = await client.runs.createAndWait({ assistant_id: "echo", input: { message: "x" }, metadata: { tag } });
-    assert.deepEqual((await client.runs.list({ metadata: { tag } })).map((r) => r.run_id), [tagged.run_id]);
-    assert.ok((await client.runs.list({ status: "succeeded", assistant_id: "echo", limit: 5 })).every((r) => r.status === "succeeded" && r.assistant_id === "echo"));
+    assert.deepEqual(
+      (await client.runs.list({ metadata: { tag } })).map((r) => r.run_id),
+      [tagged.run_id],
+    );
+    assert.ok(
+      (await client.runs.list({ status: "succeeded", assistant_id: "echo", limit: 5 })).every(
+        (r) => r.status === "succeeded" && r.assistant_id === "echo",
+      ),
+    );
   });
 
   test("store: batch put, get, search, list_namespaces, delete; search over GET; tenant-scoped", async () => {
@@ -194,12 +235,22 @@ describe("@rudder/client against a real server", () => {
     assert.deepEqual(written.results.slice(0, 2), [null, null]);
     assert.deepEqual((written.results[2] as { value: unknown }).value, { theme: "dark", size: 3 });
     const hits = await client.store.search({ namespace, filter: { size: { $gt: 2 } } });
-    assert.deepEqual(hits.map((hit) => hit.key), ["prefs"]);
-    const { results } = await client.store.batch([{ kind: "list_namespaces", prefix: namespace }, { kind: "delete", namespace, key: "prefs" }, { kind: "get", namespace, key: "prefs" }]);
+    assert.deepEqual(
+      hits.map((hit) => hit.key),
+      ["prefs"],
+    );
+    const { results } = await client.store.batch([
+      { kind: "list_namespaces", prefix: namespace },
+      { kind: "delete", namespace, key: "prefs" },
+      { kind: "get", namespace, key: "prefs" },
+    ]);
     assert.deepEqual(results, [[namespace], null, null]);
     const other = new RudderClient({ baseUrl: server.url, token: () => server.token("another-tenant"), retry: FAST_RETRY });
     assert.deepEqual(await other.store.search({ namespace }), [], "another tenant sees nothing");
-    await assert.rejects(client.store.batch([{ kind: "put", namespace: [], key: "k", value: {} }]), (error: unknown) => error instanceof RudderError && error.status === 422);
+    await assert.rejects(
+      client.store.batch([{ kind: "put", namespace: [], key: "k", value: {} }]),
+      (error: unknown) => error instanceof RudderError && error.status === 422,
+    );
   });
 
   test("the quick start example (examples/client/quickstart.ts) runs as written", async () => {
@@ -252,7 +303,9 @@ describe("@rudder/client through a fault-injecting proxy", () => {
 
   test("a reset connection on create: the retry replays the same run, no duplicate", async () => {
     let resetDone = 0;
-    const { proxy, client } = await through((req) => (req.url!.endsWith("/runs") && !resetDone++ ? { kind: "reset_after_forward" } : { kind: "pass" }));
+    const { proxy, client } = await through((req) =>
+      req.url!.endsWith("/runs") && !resetDone++ ? { kind: "reset_after_forward" } : { kind: "pass" },
+    );
     try {
       const thread = await client.threads.create();
       const run = await client.runs.create({ thread_id: thread.thread_id, assistant_id: "echo", input: { message: "once" } });
@@ -261,7 +314,11 @@ describe("@rudder/client through a fault-injecting proxy", () => {
       assert.equal(creates[0]!.headers["idempotency-key"], creates[1]!.headers["idempotency-key"], "with the same key");
       assert.equal(creates[0]!.body, creates[1]!.body, "and the identical body");
       const runs = (await server.request("GET", `/v1/threads/${thread.thread_id}/runs`)).body as { run_id: string }[];
-      assert.deepEqual(runs.map((r) => r.run_id), [run.run_id], "one run");
+      assert.deepEqual(
+        runs.map((r) => r.run_id),
+        [run.run_id],
+        "one run",
+      );
     } finally {
       await proxy.close();
     }
@@ -274,7 +331,10 @@ describe("@rudder/client through a fault-injecting proxy", () => {
       const sequences: number[] = [];
       for await (const event of client.runs.stream(run.run_id)) sequences.push(event.sequence);
       const stored = (await server.request("GET", `/v1/runs/${run.run_id}/events?limit=1000`)).body as { sequence: number }[];
-      assert.deepEqual(sequences, stored.map((event) => event.sequence));
+      assert.deepEqual(
+        sequences,
+        stored.map((event) => event.sequence),
+      );
       assert.ok(proxy.seen.filter((request) => request.path.endsWith("/stream")).length >= 2, "it reconnected");
     } finally {
       await proxy.close();
@@ -285,7 +345,9 @@ describe("@rudder/client through a fault-injecting proxy", () => {
     const { proxy, client } = await through(() => ({ kind: "pass" }));
     try {
       await client.runs.create({ assistant_id: "echo", input: { message: "a" } }, { idempotencyKey: "same-key" });
-      const error = await client.runs.create({ assistant_id: "echo", input: { message: "b" } }, { idempotencyKey: "same-key" }).catch((e: unknown) => e);
+      const error = await client.runs
+        .create({ assistant_id: "echo", input: { message: "b" } }, { idempotencyKey: "same-key" })
+        .catch((e: unknown) => e);
       assert.ok(error instanceof RudderError);
       assert.equal(error.code, "idempotency_conflict");
       assert.equal(proxy.seen.length, 2, "the conflicting create was sent once");

@@ -35,7 +35,14 @@ export {
   type UsageRecorder,
   type UsageReport,
 } from "./protocol.ts";
-import { RUDDER_METER_KEY, RUDDER_STEERING_KEY, type DrainContext, type SteeringChannel, type SteeringMessage, type UsageRecorder } from "./protocol.ts";
+import {
+  RUDDER_METER_KEY,
+  RUDDER_STEERING_KEY,
+  type DrainContext,
+  type SteeringChannel,
+  type SteeringMessage,
+  type UsageRecorder,
+} from "./protocol.ts";
 
 /** Usage custom code reports, for what LangChain callbacks cannot see (a raw HTTP call to a model, a priced API). */
 export interface Usage {

@@ -112,7 +112,10 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     options.notifier ?? (db.driver === "postgres" && db.url ? createPostgresNotifier(db.url) : createLocalNotifier());
   const steering = new SteeringRepository(db);
   const metrics = options.metrics ?? new Metrics();
-  const log = options.logger === false ? createLogger({ level: "silent", format: "json" }) : (options.logger ?? createLogger({ level: config.logLevel, format: config.logFormat ?? options.logFormat ?? "json" }));
+  const log =
+    options.logger === false
+      ? createLogger({ level: "silent", format: "json" })
+      : (options.logger ?? createLogger({ level: config.logLevel, format: config.logFormat ?? options.logFormat ?? "json" }));
   const assistants = new AssistantCatalog(new AssistantRepository(db), graphs, config.assistants);
   const threads = new ThreadService(db, new ThreadStateReader(graphs, checkpointer));
   const runService = new RunService(db, assistants, graphs, notifier, { queuedRunQuota: config.queuedRunQuota, metrics });
@@ -121,7 +124,11 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     await db.query("select 1");
     const listen = notifier.health?.();
     if (listen && !listen.listening && Date.now() - listen.since > config.readyListenGraceMs) {
-      throw new ApiError("unavailable", `the notifier's LISTEN connection has been down for ${Math.round((Date.now() - listen.since) / 1000)} s`, { retryAfterSeconds: 1 });
+      throw new ApiError(
+        "unavailable",
+        `the notifier's LISTEN connection has been down for ${Math.round((Date.now() - listen.since) / 1000)} s`,
+        { retryAfterSeconds: 1 },
+      );
     }
     return { database: db.driver, graphs: graphs.ids() };
   };
@@ -149,14 +156,25 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     authorizeScrape: createScrapeAuthorizer(authenticate, config.metricsToken),
   };
   const serveApi = options.api ?? true;
-  const app = serveApi
-    ? await buildApp({ services, bodyLimitBytes: config.bodyLimitBytes, logger: log, version: VERSION })
-    : undefined;
+  const app = serveApi ? await buildApp({ services, bodyLimitBytes: config.bodyLimitBytes, logger: log, version: VERSION }) : undefined;
   const worker = options.worker
-    ? new Worker({ db, steering, graphs, checkpointer, notifier, log, prices: config.modelPrices, metrics, store }, { ...DEFAULT_WORKER_OPTIONS, concurrency: config.workerConcurrency, leaseMs: config.leaseMs, heartbeatMs: config.heartbeatMs, pollMs: config.workerPollMs, shutdownGraceMs: config.shutdownGraceMs, ...options.worker })
+    ? new Worker(
+        { db, steering, graphs, checkpointer, notifier, log, prices: config.modelPrices, metrics, store },
+        {
+          ...DEFAULT_WORKER_OPTIONS,
+          concurrency: config.workerConcurrency,
+          leaseMs: config.leaseMs,
+          heartbeatMs: config.heartbeatMs,
+          pollMs: config.workerPollMs,
+          shutdownGraceMs: config.shutdownGraceMs,
+          ...options.worker,
+        },
+      )
     : undefined;
   const schedulerOptions = options.scheduler ?? (options.worker && config.cronEnabled ? {} : false);
-  const scheduler = schedulerOptions ? new Scheduler({ db, runService, notifier, log, metrics }, { ...DEFAULT_SCHEDULER_OPTIONS, now: options.clock, ...schedulerOptions }) : undefined;
+  const scheduler = schedulerOptions
+    ? new Scheduler({ db, runService, notifier, log, metrics }, { ...DEFAULT_SCHEDULER_OPTIONS, now: options.clock, ...schedulerOptions })
+    : undefined;
   let url: string | undefined;
   if (app) {
     await listen(app, config.host, config.port).catch(async (error: unknown) => {
@@ -187,14 +205,19 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     }).catch(async (error: unknown) => {
       await notifier.close();
       const code = (error as { code?: string }).code;
-      if (code === "EADDRINUSE") throw new ConfigError(`cannot serve metrics on ${config.host}:${config.metricsPort}: the address is in use (choose another with --metrics-port or RUDDER_METRICS_PORT, or "off")`);
+      if (code === "EADDRINUSE")
+        throw new ConfigError(
+          `cannot serve metrics on ${config.host}:${config.metricsPort}: the address is in use (choose another with --metrics-port or RUDDER_METRICS_PORT, or "off")`,
+        );
       throw error;
     });
   }
   // Only once the API listens: a server that failed to start must not have claimed runs.
   worker?.start();
   scheduler?.start();
-  const sweeper = new StoreSweeper(db, config.store.sweepIntervalMinutes * 60_000, (error) => log.warn({ err: error }, "store TTL sweep failed"));
+  const sweeper = new StoreSweeper(db, config.store.sweepIntervalMinutes * 60_000, (error) =>
+    log.warn({ err: error }, "store TTL sweep failed"),
+  );
   sweeper.start();
   return {
     app,
@@ -232,8 +255,10 @@ async function listen(app: App, host: string, port: number): Promise<void> {
     await app.listen({ host, port });
   } catch (error) {
     const code = (error as { code?: string }).code;
-    if (code === "EADDRINUSE") throw new ConfigError(`cannot listen on ${host}:${port}: the address is in use (choose another with --port or PORT)`);
-    if (code === "EACCES") throw new ConfigError(`cannot listen on ${host}:${port}: permission denied (choose a port above 1023 with --port or PORT)`);
+    if (code === "EADDRINUSE")
+      throw new ConfigError(`cannot listen on ${host}:${port}: the address is in use (choose another with --port or PORT)`);
+    if (code === "EACCES")
+      throw new ConfigError(`cannot listen on ${host}:${port}: permission denied (choose a port above 1023 with --port or PORT)`);
     if (code === "EADDRNOTAVAIL") throw new ConfigError(`cannot listen on ${host}:${port}: no such local address (check --host or HOST)`);
     throw error;
   }

@@ -16,7 +16,12 @@ describe("A2A gateway errors", () => {
   after(() => server.close());
 
   describe("JSON-RPC errors", () => {
-    const send1 = (message: Record<string, unknown>) => ({ jsonrpc: "2.0", id: 7, method: "SendMessage", params: { message: { messageId: crypto.randomUUID(), role: "ROLE_USER", ...message } } });
+    const send1 = (message: Record<string, unknown>) => ({
+      jsonrpc: "2.0",
+      id: 7,
+      method: "SendMessage",
+      params: { message: { messageId: crypto.randomUUID(), role: "ROLE_USER", ...message } },
+    });
     const send03 = (message: Record<string, unknown>) => ({
       jsonrpc: "2.0",
       id: 7,
@@ -47,7 +52,10 @@ describe("A2A gateway errors", () => {
     });
 
     test("bad params are -32602", async () => {
-      for (const [version, send] of [["1.0", send1], [undefined, send03]] as const) {
+      for (const [version, send] of [
+        ["1.0", send1],
+        [undefined, send03],
+      ] as const) {
         const method = version ? "SendMessage" : "message/send";
         assert.equal(await code("echo", { jsonrpc: "2.0", id: 1, method, params: 5 }, { version }), -32602);
         assert.equal(await code("echo", { jsonrpc: "2.0", id: 1, method, params: {} }, { version }), -32602);
@@ -67,7 +75,9 @@ describe("A2A gateway errors", () => {
       const done = asTask(await (await a2aClient(server, "echo", "1.0")).sendMessage(sendRequest(userMessage([data({ message: "end" })]))));
       const plain = await server.request("POST", "/v1/runs", { body: { assistant_id: "echo", input: { message: "not a task" } } });
       for (const version of [undefined, "1.0"]) {
-        const [getTask, cancelTask, subscribe] = version ? ["GetTask", "CancelTask", "SubscribeToTask"] : ["tasks/get", "tasks/cancel", "tasks/resubscribe"];
+        const [getTask, cancelTask, subscribe] = version
+          ? ["GetTask", "CancelTask", "SubscribeToTask"]
+          : ["tasks/get", "tasks/cancel", "tasks/resubscribe"];
         const call = (method: string, id: string) => code("echo", { jsonrpc: "2.0", id: 1, method, params: { id } }, { version });
         assert.equal(await call(getTask, crypto.randomUUID()), -32001);
         assert.equal(await call(getTask, "not-a-uuid"), -32001);
@@ -75,18 +85,36 @@ describe("A2A gateway errors", () => {
         assert.equal(await call(cancelTask, crypto.randomUUID()), -32001);
         assert.equal(await call(cancelTask, done.id), -32002);
         assert.equal(await call(subscribe, done.id), -32004);
-        const answer = version ? send1({ parts: [{ text: "more" }], taskId: done.id }) : send03({ parts: [{ kind: "text", text: "more" }], taskId: done.id });
+        const answer = version
+          ? send1({ parts: [{ text: "more" }], taskId: done.id })
+          : send03({ parts: [{ kind: "text", text: "more" }], taskId: done.id });
         assert.equal(await code("echo", answer, { version }), -32004);
       }
     });
 
     test("push notifications are -32003 in both versions; there is no extended card", async () => {
       const config = { taskId: "t", url: "https://example.com/hook" };
-      for (const method of ["CreateTaskPushNotificationConfig", "GetTaskPushNotificationConfig", "ListTaskPushNotificationConfigs", "DeleteTaskPushNotificationConfig"]) {
-        assert.equal(await code("echo", { jsonrpc: "2.0", id: 1, method, params: { ...config, id: "c" } }, { version: "1.0" }), -32003, method);
+      for (const method of [
+        "CreateTaskPushNotificationConfig",
+        "GetTaskPushNotificationConfig",
+        "ListTaskPushNotificationConfigs",
+        "DeleteTaskPushNotificationConfig",
+      ]) {
+        assert.equal(
+          await code("echo", { jsonrpc: "2.0", id: 1, method, params: { ...config, id: "c" } }, { version: "1.0" }),
+          -32003,
+          method,
+        );
       }
-      for (const method of ["tasks/pushNotificationConfig/set", "tasks/pushNotificationConfig/get", "tasks/pushNotificationConfig/list", "tasks/pushNotificationConfig/delete"]) {
-        const params = method.endsWith("set") ? { taskId: "t", pushNotificationConfig: { url: "https://example.com/hook" } } : { id: "t", pushNotificationConfigId: "c" };
+      for (const method of [
+        "tasks/pushNotificationConfig/set",
+        "tasks/pushNotificationConfig/get",
+        "tasks/pushNotificationConfig/list",
+        "tasks/pushNotificationConfig/delete",
+      ]) {
+        const params = method.endsWith("set")
+          ? { taskId: "t", pushNotificationConfig: { url: "https://example.com/hook" } }
+          : { id: "t", pushNotificationConfigId: "c" };
         assert.equal(await code("echo", { jsonrpc: "2.0", id: 1, method, params }), -32003, method);
       }
       const withPush = send1({ parts: [{ data: { message: "x" } }] });
@@ -98,8 +126,16 @@ describe("A2A gateway errors", () => {
 
     test("0.3 streams mark the last update final, for an ended task and for one that needs input", async () => {
       const stream = (assistantId: string, parts: unknown[]) =>
-        rpc(server, assistantId, { jsonrpc: "2.0", id: "s", method: "message/stream", params: { message: { kind: "message", messageId: crypto.randomUUID(), role: "user", parts } } });
-      for (const [assistantId, state] of [["echo", "completed"], ["approval", "input-required"]] as const) {
+        rpc(server, assistantId, {
+          jsonrpc: "2.0",
+          id: "s",
+          method: "message/stream",
+          params: { message: { kind: "message", messageId: crypto.randomUUID(), role: "user", parts } },
+        });
+      for (const [assistantId, state] of [
+        ["echo", "completed"],
+        ["approval", "input-required"],
+      ] as const) {
         const answer = await stream(assistantId, [{ kind: "data", data: assistantId === "echo" ? { message: "f" } : { request: "f" } }]);
         assert.match(answer.contentType ?? "", /text\/event-stream/);
         const frames = sseData(answer.text);
@@ -111,14 +147,21 @@ describe("A2A gateway errors", () => {
       // 1.0 has no `final`: its stream ends after the terminal update.
       const v1 = await rpc(server, "echo", send1({ parts: [{ data: { message: "g" } }] }), { version: "1.0" });
       assert.equal(v1.body.error, undefined);
-      const streamed = await rpc(server, "echo", { ...send1({ parts: [{ data: { message: "g2" } }] }), method: "SendStreamingMessage" }, { version: "1.0" });
+      const streamed = await rpc(
+        server,
+        "echo",
+        { ...send1({ parts: [{ data: { message: "g2" } }] }), method: "SendStreamingMessage" },
+        { version: "1.0" },
+      );
       const frames = sseData(streamed.text);
       assert.deepEqual(Object.keys(frames.at(-1)!.result!), ["statusUpdate"]);
     });
 
     test("a quiet stream carries heartbeat comments until its task ends", async () => {
       const steerable = await a2aClient(server, "steerable", "1.0");
-      const started = asTask(await steerable.sendMessage(sendRequest(userMessage([data({ rounds: 1, waitMs: 60_000 })]), { returnImmediately: true })));
+      const started = asTask(
+        await steerable.sendMessage(sendRequest(userMessage([data({ rounds: 1, waitMs: 60_000 })]), { returnImmediately: true })),
+      );
       const response = await fetch(`${server.url}/a2a/steerable`, {
         method: "POST",
         headers: { authorization: `Bearer ${await server.token()}`, "content-type": "application/json", "a2a-version": "1.0" },
@@ -142,12 +185,24 @@ describe("A2A gateway errors", () => {
     test("refusals before JSON-RPC: no token or a bad one is 401, no role 403, another tenant's assistant 404, as problem+json", async () => {
       for (const url of [cardUrl(server, "echo"), `${server.url}/a2a/echo`]) {
         const method = url.endsWith(".json") ? "GET" : "POST";
-        const anonymous = await fetch(url, { method, headers: { "content-type": "application/json" }, body: method === "POST" ? "{}" : undefined });
+        const anonymous = await fetch(url, {
+          method,
+          headers: { "content-type": "application/json" },
+          body: method === "POST" ? "{}" : undefined,
+        });
         assert.equal(anonymous.status, 401);
         assert.match(anonymous.headers.get("content-type") ?? "", /application\/problem\+json/);
-        const forged = await fetch(url, { method, headers: { authorization: "Bearer nope", "content-type": "application/json" }, body: method === "POST" ? "{}" : undefined });
+        const forged = await fetch(url, {
+          method,
+          headers: { authorization: "Bearer nope", "content-type": "application/json" },
+          body: method === "POST" ? "{}" : undefined,
+        });
         assert.equal(forged.status, 401);
-        const roleless = await fetch(url, { method, headers: { authorization: `Bearer ${await server.token("t1", [])}`, "content-type": "application/json" }, body: method === "POST" ? "{}" : undefined });
+        const roleless = await fetch(url, {
+          method,
+          headers: { authorization: `Bearer ${await server.token("t1", [])}`, "content-type": "application/json" },
+          body: method === "POST" ? "{}" : undefined,
+        });
         assert.equal(roleless.status, 403);
         assert.equal(((await roleless.json()) as { code: string }).code, "forbidden");
       }
@@ -163,5 +218,4 @@ describe("A2A gateway errors", () => {
       assert.equal(post.body.error, undefined);
     });
   });
-
 });

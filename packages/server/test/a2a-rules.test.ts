@@ -12,7 +12,12 @@ import { data, dataOf, text, textOf } from "./support/a2a.ts";
 
 const toMessages = { messagesChannel: true, textField: "input" };
 const toField = { messagesChannel: false, textField: "prompt" };
-const file: Part = { content: { $case: "url", value: "https://example.com/a.pdf" }, metadata: undefined, filename: "a.pdf", mediaType: "application/pdf" };
+const file: Part = {
+  content: { $case: "url", value: "https://example.com/a.pdf" },
+  metadata: undefined,
+  filename: "a.pdf",
+  mediaType: "application/pdf",
+};
 
 const run = (fields: Partial<TaskRun>): TaskRun => ({
   task_id: "task-1",
@@ -68,11 +73,37 @@ describe("A2A input from message parts", () => {
 
 describe("A2A text of outputs and tokens", () => {
   test("the last AI message, in LangChain's serialised form or as a dict, or the output as JSON", () => {
-    const serialised = (cls: string, content: unknown) => ({ lc: 1, type: "constructor", id: ["langchain_core", "messages", cls], kwargs: { content } });
-    assert.equal(outputText({ messages: [serialised("HumanMessage", "q"), serialised("AIMessage", "first"), serialised("AIMessageChunk", "last"), serialised("ToolMessage", "tool")] }), "last");
-    assert.equal(outputText({ messages: [{ type: "human", content: "q" }, { type: "ai", content: [{ type: "text", text: "a" }, { type: "image_url" }, { type: "text", text: "b" }] }] }), "ab");
+    const serialised = (cls: string, content: unknown) => ({
+      lc: 1,
+      type: "constructor",
+      id: ["langchain_core", "messages", cls],
+      kwargs: { content },
+    });
+    assert.equal(
+      outputText({
+        messages: [
+          serialised("HumanMessage", "q"),
+          serialised("AIMessage", "first"),
+          serialised("AIMessageChunk", "last"),
+          serialised("ToolMessage", "tool"),
+        ],
+      }),
+      "last",
+    );
+    assert.equal(
+      outputText({
+        messages: [
+          { type: "human", content: "q" },
+          { type: "ai", content: [{ type: "text", text: "a" }, { type: "image_url" }, { type: "text", text: "b" }] },
+        ],
+      }),
+      "ab",
+    );
     assert.equal(outputText({ answer: 42 }), '{"answer":42}');
-    assert.equal(outputText({ messages: [serialised("HumanMessage", "only a question")] }), JSON.stringify({ messages: [serialised("HumanMessage", "only a question")] }));
+    assert.equal(
+      outputText({ messages: [serialised("HumanMessage", "only a question")] }),
+      JSON.stringify({ messages: [serialised("HumanMessage", "only a question")] }),
+    );
   });
 
   test("tokens are an AI chunk's non-empty text", () => {
@@ -116,7 +147,10 @@ describe("A2A task states and views", () => {
     assert.equal(cancelled.status?.message, undefined);
     const done = taskOf(run({ status: "succeeded", output: { answer: 1 } }));
     assert.deepEqual([done.id, done.contextId, done.status?.timestamp], ["task-1", "thread-1", "2026-01-01T00:00:01.000Z"]);
-    assert.deepEqual(done.artifacts.map((artifact) => [artifact.artifactId, dataOf(artifact.parts), textOf(artifact.parts)]), [["output", [{ answer: 1 }], '{"answer":1}']]);
+    assert.deepEqual(
+      done.artifacts.map((artifact) => [artifact.artifactId, dataOf(artifact.parts), textOf(artifact.parts)]),
+      [["output", [{ answer: 1 }], '{"answer":1}']],
+    );
     assert.deepEqual(done.metadata, { rudder_run_id: "run-1", rudder_run_status: "succeeded" });
   });
 });
@@ -125,14 +159,22 @@ describe("A2A stream of a run's events", () => {
   const kinds = (updates: StreamResponse[]) =>
     updates.map((update) => {
       const payload = update.payload!;
-      if (payload.$case === "artifactUpdate") return `artifact:${textOf(payload.value.artifact!.parts)}:${payload.value.append ? "append" : "new"}${payload.value.lastChunk ? ":last" : ""}`;
+      if (payload.$case === "artifactUpdate")
+        return `artifact:${textOf(payload.value.artifact!.parts)}:${payload.value.append ? "append" : "new"}${payload.value.lastChunk ? ":last" : ""}`;
       if (payload.$case === "statusUpdate") return `status:${TaskState[payload.value.status!.state]}`;
       return payload.$case;
     });
 
   test("working, tokens appended to one artifact, then the whole artifact and the final status", () => {
     const mapper = new TaskEventMapper({ task_id: "task-1", thread_id: "thread-1" });
-    const updates = [event("run_started"), event("node_started"), token("He"), token(""), token("llo"), event("values", { values: {} })].flatMap((found) => mapper.updates(found));
+    const updates = [
+      event("run_started"),
+      event("node_started"),
+      token("He"),
+      token(""),
+      token("llo"),
+      event("values", { values: {} }),
+    ].flatMap((found) => mapper.updates(found));
     assert.deepEqual(kinds(updates), ["status:TASK_STATE_WORKING", "artifact:He:new", "artifact:llo:append"]);
     const end = mapper.finish(run({ status: "succeeded", output: { messages: [{ type: "ai", content: "Hello" }] } }));
     assert.deepEqual(kinds(end), ["artifact:Hello:new:last", "status:TASK_STATE_COMPLETED"]);
@@ -144,14 +186,18 @@ describe("A2A stream of a run's events", () => {
 
   test("an attempt that starts over replaces what the failed one streamed", () => {
     const mapper = new TaskEventMapper({ task_id: "task-1", thread_id: "thread-1" });
-    const updates = [event("run_started"), token("par"), event("run_retrying"), event("run_started"), token("whole")].flatMap((found) => mapper.updates(found));
+    const updates = [event("run_started"), token("par"), event("run_retrying"), event("run_started"), token("whole")].flatMap((found) =>
+      mapper.updates(found),
+    );
     assert.deepEqual(kinds(updates), ["status:TASK_STATE_WORKING", "artifact:par:new", "status:TASK_STATE_WORKING", "artifact:whole:new"]);
   });
 
   test("a run that needs input or failed ends with its status only", () => {
     const mapper = new TaskEventMapper({ task_id: "task-1", thread_id: "thread-1" });
     assert.deepEqual(kinds(mapper.finish(run({ status: "paused", output: { __interrupt__: [] } }))), ["status:TASK_STATE_INPUT_REQUIRED"]);
-    assert.deepEqual(kinds(mapper.finish(run({ status: "failed", error: { code: "run_failed", message: "x", retryable: false } }))), ["status:TASK_STATE_FAILED"]);
+    assert.deepEqual(kinds(mapper.finish(run({ status: "failed", error: { code: "run_failed", message: "x", retryable: false } }))), [
+      "status:TASK_STATE_FAILED",
+    ]);
   });
 });
 
@@ -169,7 +215,11 @@ describe("A2A agent card", () => {
   };
 
   test("1.0: names fall back to the ids; one JSON-RPC endpoint for 1.0 and 0.3; streaming, no push, bearer", () => {
-    const card = agentCard(assistant, { endpoint: "https://rudder.example/a2a/helper", inputChannels: ["prompt", "answer"], target: toField });
+    const card = agentCard(assistant, {
+      endpoint: "https://rudder.example/a2a/helper",
+      inputChannels: ["prompt", "answer"],
+      target: toField,
+    });
     assert.equal(card.name, "helper");
     assert.equal(card.description, "Rudder assistant helper (graph g)");
     assert.deepEqual(
@@ -185,7 +235,9 @@ describe("A2A agent card", () => {
   });
 
   test("0.3: the SDK's translation, with url, protocolVersion and the bearer scheme", async () => {
-    const legacy = await legacyAgentCard(agentCard(assistant, { endpoint: "https://rudder.example/a2a/helper", inputChannels: undefined, target: toMessages }));
+    const legacy = await legacyAgentCard(
+      agentCard(assistant, { endpoint: "https://rudder.example/a2a/helper", inputChannels: undefined, target: toMessages }),
+    );
     assert.equal(legacy.url, "https://rudder.example/a2a/helper");
     assert.equal(legacy.protocolVersion, "0.3");
     assert.equal(legacy.preferredTransport, "JSONRPC");

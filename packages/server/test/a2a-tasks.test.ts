@@ -3,7 +3,23 @@ import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
 import { TaskState, type ListTasksRequest, type Task } from "@a2a-js/sdk";
 import type { Client } from "@a2a-js/sdk/client";
-import { a2aClient, answerOf, artifactUpdates, asTask, cardUrl, collect, data, get, outputOf, readUntil, sendRequest, stateOf, text, textOf, userMessage } from "./support/a2a.ts";
+import {
+  a2aClient,
+  answerOf,
+  artifactUpdates,
+  asTask,
+  cardUrl,
+  collect,
+  data,
+  get,
+  outputOf,
+  readUntil,
+  sendRequest,
+  stateOf,
+  text,
+  textOf,
+  userMessage,
+} from "./support/a2a.ts";
 import { startTestServer, type TestServer } from "./support/server.ts";
 
 const TESTING_CONFIG = fileURLToPath(new URL("./fixtures/testing.rudder.json", import.meta.url));
@@ -41,11 +57,20 @@ describe("A2A tasks", () => {
           ...params,
         });
       const all = await list({});
-      assert.deepEqual(all.tasks.map((task) => task.id), [other.id, second.id, first.id]);
+      assert.deepEqual(
+        all.tasks.map((task) => task.id),
+        [other.id, second.id, first.id],
+      );
       assert.equal(all.totalSize, 3);
-      assert.ok(all.tasks.every((task) => task.artifacts.length === 0), "artifacts only when asked for");
+      assert.ok(
+        all.tasks.every((task) => task.artifacts.length === 0),
+        "artifacts only when asked for",
+      );
       const inContext = await list({ contextId: first.contextId, includeArtifacts: true });
-      assert.deepEqual(inContext.tasks.map((task) => task.id), [second.id, first.id]);
+      assert.deepEqual(
+        inContext.tasks.map((task) => task.id),
+        [second.id, first.id],
+      );
       assert.equal(answerOf(inContext.tasks[0]!), "You said: b (turn 2)");
       assert.equal((await list({ status: TaskState.TASK_STATE_COMPLETED })).totalSize, 3);
       assert.equal((await list({ status: TaskState.TASK_STATE_WORKING })).totalSize, 0);
@@ -53,7 +78,10 @@ describe("A2A tasks", () => {
       assert.equal(page1.tasks.length, 2);
       assert.ok(page1.nextPageToken);
       const page2 = await list({ pageSize: 2, pageToken: page1.nextPageToken });
-      assert.deepEqual(page2.tasks.map((task) => task.id), [first.id]);
+      assert.deepEqual(
+        page2.tasks.map((task) => task.id),
+        [first.id],
+      );
       assert.equal(page2.nextPageToken, "");
       // Another assistant's and another tenant's tasks are not listed.
       assert.equal((await list({}, await a2aClient(server, "echo", "1.0", { tenant: "t-list" }))).totalSize, 0);
@@ -82,7 +110,11 @@ describe("A2A tasks", () => {
     test("a task started through one API process is streamed, read and cancelled through another", async () => {
       // A second API process on the same database, without a worker: the first one's worker runs
       // the tasks; the second knows them only from the database.
-      const other = await startTestServer({ configFile: TESTING_CONFIG, database: { ...server.database, drop: async () => {} }, worker: false });
+      const other = await startTestServer({
+        configFile: TESTING_CONFIG,
+        database: { ...server.database, drop: async () => {} },
+        worker: false,
+      });
       try {
         const there = await a2aClient(other, "chat_messages", "1.0");
         const events = await collect(there.sendMessageStream(sendRequest(userMessage([text("elsewhere")]))));
@@ -92,8 +124,13 @@ describe("A2A tasks", () => {
         const here = await a2aClient(server, "chat_messages", "1.0");
         assert.equal(answerOf(await here.getTask(get(taskId))), "You said: elsewhere (turn 1)");
         const steerable = await a2aClient(server, "steerable", "1.0");
-        const started = asTask(await steerable.sendMessage(sendRequest(userMessage([data({ rounds: 1, waitMs: 60_000 })]), { returnImmediately: true })));
-        await readUntil(steerable.resubscribeTask({ tenant: "", id: started.id }), (event) => stateOf(event) === TaskState.TASK_STATE_WORKING);
+        const started = asTask(
+          await steerable.sendMessage(sendRequest(userMessage([data({ rounds: 1, waitMs: 60_000 })]), { returnImmediately: true })),
+        );
+        await readUntil(
+          steerable.resubscribeTask({ tenant: "", id: started.id }),
+          (event) => stateOf(event) === TaskState.TASK_STATE_WORKING,
+        );
         const cancelledThere = await a2aClient(other, "steerable", "1.0");
         await cancelledThere.cancelTask({ tenant: "", id: started.id, metadata: undefined });
         await settled(started.id);

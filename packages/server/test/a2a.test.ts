@@ -4,7 +4,24 @@ import { fileURLToPath } from "node:url";
 import { TaskState, type Task } from "@a2a-js/sdk";
 import type { Client } from "@a2a-js/sdk/client";
 import { TaskNotCancelableError, TaskNotFoundError, UnsupportedOperationError } from "@a2a-js/sdk/errors";
-import { A2A_VERSIONS, a2aClient, answerOf, artifactUpdates, asTask, collect, data, dataOf, get, outputOf, readUntil, sendRequest, stateOf, text, textOf, userMessage } from "./support/a2a.ts";
+import {
+  A2A_VERSIONS,
+  a2aClient,
+  answerOf,
+  artifactUpdates,
+  asTask,
+  collect,
+  data,
+  dataOf,
+  get,
+  outputOf,
+  readUntil,
+  sendRequest,
+  stateOf,
+  text,
+  textOf,
+  userMessage,
+} from "./support/a2a.ts";
 import { startTestServer, type TestServer } from "./support/server.ts";
 
 const TESTING_CONFIG = fileURLToPath(new URL("./fixtures/testing.rudder.json", import.meta.url));
@@ -25,7 +42,8 @@ describe("A2A gateway", () => {
 
   for (const version of A2A_VERSIONS) {
     describe(`A2A ${version}`, () => {
-      const client = (assistantId: string, who?: Parameters<typeof a2aClient>[3]): Promise<Client> => a2aClient(server, assistantId, version, who);
+      const client = (assistantId: string, who?: Parameters<typeof a2aClient>[3]): Promise<Client> =>
+        a2aClient(server, assistantId, version, who);
 
       test("the agent card describes the assistant, its JSON-RPC endpoint, streaming and bearer auth", async () => {
         const card = await (await client("echo-text")).getAgentCard();
@@ -80,7 +98,11 @@ describe("A2A gateway", () => {
         const viaData = asTask(await echo.sendMessage(sendRequest(userMessage([data({ message: "hi" })]))));
         assert.equal(viaData.status?.state, TaskState.TASK_STATE_COMPLETED);
         assert.deepEqual(outputOf(viaData), { message: "hi", reply: "hi" });
-        assert.deepEqual(JSON.parse(answerOf(viaData)), { message: "hi", reply: "hi" }, "without an AI message, the text is the output as JSON");
+        assert.deepEqual(
+          JSON.parse(answerOf(viaData)),
+          { message: "hi", reply: "hi" },
+          "without an AI message, the text is the output as JSON",
+        );
         const streamed = await collect(echo.sendMessageStream(sendRequest(userMessage([data({ message: "streamed" })]))));
         assert.deepEqual(dataOf(artifactUpdates(streamed).at(-1)!.artifact!.parts)[0], { message: "streamed", reply: "streamed" });
         assert.equal(stateOf(streamed.at(-1)!), TaskState.TASK_STATE_COMPLETED);
@@ -105,7 +127,11 @@ describe("A2A gateway", () => {
         assert.match(textOf(question.parts), /Approve this plan\?/);
         const [{ interrupts }] = dataOf(question.parts) as [{ interrupts: { value: { draft: string } }[] }];
         assert.equal(interrupts[0]!.value.draft, "Plan for: deploy");
-        const done = asTask(await approval.sendMessage(sendRequest(userMessage([data({ approved: true })], { taskId: asked.id, contextId: asked.contextId }))));
+        const done = asTask(
+          await approval.sendMessage(
+            sendRequest(userMessage([data({ approved: true })], { taskId: asked.id, contextId: asked.contextId })),
+          ),
+        );
         assert.equal(done.id, asked.id);
         assert.equal(done.status?.state, TaskState.TASK_STATE_COMPLETED);
         assert.equal(outputOf(done).outcome, "done: Plan for: deploy");
@@ -128,15 +154,23 @@ describe("A2A gateway", () => {
 
       test("cancel stops a working task; a canceled task cannot be canceled again", async () => {
         const steerable = await client("steerable");
-        const started = asTask(await steerable.sendMessage(sendRequest(userMessage([data({ rounds: 1, waitMs: 60_000 })]), { returnImmediately: true })));
+        const started = asTask(
+          await steerable.sendMessage(sendRequest(userMessage([data({ rounds: 1, waitMs: 60_000 })]), { returnImmediately: true })),
+        );
         assert.ok([TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING].includes(started.status!.state));
-        await readUntil(steerable.resubscribeTask({ tenant: "", id: started.id }), (event) => stateOf(event) === TaskState.TASK_STATE_WORKING);
+        await readUntil(
+          steerable.resubscribeTask({ tenant: "", id: started.id }),
+          (event) => stateOf(event) === TaskState.TASK_STATE_WORKING,
+        );
         const canceled = await steerable.cancelTask({ tenant: "", id: started.id, metadata: undefined });
         assert.equal(canceled.id, started.id);
         assert.ok([TaskState.TASK_STATE_CANCELED, TaskState.TASK_STATE_WORKING].includes(canceled.status!.state));
         await settled(started.id);
         assert.equal((await steerable.getTask(get(started.id))).status?.state, TaskState.TASK_STATE_CANCELED);
-        await assert.rejects(steerable.cancelTask({ tenant: "", id: started.id, metadata: undefined }), (error) => error instanceof TaskNotCancelableError);
+        await assert.rejects(
+          steerable.cancelTask({ tenant: "", id: started.id, metadata: undefined }),
+          (error) => error instanceof TaskNotCancelableError,
+        );
       });
 
       test("cancel of an input-required task cancels it at once", async () => {
@@ -161,8 +195,14 @@ describe("A2A gateway", () => {
         assert.equal(stateOf(rest.at(-1)!), TaskState.TASK_STATE_COMPLETED);
         const output = dataOf(artifactUpdates(rest).at(-1)!.artifact!.parts)[0] as { stopped: boolean; received: { kind: string }[] };
         assert.equal(output.stopped, true);
-        assert.deepEqual(output.received.map((message) => message.kind), ["stop"]);
-        await assert.rejects(collect(steerable.resubscribeTask({ tenant: "", id: taskId })), (error) => error instanceof UnsupportedOperationError);
+        assert.deepEqual(
+          output.received.map((message) => message.kind),
+          ["stop"],
+        );
+        await assert.rejects(
+          collect(steerable.resubscribeTask({ tenant: "", id: taskId })),
+          (error) => error instanceof UnsupportedOperationError,
+        );
       });
 
       test("GetTask reads a task; an unknown one is task-not-found", async () => {
@@ -183,36 +223,56 @@ describe("A2A gateway", () => {
         const first = asTask(await echo.sendMessage(sendRequest(message)));
         const again = asTask(await echo.sendMessage(sendRequest(message)));
         assert.equal(again.id, first.id);
-        const runs = await server.database.db.query<{ n: number }>("select count(*)::int as n from runs where metadata->>'a2a_message_id' = $1", [message.messageId]);
+        const runs = await server.database.db.query<{ n: number }>(
+          "select count(*)::int as n from runs where metadata->>'a2a_message_id' = $1",
+          [message.messageId],
+        );
         assert.equal(runs[0]!.n, 1);
-        await assert.rejects(echo.sendMessage(sendRequest({ ...message, parts: [data({ message: "different" })] })), /already sent with a different message/);
+        await assert.rejects(
+          echo.sendMessage(sendRequest({ ...message, parts: [data({ message: "different" })] })),
+          /already sent with a different message/,
+        );
       });
 
       test("tenant isolation: another tenant's tasks, contexts and assistants are not found", async () => {
         const mine = asTask(await (await client("approval")).sendMessage(sendRequest(userMessage([data({ request: "secret" })]))));
         const theirs = await client("approval", { tenant: "t2" });
         await assert.rejects(theirs.getTask(get(mine.id)), (error) => error instanceof TaskNotFoundError);
-        await assert.rejects(theirs.cancelTask({ tenant: "", id: mine.id, metadata: undefined }), (error) => error instanceof TaskNotFoundError);
+        await assert.rejects(
+          theirs.cancelTask({ tenant: "", id: mine.id, metadata: undefined }),
+          (error) => error instanceof TaskNotFoundError,
+        );
         await assert.rejects(collect(theirs.resubscribeTask({ tenant: "", id: mine.id })), (error) => error instanceof TaskNotFoundError);
-        await assert.rejects(theirs.sendMessage(sendRequest(userMessage([data({ approved: true })], { taskId: mine.id }))), (error) => error instanceof TaskNotFoundError);
-        await assert.rejects(theirs.sendMessage(sendRequest(userMessage([data({ request: "x" })], { contextId: mine.contextId }))), /names no context/);
+        await assert.rejects(
+          theirs.sendMessage(sendRequest(userMessage([data({ approved: true })], { taskId: mine.id }))),
+          (error) => error instanceof TaskNotFoundError,
+        );
+        await assert.rejects(
+          theirs.sendMessage(sendRequest(userMessage([data({ request: "x" })], { contextId: mine.contextId }))),
+          /names no context/,
+        );
         assert.equal((await server.request("GET", `/v1/runs/${mine.id}`)).body.status, "paused", "untouched");
       });
 
       test("roles: a viewer reads cards and tasks and subscribes; its sends and cancels are refused and create nothing", async () => {
-        const asked = asTask(await (await client("approval", { tenant: "t-roles" })).sendMessage(sendRequest(userMessage([data({ request: "look" })]))));
+        const asked = asTask(
+          await (await client("approval", { tenant: "t-roles" })).sendMessage(sendRequest(userMessage([data({ request: "look" })]))),
+        );
         const viewer = await client("approval", { tenant: "t-roles", roles: ["viewer"] });
         assert.equal((await viewer.getAgentCard()).name, "approval");
         assert.equal((await viewer.getTask(get(asked.id))).status?.state, TaskState.TASK_STATE_INPUT_REQUIRED);
         const joined = await collect(viewer.resubscribeTask({ tenant: "", id: asked.id }));
         assert.equal(stateOf(joined.at(-1)!), TaskState.TASK_STATE_INPUT_REQUIRED);
         const count = async () =>
-          (await server.database.db.query<{ runs: number; threads: number }>(
-            "select (select count(*)::int from runs where tenant_id = $1) as runs, (select count(*)::int from threads where tenant_id = $1) as threads",
-            ["t-roles"],
-          ))[0];
+          (
+            await server.database.db.query<{ runs: number; threads: number }>(
+              "select (select count(*)::int from runs where tenant_id = $1) as runs, (select count(*)::int from threads where tenant_id = $1) as threads",
+              ["t-roles"],
+            )
+          )[0];
         const before = await count();
-        const forbidden = (error: unknown) => (error as { envelopeCode?: number }).envelopeCode === -32000 && /^forbidden/.test((error as Error).message);
+        const forbidden = (error: unknown) =>
+          (error as { envelopeCode?: number }).envelopeCode === -32000 && /^forbidden/.test((error as Error).message);
         await assert.rejects(viewer.sendMessage(sendRequest(userMessage([data({ request: "no" })]))), forbidden);
         await assert.rejects(collect(viewer.sendMessageStream(sendRequest(userMessage([data({ request: "no" })])))), forbidden);
         await assert.rejects(viewer.sendMessage(sendRequest(userMessage([data({ approved: true })], { taskId: asked.id }))), forbidden);
@@ -222,5 +282,4 @@ describe("A2A gateway", () => {
       });
     });
   }
-
 });

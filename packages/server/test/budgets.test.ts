@@ -18,7 +18,11 @@ describe("budgets (a fake chat model that reports token usage; no network)", () 
   }
 
   test("within budget the run succeeds and its usage shows what was spent", async () => {
-    const done = await run("budget", { calls: 3, toolCalls: 2, costPerCall: 0.5 }, { max_model_calls: 3, max_tool_calls: 2, max_tokens: 30, max_cost: 1.5 });
+    const done = await run(
+      "budget",
+      { calls: 3, toolCalls: 2, costPerCall: 0.5 },
+      { max_model_calls: 3, max_tool_calls: 2, max_tokens: 30, max_cost: 1.5 },
+    );
     assert.equal(done.status, "succeeded");
     assert.deepEqual(done.usage, { model_calls: 3, tool_calls: 2, tokens: 30, cost: 1.5 });
   });
@@ -32,7 +36,12 @@ describe("budgets (a fake chat model that reports token usage; no network)", () 
     ["max_model_calls refuses the call past it", { calls: 5 }, { max_model_calls: 2 }, { model_calls: 2, tokens: 20 }],
     ["max_tool_calls refuses the tool call past it", { calls: 0, toolCalls: 3 }, { max_tool_calls: 1 }, { tool_calls: 1 }],
     ["max_tokens ends the run at the call that crosses it", { calls: 5 }, { max_tokens: 25 }, { model_calls: 3, tokens: 30 }],
-    ["max_cost counts what graph code reports with recordUsage", { calls: 5, costPerCall: 1 }, { max_cost: 2.5 }, { model_calls: 3, cost: 3 }],
+    [
+      "max_cost counts what graph code reports with recordUsage",
+      { calls: 5, costPerCall: 1 },
+      { max_cost: 2.5 },
+      { model_calls: 3, cost: 3 },
+    ],
   ] as const) {
     test(`${name}: failed with budget_exceeded, not retried`, async () => {
       const ended = await run("budget", input, limits);

@@ -70,7 +70,10 @@ test("a graph interrupts, persists its state, and resumes with Command", async (
     assert.deepEqual(paused.next, ["ask"]);
     assert.equal(paused.tasks[0]?.interrupts[0]?.value, "what now?");
     const stored = await saver.getTuple(config);
-    assert.ok(stored?.pendingWrites?.some(([, channel]) => channel === INTERRUPT), "the interrupt is a pending write");
+    assert.ok(
+      stored?.pendingWrites?.some(([, channel]) => channel === INTERRUPT),
+      "the interrupt is a pending write",
+    );
 
     const result = await graph.invoke(new Command({ resume: "yes" }), config);
     assert.deepEqual(result, { steps: ["first", "ask", "second"], answer: "yes" });
@@ -180,8 +183,24 @@ test("putWrites: ordinary writes are kept once, special writes are replaced, ord
   await withSaver(async (saver, db) => {
     const checkpoint = { ...emptyCheckpoint(), id: uuid6(-1) };
     const config = await saver.put({ configurable: { thread_id: "w" } }, checkpoint, LOOP, {});
-    await saver.putWrites(config, [["a", 1], ["b", 2]], "task-b", "~b");
-    await saver.putWrites(config, [["a", 99], ["b", 98]], "task-b", "~b"); // a replayed task: ignored
+    await saver.putWrites(
+      config,
+      [
+        ["a", 1],
+        ["b", 2],
+      ],
+      "task-b",
+      "~b",
+    );
+    await saver.putWrites(
+      config,
+      [
+        ["a", 99],
+        ["b", 98],
+      ],
+      "task-b",
+      "~b",
+    ); // a replayed task: ignored
     await saver.putWrites(config, [[INTERRUPT, "first"]], "task-b", "~b");
     await saver.putWrites(config, [[INTERRUPT, "second"]], "task-b", "~b"); // special: replaced
     await saver.putWrites(config, [["a", 0]], "task-a", "~a");
@@ -212,7 +231,15 @@ test("put, putWrites and getTuple each take one round trip", async () => {
     const counted = new RudderCheckpointSaver(counting);
     const config = await counted.put({ configurable: { thread_id: "rt" } }, emptyCheckpoint(), INPUT, {});
     assert.equal(queries, 1);
-    await counted.putWrites(config, [["a", 1], ["b", 2], [INTERRUPT, 3]], "task");
+    await counted.putWrites(
+      config,
+      [
+        ["a", 1],
+        ["b", 2],
+        [INTERRUPT, 3],
+      ],
+      "task",
+    );
     assert.equal(queries, 2);
     assert.equal((await counted.getTuple(config))?.pendingWrites?.length, 3);
     const latest = await counted.getTuple({ configurable: { thread_id: "rt" } });
@@ -232,13 +259,27 @@ test("concurrent writes of many threads share statements (group commit), each in
     const configs = await Promise.all(
       threads.map((threadId) => saver.put({ configurable: { thread_id: threadId } }, { ...emptyCheckpoint(), id: uuid6(-1) }, LOOP, {})),
     );
-    await Promise.all(configs.map((config, index) => saver.putWrites(config, [["a", index], [INTERRUPT, `i${index}`]], `task-${index}`)));
+    await Promise.all(
+      configs.map((config, index) =>
+        saver.putWrites(
+          config,
+          [
+            ["a", index],
+            [INTERRUPT, `i${index}`],
+          ],
+          `task-${index}`,
+        ),
+      ),
+    );
     // 80 writes; one at a time would be 80 statements.
     assert.ok(statements <= 10, `${statements} statements for 80 concurrent writes`);
     for (const [index, config] of configs.entries()) {
       const tuple = await saver.getTuple(config);
       assert.equal(tuple?.config.configurable?.thread_id, threads[index]);
-      assert.deepEqual(tuple?.pendingWrites, [[`task-${index}`, INTERRUPT, `i${index}`], [`task-${index}`, "a", index]]);
+      assert.deepEqual(tuple?.pendingWrites, [
+        [`task-${index}`, INTERRUPT, `i${index}`],
+        [`task-${index}`, "a", index],
+      ]);
     }
   });
 });
@@ -246,11 +287,15 @@ test("concurrent writes of many threads share statements (group commit), each in
 test("group commit keeps each caller's outcome: one failing write fails alone; writes of one row keep their order", async () => {
   await withSaver(async (_saver, db) => {
     const batcher = new CheckpointWriteBatcher(db);
-    const row = (threadId: string, metadata: string) => checkpointWrite([threadId, "", "c1", null, "json", new TextEncoder().encode("{}"), metadata]);
+    const row = (threadId: string, metadata: string) =>
+      checkpointWrite([threadId, "", "c1", null, "json", new TextEncoder().encode("{}"), metadata]);
     const outcomes = await Promise.allSettled(
       Array.from({ length: 10 }, (_, index) => batcher.write(row(`iso-${index}`, index === 4 ? "not json" : `{"n":${index}}`))),
     );
-    assert.deepEqual(outcomes.map((outcome) => outcome.status), Array.from({ length: 10 }, (_, index) => (index === 4 ? "rejected" : "fulfilled")));
+    assert.deepEqual(
+      outcomes.map((outcome) => outcome.status),
+      Array.from({ length: 10 }, (_, index) => (index === 4 ? "rejected" : "fulfilled")),
+    );
     const [stored] = await db.query<{ n: number }>("select count(*)::int as n from checkpoints where thread_id like 'iso-%'");
     assert.equal(stored?.n, 9);
 
@@ -277,7 +322,10 @@ test("deleteThread removes the thread's checkpoints and writes, and nothing else
       `select thread_id, count(*)::int as n from checkpoint_writes group by thread_id`,
     );
     assert.ok(!counts.some((row) => row.thread_id === "thread-1"), "no writes left for the deleted thread");
-    assert.ok(counts.some((row) => row.thread_id === "thread-2"), "the other thread keeps its writes");
+    assert.ok(
+      counts.some((row) => row.thread_id === "thread-2"),
+      "the other thread keeps its writes",
+    );
     assert.equal((await collect(saver.list(other))).length, 5);
   });
 });

@@ -76,7 +76,10 @@ describe(`the rudder command on ${TEST_DRIVER}`, () => {
       const port = (taken.address() as AddressInfo).port;
       const result = await runRudder(["dev", "--port", String(port), "--data-dir", target.dataDir], target.env);
       assert.equal(result.code, 1);
-      assert.equal(result.stderr.trim(), `rudder dev: cannot listen on 127.0.0.1:${port}: the address is in use (choose another with --port or PORT)`);
+      assert.equal(
+        result.stderr.trim(),
+        `rudder dev: cannot listen on 127.0.0.1:${port}: the address is in use (choose another with --port or PORT)`,
+      );
     } finally {
       taken.close();
       await target.drop();
@@ -85,7 +88,9 @@ describe(`the rudder command on ${TEST_DRIVER}`, () => {
 
   test("token mints a verifiable HS256 token; bad arguments are refused", async () => {
     const secret = "t".repeat(40);
-    const minted = await runRudder(["token", "--tenant", "acme", "--roles", "operator,viewer", "--expires", "1h"], { RUDDER_JWT_SECRET: secret });
+    const minted = await runRudder(["token", "--tenant", "acme", "--roles", "operator,viewer", "--expires", "1h"], {
+      RUDDER_JWT_SECRET: secret,
+    });
     assert.equal(minted.code, 0, minted.stderr);
     const { payload } = await jwtVerify(minted.stdout.trim(), new TextEncoder().encode(secret));
     assert.deepEqual([payload.tenant_id, payload.roles], ["acme", ["operator", "viewer"]]);
@@ -93,7 +98,10 @@ describe(`the rudder command on ${TEST_DRIVER}`, () => {
     assert.deepEqual([badRole.code, /unknown: root/.test(badRole.stderr)], [1, true]);
     const unknown = await runRudder(["launch"]);
     assert.equal(unknown.code, 2);
-    const serveWithoutAuth = await runRudder(["serve", "--config", EXAMPLES_CONFIG], { RUDDER_JWT_SECRET: undefined, DATABASE_URL: undefined });
+    const serveWithoutAuth = await runRudder(["serve", "--config", EXAMPLES_CONFIG], {
+      RUDDER_JWT_SECRET: undefined,
+      DATABASE_URL: undefined,
+    });
     assert.equal(serveWithoutAuth.code, 1);
     assert.match(serveWithoutAuth.stderr, /no way to authenticate/);
   });

@@ -20,7 +20,9 @@ describe("run control and recovery", () => {
   const get = async (runId: string) => (await server.request("GET", `/v1/runs/${runId}`)).body;
   async function pausedRun(metadata: Record<string, unknown> = {}) {
     const threadId = await newThread();
-    const { body } = await server.request("POST", `/v1/threads/${threadId}/runs`, { body: { assistant_id: "approval", input: { request: "ship" }, metadata } });
+    const { body } = await server.request("POST", `/v1/threads/${threadId}/runs`, {
+      body: { assistant_id: "approval", input: { request: "ship" }, metadata },
+    });
     const run = await joinRun(body.run_id);
     assert.equal(run.status, "paused");
     return { threadId, run };
@@ -99,7 +101,9 @@ describe("run control and recovery", () => {
   });
 
   test("cancel of a node blocked in a 30 s await stops it through config.signal", async (t) => {
-    const { body: run } = await server.request("POST", "/v1/runs", { body: { assistant_id: "steps", input: { steps: 1, delayMs: 30_000 } } });
+    const { body: run } = await server.request("POST", "/v1/runs", {
+      body: { assistant_id: "steps", input: { steps: 1, delayMs: 30_000 } },
+    });
     await waitForStatus(run.run_id, "running");
     const started = Date.now();
     const cancelling = await server.request("POST", `/v1/runs/${run.run_id}/cancel`);
@@ -138,7 +142,10 @@ describe("run control and recovery", () => {
     assert.match(dead.error.message, /upstream reset/);
     const redriven = await server.request("POST", `/v1/runs/${run.run_id}/redrive`);
     assert.equal(redriven.status, 202);
-    assert.deepEqual([redriven.body.run_id, redriven.body.status, redriven.body.attempt, redriven.body.error], [run.run_id, "pending", 0, null]);
+    assert.deepEqual(
+      [redriven.body.run_id, redriven.body.status, redriven.body.attempt, redriven.body.error],
+      [run.run_id, "pending", 0, null],
+    );
     assert.deepEqual(redriven.body.input, { mode: "retryable" }, "redrive keeps the input");
     const deadAgain = await joinRun(run.run_id);
     assert.equal(deadAgain.status, "dead_letter");
@@ -160,7 +167,9 @@ describe("run control and recovery", () => {
   });
 
   test("run_timeout ends a run that runs too long as timed_out", async () => {
-    const { body: run } = await server.request("POST", "/v1/runs", { body: { assistant_id: "steps", input: { steps: 1, delayMs: 20_000 }, run_timeout: 0.3 } });
+    const { body: run } = await server.request("POST", "/v1/runs", {
+      body: { assistant_id: "steps", input: { steps: 1, delayMs: 20_000 }, run_timeout: 0.3 },
+    });
     const ended = (await server.request("GET", `/v1/runs/${run.run_id}/join?timeout=10`)).body;
     assert.equal(ended.status, "timed_out");
     assert.deepEqual([ended.error.code, ended.error.retryable], ["run_timed_out", false]);

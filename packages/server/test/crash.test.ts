@@ -194,7 +194,11 @@ describe(`SIGKILLed workers on ${TEST_DRIVER}`, () => {
       const runs = new Map(joined.map((run) => [run.run_id, run]));
       phase("100 runs joined");
       const unsucceeded = joined.filter((run) => run.status !== "succeeded");
-      assert.deepEqual(unsucceeded.map((run) => [run.run_id, run.status, run.attempt]), [], "every run succeeded");
+      assert.deepEqual(
+        unsucceeded.map((run) => [run.run_id, run.status, run.attempt]),
+        [],
+        "every run succeeded",
+      );
 
       const reclaimed = joined.filter((run) => run.attempt > 1);
       const heldAtKill = new Set(kills.flatMap(({ held }) => held));
@@ -229,7 +233,11 @@ describe(`SIGKILLed workers on ${TEST_DRIVER}`, () => {
       const logs = new Map<string, RunEvent[]>();
       await mapLimit(runIds, 16, async (runId) => logs.set(runId, await allEvents(api, runId)));
       for (const [runId, log] of logs) {
-        assert.deepEqual(log.map((event) => event.sequence), range(1, log.length), `events of run ${runId} are gapless`);
+        assert.deepEqual(
+          log.map((event) => event.sequence),
+          range(1, log.length),
+          `events of run ${runId} are gapless`,
+        );
         assert.equal(log.at(-1)?.kind, "run_succeeded", `run ${runId} ends with run_succeeded`);
         assert.equal(log.filter((event) => event.kind === "run_succeeded").length, 1);
         const started = log.filter((event) => event.kind === "run_started").map((event) => event.data.attempt);
@@ -246,9 +254,16 @@ describe(`SIGKILLed workers on ${TEST_DRIVER}`, () => {
       for (const [runId, events] of streamed) {
         const log = logs.get(runId)!;
         assert.deepEqual(sequencesOf(events), range(1, log.length), `stream of run ${runId} (attempt ${runs.get(runId)!.attempt})`);
-        assert.deepEqual(events.map((event) => event.event), log.map((event) => event.kind), `stream of run ${runId} is its log`);
+        assert.deepEqual(
+          events.map((event) => event.event),
+          log.map((event) => event.kind),
+          `stream of run ${runId} is its log`,
+        );
       }
-      assert.ok(streams.every((stream) => stream.ended), "every stream was closed by the server");
+      assert.ok(
+        streams.every((stream) => stream.ended),
+        "every stream was closed by the server",
+      );
 
       // Reopened after the end from Last-Event-ID 0, a reclaimed run's stream replays its log and closes.
       const replayed = reclaimed.slice(0, 5);
@@ -260,11 +275,17 @@ describe(`SIGKILLed workers on ${TEST_DRIVER}`, () => {
         assert.ok(replay.ended);
       }
 
-      const attempts = joined.reduce((counts, run) => counts.set(run.attempt, (counts.get(run.attempt) ?? 0) + 1), new Map<number, number>());
+      const attempts = joined.reduce(
+        (counts, run) => counts.set(run.attempt, (counts.get(run.attempt) ?? 0) + 1),
+        new Map<number, number>(),
+      );
       phase("checked");
       t.diagnostic(
         `kills: ${kills.length} (at ${kills.map(({ at, held }) => `${at} ms holding ${held.length}`).join(", ")}); ` +
-          `reclaimed runs: ${reclaimed.length}, ${heldReclaimed} of the ${heldAtKill.size} held at a kill (attempts ${[...attempts].sort().map(([a, n]) => `${a}:${n}`).join(" ")}); ` +
+          `reclaimed runs: ${reclaimed.length}, ${heldReclaimed} of the ${heldAtKill.size} held at a kill (attempts ${[...attempts]
+            .sort()
+            .map(([a, n]) => `${a}:${n}`)
+            .join(" ")}); ` +
           `duplicated side effects: ${duplicated} in ${duplicatedRuns.size} runs; ` +
           `live streams checked: ${streamed.length} (${streamed.filter(([runId]) => runs.get(runId)!.attempt > 1).length} of reclaimed runs); replays: ${replayed.length}; ` +
           `processes logged ${processes.logSummary()}`,
@@ -279,201 +300,255 @@ describe(`SIGKILLed workers on ${TEST_DRIVER}`, () => {
     }
   });
 
-  test("steering chaos: every accepted event is in its run's final state exactly once, consumed once, or superseded", { timeout: 170_000 }, async (t) => {
-    const setup = await setUpProcesses(t, SECRET);
-    if (!setup) return;
-    const { database, processes } = setup;
-    const sql = database.db;
-    const workers = new Workers(processes);
-    const RUNS = 50;
-    const STEERS = 1000;
-    try {
-      const { api, phase, began } = await startCluster(t, processes, workers);
+  test(
+    "steering chaos: every accepted event is in its run's final state exactly once, consumed once, or superseded",
+    { timeout: 170_000 },
+    async (t) => {
+      const setup = await setUpProcesses(t, SECRET);
+      if (!setup) return;
+      const { database, processes } = setup;
+      const sql = database.db;
+      const workers = new Workers(processes);
+      const RUNS = 50;
+      const STEERS = 1000;
+      try {
+        const { api, phase, began } = await startCluster(t, processes, workers);
 
-      // 50 runs that loop on steering until "stop". Two workers of 10 slots run 20 of them; the
-      // other 30 stay queued, collecting steering, until "stop" frees slots. Every other run has
-      // durability "exit": a killed attempt of it stored no checkpoint, so its tasks never run
-      // again and what they consumed goes to the next attempt's first drain.
-      const runIds = await mapLimit(range(1, RUNS), 10, async (_, index) => {
-        const created = await api<Run>("POST", "/v1/runs", {
-          assistant_id: "steer_loop",
-          input: { rounds: 100_000, waitMs: 200, idleWaits: 5 },
-          config: { recursionLimit: 1_000_000 },
-          durability: index % 2 === 0 ? "exit" : "sync",
-        });
-        assert.equal(created.status, 202, JSON.stringify(created.body));
-        return created.body.run_id;
-      });
-      const running = async () => (await sql.query<{ n: number }>("select count(*)::int as n from runs where status = 'running'"))[0]!.n;
-      while ((await running()) < 20) {
-        assert.ok(Date.now() - began < 30_000, `20 runs running within 30 s: ${await runSummary(sql)}`);
-        await sleep(100);
-      }
-      phase("50 runs created, 20 running");
-
-      // 1,000 steers, 50 in flight, paced over about 6 s, each with its own key, round-robin over
-      // the runs; the busiest worker is SIGKILLed (and replaced) after 250 and after 650 were sent.
-      interface Sent {
-        runId: string;
-        key: string;
-        sentAt: number;
-        answeredAt: number;
-        status: number;
-        body: { id?: string; code?: string; status?: string; created_at?: string };
-      }
-      const steer = async (runId: string, key: string, kind: string, payload: unknown): Promise<Sent> => {
-        const sentAt = Date.now();
-        const answer = await api<Sent["body"]>("POST", `/v1/runs/${runId}/steer`, { kind, payload, idempotency_key: key });
-        return { runId, key, sentAt, answeredAt: Date.now(), status: answer.status, body: answer.body };
-      };
-      const kills: { at: number; victim: string; held: string[] }[] = [];
-      let chaos = Promise.resolve();
-      const sendingBegan = Date.now();
-      const sent = await mapLimit(range(0, STEERS - 1), 50, async (index) => {
-        await sleep(Math.max(0, sendingBegan + index * 6 - Date.now()));
-        if (index === 250 || index === 650) {
-          chaos = chaos.then(async () => {
-            const { victim, held } = await workers.killBusiest(sql);
-            kills.push({ at: Date.now() - began, victim, held });
-            phase(`killed ${victim} holding ${held.length} leases after ${index} steers`);
+        // 50 runs that loop on steering until "stop". Two workers of 10 slots run 20 of them; the
+        // other 30 stay queued, collecting steering, until "stop" frees slots. Every other run has
+        // durability "exit": a killed attempt of it stored no checkpoint, so its tasks never run
+        // again and what they consumed goes to the next attempt's first drain.
+        const runIds = await mapLimit(range(1, RUNS), 10, async (_, index) => {
+          const created = await api<Run>("POST", "/v1/runs", {
+            assistant_id: "steer_loop",
+            input: { rounds: 100_000, waitMs: 200, idleWaits: 5 },
+            config: { recursionLimit: 1_000_000 },
+            durability: index % 2 === 0 ? "exit" : "sync",
           });
+          assert.equal(created.status, 202, JSON.stringify(created.body));
+          return created.body.run_id;
+        });
+        const running = async () => (await sql.query<{ n: number }>("select count(*)::int as n from runs where status = 'running'"))[0]!.n;
+        while ((await running()) < 20) {
+          assert.ok(Date.now() - began < 30_000, `20 runs running within 30 s: ${await runSummary(sql)}`);
+          await sleep(100);
         }
-        return steer(runIds[index % RUNS]!, `steer-${index}`, "note", { index });
-      });
-      await chaos;
-      phase(`${STEERS} steers sent`);
-      await workers.ready();
-      phase("replacement workers ready");
+        phase("50 runs created, 20 running");
 
-      // "stop" to every run, raced by two late steers per run: one sent with the stop, one 0-45 ms
-      // after its 202. Each is consumed with the stop, superseded at the final boundary, or
-      // refused (run_finalizing, run_terminal) once the run has finished its graph.
-      const stopping = await mapLimit(runIds, 25, async (runId, index) => {
-        const early = steer(runId, `late-a-${runId}`, "note", { late: "a" });
-        const stop = await steer(runId, `stop-${runId}`, "stop", null);
-        await sleep((index % 4) * 15);
-        const late = await steer(runId, `late-b-${runId}`, "note", { late: "b" });
-        return { stop, late: [await early, late] };
-      });
-      const stops = stopping.map(({ stop }) => stop);
-      const lates = stopping.flatMap(({ late }) => late);
-      phase("stops sent");
-      const deadline = Date.now() + 90_000;
-      const joined = await Promise.all(runIds.map((runId) => joinRun(api, runId, deadline))).catch(async (error: Error) => {
-        throw Object.assign(error, { message: `${error.message}\nruns: ${await runSummary(sql)}` });
-      });
-      phase("50 runs joined");
-      assert.deepEqual(joined.filter((run) => run.status !== "succeeded").map((run) => [run.run_id, run.status]), [], "every run succeeded");
-      assert.ok(joined.every((run) => run.output?.stopped === true), "every run ended on its stop");
-
-      // Once ended, a run refuses a new key (run_terminal) but replays a known one as it is now.
-      const after = await mapLimit(runIds, 25, (runId) => steer(runId, `after-${runId}`, "note", { late: "after" }));
-      for (const answer of after) assert.deepEqual([answer.status, answer.body.code], [409, "run_terminal"], `steer ${answer.key} after its run ended`);
-      const replay = await steer(runIds[0]!, "steer-0", "note", { index: 0 });
-      assert.deepEqual([replay.status, replay.body.id, replay.body.status], [202, sent[0]!.body.id, "consumed"], "a replayed key after the run ended");
-
-      // Every other answer is 202, or a 409 run_terminal/run_finalizing to a steer answered after
-      // its run's stop was stored: a run ends only after its stop, so no steer before may be refused.
-      const answers = [...sent, ...stops, ...lates];
-      const stopAt = new Map(stops.map((stop) => [stop.runId, stop.status === 202 ? Date.parse(stop.body.created_at!) : Infinity]));
-      const refused = answers.filter((answer) => answer.status !== 202);
-      for (const answer of refused) {
-        assert.equal(answer.status, 409, `steer ${answer.key}: ${JSON.stringify(answer.body)}`);
-        assert.ok(answer.body.code === "run_terminal" || answer.body.code === "run_finalizing", `steer ${answer.key}: ${JSON.stringify(answer.body)}`);
-        assert.ok(stopAt.get(answer.runId)! <= answer.answeredAt, `steer ${answer.key} refused (${answer.body.code}) before its run's stop was stored`);
-      }
-      assert.ok(refused.every((answer) => answer.key.startsWith("late-")), `only late steers refused: ${refused.map((answer) => answer.key).join(", ")}`);
-      const accepted = new Map<string, Sent>();
-      for (const answer of answers) {
-        if (answer.status !== 202) continue;
-        assert.ok(answer.body.id && !accepted.has(answer.body.id), `a new id for each key: ${answer.key}`);
-        accepted.set(answer.body.id, answer);
-      }
-
-      // Each accepted id: one run.steer.accepted in its run's log, at most one run.steer.consumed,
-      // and in the runs' final graph state exactly once unless it was superseded (then never, and
-      // never consumed). Kills between a drain (which commits consumption) and the node's
-      // checkpoint must neither lose the message from the state nor report it twice.
-      const logs = new Map<string, RunEvent[]>();
-      await mapLimit(runIds, 10, async (runId) => logs.set(runId, await allEvents(api, runId)));
-      const seen = { accepted: new Map<string, string[]>(), consumed: new Map<string, string[]>(), superseded: new Map<string, string[]>() };
-      const kinds = { "run.steer.accepted": seen.accepted, "run.steer.consumed": seen.consumed, "run.steer.superseded": seen.superseded } as const;
-      for (const [runId, log] of logs) {
-        assert.deepEqual(log.map((event) => event.sequence), range(1, log.length), `events of run ${runId} are gapless`);
-        for (const event of log) {
-          const into = kinds[event.kind as keyof typeof kinds];
-          if (!into) continue;
-          const id = String(event.data.steering_event_id);
-          into.set(id, [...(into.get(id) ?? []), runId]);
+        // 1,000 steers, 50 in flight, paced over about 6 s, each with its own key, round-robin over
+        // the runs; the busiest worker is SIGKILLed (and replaced) after 250 and after 650 were sent.
+        interface Sent {
+          runId: string;
+          key: string;
+          sentAt: number;
+          answeredAt: number;
+          status: number;
+          body: { id?: string; code?: string; status?: string; created_at?: string };
         }
-      }
-      const inState = new Map<string, string[]>();
-      for (const run of joined) {
-        const kept = (run.output?.received as { sourceEventId: string; sequence: number }[] | undefined) ?? [];
-        const sequences = kept.map((message) => message.sequence);
-        assert.deepEqual(sequences, [...sequences].sort((a, b) => a - b), `run ${run.run_id} received its messages in order`);
-        for (const { sourceEventId } of kept) inState.set(sourceEventId, [...(inState.get(sourceEventId) ?? []), run.run_id]);
-      }
-      let consumed = 0;
-      let superseded = 0;
-      const problems: string[] = [];
-      for (const [id, { runId, key }] of accepted) {
-        const acceptedIn = seen.accepted.get(id) ?? [];
-        const consumedIn = seen.consumed.get(id) ?? [];
-        const supersededIn = seen.superseded.get(id) ?? [];
-        const keptIn = inState.get(id) ?? [];
-        const where = `${key} (${id}): accepted in ${JSON.stringify(acceptedIn)}, consumed in ${JSON.stringify(consumedIn)}, superseded in ${JSON.stringify(supersededIn)}, in the state of ${JSON.stringify(keptIn)}`;
-        if (acceptedIn.length !== 1 || acceptedIn[0] !== runId) problems.push(where);
-        else if (consumedIn.length > 1) problems.push(`consumed twice: ${where}`);
-        else if (supersededIn.length > 0 && (supersededIn.length > 1 || supersededIn[0] !== runId || consumedIn.length > 0 || keptIn.length > 0)) problems.push(where);
-        else if (supersededIn.length === 0 && (keptIn.length !== 1 || keptIn[0] !== runId || consumedIn[0] !== runId)) problems.push(`not in its run's state exactly once: ${where}`);
-        consumed += consumedIn.length;
-        superseded += supersededIn.length;
-      }
-      for (const id of new Set([...seen.accepted.keys(), ...seen.consumed.keys(), ...seen.superseded.keys(), ...inState.keys()])) {
-        if (!accepted.has(id)) problems.push(`a steering event ${id} no 202 answered`);
-      }
-      assert.deepEqual(problems, [], "every accepted steering event is in its run's final state exactly once, consumed once, or superseded");
+        const steer = async (runId: string, key: string, kind: string, payload: unknown): Promise<Sent> => {
+          const sentAt = Date.now();
+          const answer = await api<Sent["body"]>("POST", `/v1/runs/${runId}/steer`, { kind, payload, idempotency_key: key });
+          return { runId, key, sentAt, answeredAt: Date.now(), status: answer.status, body: answer.body };
+        };
+        const kills: { at: number; victim: string; held: string[] }[] = [];
+        let chaos = Promise.resolve();
+        const sendingBegan = Date.now();
+        const sent = await mapLimit(range(0, STEERS - 1), 50, async (index) => {
+          await sleep(Math.max(0, sendingBegan + index * 6 - Date.now()));
+          if (index === 250 || index === 650) {
+            chaos = chaos.then(async () => {
+              const { victim, held } = await workers.killBusiest(sql);
+              kills.push({ at: Date.now() - began, victim, held });
+              phase(`killed ${victim} holding ${held.length} leases after ${index} steers`);
+            });
+          }
+          return steer(runIds[index % RUNS]!, `steer-${index}`, "note", { index });
+        });
+        await chaos;
+        phase(`${STEERS} steers sent`);
+        await workers.ready();
+        phase("replacement workers ready");
 
-      // The rows agree: none left pending on a succeeded run; as many consumed and superseded as the log says.
-      const rows = await sql.query<{ status: string; n: number }>(
-        "select s.status, count(*)::int as n from steering_events s join runs r on r.run_id = s.run_id where r.status = 'succeeded' group by s.status",
-      );
-      const byStatus = Object.fromEntries(rows.map(({ status, n }) => [status, n]));
-      assert.deepEqual(byStatus, { consumed, ...(superseded ? { superseded } : {}) }, "steering_events rows of succeeded runs");
-      // Rows a killed attempt consumed and a later attempt was handed again: the attempt that wrote
-      // the run.steer.consumed (the last run_started before it) is older than the row's last taker.
-      const takers = new Map((await sql.query<{ id: string; consumed_attempt: number }>(
-        "select id::text as id, consumed_attempt from steering_events where status = 'consumed'",
-      )).map((row) => [row.id, row.consumed_attempt]));
-      let handedAgain = 0;
-      for (const log of logs.values()) {
-        let attempt = 0;
-        for (const event of log) {
-          if (event.kind === "run_started") attempt = Number(event.data.attempt);
-          if (event.kind === "run.steer.consumed" && takers.get(String(event.data.steering_event_id))! > attempt) handedAgain++;
+        // "stop" to every run, raced by two late steers per run: one sent with the stop, one 0-45 ms
+        // after its 202. Each is consumed with the stop, superseded at the final boundary, or
+        // refused (run_finalizing, run_terminal) once the run has finished its graph.
+        const stopping = await mapLimit(runIds, 25, async (runId, index) => {
+          const early = steer(runId, `late-a-${runId}`, "note", { late: "a" });
+          const stop = await steer(runId, `stop-${runId}`, "stop", null);
+          await sleep((index % 4) * 15);
+          const late = await steer(runId, `late-b-${runId}`, "note", { late: "b" });
+          return { stop, late: [await early, late] };
+        });
+        const stops = stopping.map(({ stop }) => stop);
+        const lates = stopping.flatMap(({ late }) => late);
+        phase("stops sent");
+        const deadline = Date.now() + 90_000;
+        const joined = await Promise.all(runIds.map((runId) => joinRun(api, runId, deadline))).catch(async (error: Error) => {
+          throw Object.assign(error, { message: `${error.message}\nruns: ${await runSummary(sql)}` });
+        });
+        phase("50 runs joined");
+        assert.deepEqual(
+          joined.filter((run) => run.status !== "succeeded").map((run) => [run.run_id, run.status]),
+          [],
+          "every run succeeded",
+        );
+        assert.ok(
+          joined.every((run) => run.output?.stopped === true),
+          "every run ended on its stop",
+        );
+
+        // Once ended, a run refuses a new key (run_terminal) but replays a known one as it is now.
+        const after = await mapLimit(runIds, 25, (runId) => steer(runId, `after-${runId}`, "note", { late: "after" }));
+        for (const answer of after)
+          assert.deepEqual([answer.status, answer.body.code], [409, "run_terminal"], `steer ${answer.key} after its run ended`);
+        const replay = await steer(runIds[0]!, "steer-0", "note", { index: 0 });
+        assert.deepEqual(
+          [replay.status, replay.body.id, replay.body.status],
+          [202, sent[0]!.body.id, "consumed"],
+          "a replayed key after the run ended",
+        );
+
+        // Every other answer is 202, or a 409 run_terminal/run_finalizing to a steer answered after
+        // its run's stop was stored: a run ends only after its stop, so no steer before may be refused.
+        const answers = [...sent, ...stops, ...lates];
+        const stopAt = new Map(stops.map((stop) => [stop.runId, stop.status === 202 ? Date.parse(stop.body.created_at!) : Infinity]));
+        const refused = answers.filter((answer) => answer.status !== 202);
+        for (const answer of refused) {
+          assert.equal(answer.status, 409, `steer ${answer.key}: ${JSON.stringify(answer.body)}`);
+          assert.ok(
+            answer.body.code === "run_terminal" || answer.body.code === "run_finalizing",
+            `steer ${answer.key}: ${JSON.stringify(answer.body)}`,
+          );
+          assert.ok(
+            stopAt.get(answer.runId)! <= answer.answeredAt,
+            `steer ${answer.key} refused (${answer.body.code}) before its run's stop was stored`,
+          );
         }
+        assert.ok(
+          refused.every((answer) => answer.key.startsWith("late-")),
+          `only late steers refused: ${refused.map((answer) => answer.key).join(", ")}`,
+        );
+        const accepted = new Map<string, Sent>();
+        for (const answer of answers) {
+          if (answer.status !== 202) continue;
+          assert.ok(answer.body.id && !accepted.has(answer.body.id), `a new id for each key: ${answer.key}`);
+          accepted.set(answer.body.id, answer);
+        }
+
+        // Each accepted id: one run.steer.accepted in its run's log, at most one run.steer.consumed,
+        // and in the runs' final graph state exactly once unless it was superseded (then never, and
+        // never consumed). Kills between a drain (which commits consumption) and the node's
+        // checkpoint must neither lose the message from the state nor report it twice.
+        const logs = new Map<string, RunEvent[]>();
+        await mapLimit(runIds, 10, async (runId) => logs.set(runId, await allEvents(api, runId)));
+        const seen = {
+          accepted: new Map<string, string[]>(),
+          consumed: new Map<string, string[]>(),
+          superseded: new Map<string, string[]>(),
+        };
+        const kinds = {
+          "run.steer.accepted": seen.accepted,
+          "run.steer.consumed": seen.consumed,
+          "run.steer.superseded": seen.superseded,
+        } as const;
+        for (const [runId, log] of logs) {
+          assert.deepEqual(
+            log.map((event) => event.sequence),
+            range(1, log.length),
+            `events of run ${runId} are gapless`,
+          );
+          for (const event of log) {
+            const into = kinds[event.kind as keyof typeof kinds];
+            if (!into) continue;
+            const id = String(event.data.steering_event_id);
+            into.set(id, [...(into.get(id) ?? []), runId]);
+          }
+        }
+        const inState = new Map<string, string[]>();
+        for (const run of joined) {
+          const kept = (run.output?.received as { sourceEventId: string; sequence: number }[] | undefined) ?? [];
+          const sequences = kept.map((message) => message.sequence);
+          assert.deepEqual(
+            sequences,
+            [...sequences].sort((a, b) => a - b),
+            `run ${run.run_id} received its messages in order`,
+          );
+          for (const { sourceEventId } of kept) inState.set(sourceEventId, [...(inState.get(sourceEventId) ?? []), run.run_id]);
+        }
+        let consumed = 0;
+        let superseded = 0;
+        const problems: string[] = [];
+        for (const [id, { runId, key }] of accepted) {
+          const acceptedIn = seen.accepted.get(id) ?? [];
+          const consumedIn = seen.consumed.get(id) ?? [];
+          const supersededIn = seen.superseded.get(id) ?? [];
+          const keptIn = inState.get(id) ?? [];
+          const where = `${key} (${id}): accepted in ${JSON.stringify(acceptedIn)}, consumed in ${JSON.stringify(consumedIn)}, superseded in ${JSON.stringify(supersededIn)}, in the state of ${JSON.stringify(keptIn)}`;
+          if (acceptedIn.length !== 1 || acceptedIn[0] !== runId) problems.push(where);
+          else if (consumedIn.length > 1) problems.push(`consumed twice: ${where}`);
+          else if (
+            supersededIn.length > 0 &&
+            (supersededIn.length > 1 || supersededIn[0] !== runId || consumedIn.length > 0 || keptIn.length > 0)
+          )
+            problems.push(where);
+          else if (supersededIn.length === 0 && (keptIn.length !== 1 || keptIn[0] !== runId || consumedIn[0] !== runId))
+            problems.push(`not in its run's state exactly once: ${where}`);
+          consumed += consumedIn.length;
+          superseded += supersededIn.length;
+        }
+        for (const id of new Set([...seen.accepted.keys(), ...seen.consumed.keys(), ...seen.superseded.keys(), ...inState.keys()])) {
+          if (!accepted.has(id)) problems.push(`a steering event ${id} no 202 answered`);
+        }
+        assert.deepEqual(
+          problems,
+          [],
+          "every accepted steering event is in its run's final state exactly once, consumed once, or superseded",
+        );
+
+        // The rows agree: none left pending on a succeeded run; as many consumed and superseded as the log says.
+        const rows = await sql.query<{ status: string; n: number }>(
+          "select s.status, count(*)::int as n from steering_events s join runs r on r.run_id = s.run_id where r.status = 'succeeded' group by s.status",
+        );
+        const byStatus = Object.fromEntries(rows.map(({ status, n }) => [status, n]));
+        assert.deepEqual(byStatus, { consumed, ...(superseded ? { superseded } : {}) }, "steering_events rows of succeeded runs");
+        // Rows a killed attempt consumed and a later attempt was handed again: the attempt that wrote
+        // the run.steer.consumed (the last run_started before it) is older than the row's last taker.
+        const takers = new Map(
+          (
+            await sql.query<{ id: string; consumed_attempt: number }>(
+              "select id::text as id, consumed_attempt from steering_events where status = 'consumed'",
+            )
+          ).map((row) => [row.id, row.consumed_attempt]),
+        );
+        let handedAgain = 0;
+        for (const log of logs.values()) {
+          let attempt = 0;
+          for (const event of log) {
+            if (event.kind === "run_started") attempt = Number(event.data.attempt);
+            if (event.kind === "run.steer.consumed" && takers.get(String(event.data.steering_event_id))! > attempt) handedAgain++;
+          }
+        }
+        const reclaimed = joined.filter((run) => run.attempt > 1);
+        assert.ok(reclaimed.length > 0, "the kills hit running runs: at least one run needed a second attempt");
+        const reclaimedExit = reclaimed.filter((run) => runIds.indexOf(run.run_id) % 2 === 0);
+        // An exit-mode attempt settles nothing before it ends: a killed one hands everything it consumed on.
+        if (reclaimedExit.length > 0) assert.ok(handedAgain > 0, "a killed attempt's consumed messages were handed to the next attempt");
+        phase("checked");
+        t.diagnostic(
+          `kills: ${kills.length} (${kills.map(({ at, held }) => `${at} ms holding ${held.length}`).join(", ")}); reclaimed runs: ${reclaimed.length}; ` +
+            `accepted: ${accepted.size} (${sent.filter((a) => a.status === 202).length} steers + ${stops.filter((a) => a.status === 202).length} stops + ` +
+            `${lates.filter((a) => a.status === 202).length} late); refused: ${refused.length} of ${lates.length} late ` +
+            `(${refused.filter((a) => a.body.code === "run_finalizing").length} run_finalizing, ${refused.filter((a) => a.body.code === "run_terminal").length} run_terminal) ` +
+            `+ ${after.length} after the end (run_terminal); consumed: ${consumed}; superseded: ${superseded}; ` +
+            `reclaimed runs with durability exit: ${reclaimedExit.length}; consumed by a killed attempt and handed to the next: ${handedAgain}; ` +
+            `processes logged ${processes.logSummary()}`,
+        );
+      } catch (error) {
+        throw Object.assign(error as Error, { message: `${(error as Error).message}\n${processes.stderr()}` });
+      } finally {
+        await processes.stopAll(5_000);
+        await database.drop();
       }
-      const reclaimed = joined.filter((run) => run.attempt > 1);
-      assert.ok(reclaimed.length > 0, "the kills hit running runs: at least one run needed a second attempt");
-      const reclaimedExit = reclaimed.filter((run) => runIds.indexOf(run.run_id) % 2 === 0);
-      // An exit-mode attempt settles nothing before it ends: a killed one hands everything it consumed on.
-      if (reclaimedExit.length > 0) assert.ok(handedAgain > 0, "a killed attempt's consumed messages were handed to the next attempt");
-      phase("checked");
-      t.diagnostic(
-        `kills: ${kills.length} (${kills.map(({ at, held }) => `${at} ms holding ${held.length}`).join(", ")}); reclaimed runs: ${reclaimed.length}; ` +
-          `accepted: ${accepted.size} (${sent.filter((a) => a.status === 202).length} steers + ${stops.filter((a) => a.status === 202).length} stops + ` +
-          `${lates.filter((a) => a.status === 202).length} late); refused: ${refused.length} of ${lates.length} late ` +
-          `(${refused.filter((a) => a.body.code === "run_finalizing").length} run_finalizing, ${refused.filter((a) => a.body.code === "run_terminal").length} run_terminal) ` +
-          `+ ${after.length} after the end (run_terminal); consumed: ${consumed}; superseded: ${superseded}; ` +
-          `reclaimed runs with durability exit: ${reclaimedExit.length}; consumed by a killed attempt and handed to the next: ${handedAgain}; ` +
-          `processes logged ${processes.logSummary()}`,
-      );
-    } catch (error) {
-      throw Object.assign(error as Error, { message: `${(error as Error).message}\n${processes.stderr()}` });
-    } finally {
-      await processes.stopAll(5_000);
-      await database.drop();
-    }
-  });
+    },
+  );
 });

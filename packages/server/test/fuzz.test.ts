@@ -79,7 +79,19 @@ const ROUTES: readonly [method: string, template: string][] = [
   ["GET", "/v1/nowhere/:run"],
 ];
 
-const QUERY_NAMES = ["limit", "offset", "after", "timeout", "metadata", "graph_id", "checkpoint_id", "before", "status", "assistant_id", "thread_id"];
+const QUERY_NAMES = [
+  "limit",
+  "offset",
+  "after",
+  "timeout",
+  "metadata",
+  "graph_id",
+  "checkpoint_id",
+  "before",
+  "status",
+  "assistant_id",
+  "thread_id",
+];
 
 /** Text that has broken servers: NUL, lone surrogates, U+FFFD, odd ids, injections, lengths. */
 const HOSTILE_TEXT = [
@@ -206,7 +218,10 @@ function arbitraries(own: Ids, victim: Ids, tokens: { attacker: string; hostile:
   const scheduleBody = fc.record(
     {
       assistant_id: fc.oneof(fc.constant("echo"), fc.constant(victim.assistant), text),
-      cron: fc.oneof(fc.constantFrom("* * * * *", "0 0 1 1 *", "*/5 * * * * *", "0 0 30 2 *", "61 * * * *", "@daily", "* * * * * * *"), text),
+      cron: fc.oneof(
+        fc.constantFrom("* * * * *", "0 0 1 1 *", "*/5 * * * * *", "0 0 30 2 *", "61 * * * *", "@daily", "* * * * * * *"),
+        text,
+      ),
       timezone: maybe(fc.oneof(fc.constantFrom("UTC", "Europe/Paris", "+02:00", "../../etc/passwd", "America/New_York"), text)),
       input: maybe(fc.oneof(object, json)),
       enabled: maybe(fc.oneof(fc.boolean(), json)),

@@ -56,7 +56,15 @@ describe("HTTP basics", () => {
     const openapi = await server.request("GET", "/openapi.json", { token: null });
     assert.equal(openapi.status, 200);
     assert.equal(openapi.body.openapi, "3.1.0");
-    for (const path of ["/v1/threads", "/v1/threads/{thread_id}", "/v1/threads/{thread_id}/state", "/v1/threads/{thread_id}/history", "/v1/threads/{thread_id}/fork", "/v1/assistants", "/v1/assistants/{assistant_id}"]) {
+    for (const path of [
+      "/v1/threads",
+      "/v1/threads/{thread_id}",
+      "/v1/threads/{thread_id}/state",
+      "/v1/threads/{thread_id}/history",
+      "/v1/threads/{thread_id}/fork",
+      "/v1/assistants",
+      "/v1/assistants/{assistant_id}",
+    ]) {
       assert.ok(openapi.body.paths[path], `OpenAPI documents ${path}`);
     }
     assert.ok(openapi.body.components.schemas.Problem, "the Problem schema is a named component");
@@ -141,7 +149,10 @@ describe("HTTP basics", () => {
   test("API keys authenticate as their tenant and roles, by bearer or X-Api-Key", async () => {
     const created = await server.request("POST", "/v1/threads", { token: API_KEY, body: { metadata: { via: "key" } } });
     assert.equal(created.status, 201);
-    const viaHeader = await server.request("GET", `/v1/threads/${created.body.thread_id}`, { token: null, headers: { "x-api-key": API_KEY } });
+    const viaHeader = await server.request("GET", `/v1/threads/${created.body.thread_id}`, {
+      token: null,
+      headers: { "x-api-key": API_KEY },
+    });
     assert.equal(viaHeader.status, 200);
     const otherTenant = await server.request("GET", `/v1/threads/${created.body.thread_id}`, { tenant: "t1" });
     assertProblem(otherTenant, 404, "not_found");

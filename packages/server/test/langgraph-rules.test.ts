@@ -93,12 +93,17 @@ describe("LangGraph facade rules", () => {
     assert.equal(rudderMultitask("interrupt"), "cancel_previous");
     assert.equal(rudderMultitask("rollback"), "cancel_previous");
     assert.equal(lgMultitask(run({ multitask_strategy: "cancel_previous" })), "interrupt");
-    const rolledBack = run({ multitask_strategy: "cancel_previous", config: { configurable: { [LG_KWARGS_KEY]: { multitask_strategy: "rollback" } } } });
+    const rolledBack = run({
+      multitask_strategy: "cancel_previous",
+      config: { configurable: { [LG_KWARGS_KEY]: { multitask_strategy: "rollback" } } },
+    });
     assert.equal(lgMultitask(rolledBack), "rollback");
   });
 
   test("a run shows LangGraph's fields; the facade's bookkeeping stays out of kwargs.config", () => {
-    const shown = lgRun(run({ status: "cancelled", config: { recursion_limit: 5, configurable: { a: 1, [LG_KWARGS_KEY]: { stream_mode: ["updates"] } } } }));
+    const shown = lgRun(
+      run({ status: "cancelled", config: { recursion_limit: 5, configurable: { a: 1, [LG_KWARGS_KEY]: { stream_mode: ["updates"] } } } }),
+    );
     assert.equal(shown.status, "interrupted");
     assert.deepEqual(shown.kwargs.config, { recursion_limit: 5, configurable: { a: 1 } });
     assert.deepEqual(shown.kwargs.stream_mode, ["updates"]);
@@ -108,15 +113,25 @@ describe("LangGraph facade rules", () => {
   test("wait bodies: values, interrupts, or __error__", () => {
     assert.deepEqual(waitBody(run()), { reply: "hi" });
     const interrupts = [{ id: "i1", value: { question: "ok?" } }];
-    assert.deepEqual(waitBody(run({ status: "paused", output: { draft: "d", __interrupt__: interrupts } })), { draft: "d", __interrupt__: interrupts });
+    assert.deepEqual(waitBody(run({ status: "paused", output: { draft: "d", __interrupt__: interrupts } })), {
+      draft: "d",
+      __interrupt__: interrupts,
+    });
     const error = { code: "run_failed", message: "node exploded", retryable: false };
-    assert.deepEqual(waitBody(run({ status: "failed", output: null, error })), { __error__: { error: "run_failed", message: "node exploded" } });
-    assert.deepEqual(waitBody(run({ status: "timed_out", output: null, error: { ...error, code: "run_timed_out" } })), { __error__: { error: "run_timed_out", message: "node exploded" } });
+    assert.deepEqual(waitBody(run({ status: "failed", output: null, error })), {
+      __error__: { error: "run_failed", message: "node exploded" },
+    });
+    assert.deepEqual(waitBody(run({ status: "timed_out", output: null, error: { ...error, code: "run_timed_out" } })), {
+      __error__: { error: "run_timed_out", message: "node exploded" },
+    });
     assert.deepEqual(waitBody(run({ status: "cancelled", output: null })), {});
   });
 
   test("fields the facade cannot honour are named; the SDK's harmless defaults pass", () => {
-    assert.deepEqual(unsupportedRunFields({ assistant_id: "a", interrupt_before: [], feedback_keys: [], after_seconds: 0, on_completion: "delete" }), []);
+    assert.deepEqual(
+      unsupportedRunFields({ assistant_id: "a", interrupt_before: [], feedback_keys: [], after_seconds: 0, on_completion: "delete" }),
+      [],
+    );
     const refused = unsupportedRunFields({ assistant_id: "a", webhook: "http://x", interrupt_after: "*", after_seconds: 5 });
     assert.equal(refused.length, 3);
     assert.match(refused.join(), /webhook.*interrupt_after.*after_seconds/);
@@ -170,7 +185,8 @@ describe("LangGraph facade rules", () => {
 
   test("messages mode: metadata once per message, partials that accumulate, complete at the end of the step", () => {
     const mapper = new LgEventMapper(["messages"]);
-    const chunk = (content: string) => event("messages", { message: { type: "AIMessageChunk", content, id: "m1" }, node: "talk", metadata: { langgraph_node: "talk" } });
+    const chunk = (content: string) =>
+      event("messages", { message: { type: "AIMessageChunk", content, id: "m1" }, node: "talk", metadata: { langgraph_node: "talk" } });
     const sent = [chunk("hel"), chunk("lo"), event("updates", { updates: {} })].flatMap((entry) => mapper.map(entry));
     assert.deepEqual(
       sent.map((sse) => sse.event),
@@ -182,7 +198,14 @@ describe("LangGraph facade rules", () => {
 
   test("checkpoints and debug: checkpoint events as recorded; debug wraps checkpoints and tasks with their step", () => {
     const mapper = new LgEventMapper(["checkpoints", "debug"]);
-    const checkpoint = { config: { configurable: { checkpoint_id: "c1" } }, parent_config: null, values: { a: 1 }, metadata: { step: 0 }, next: ["n"], tasks: [] };
+    const checkpoint = {
+      config: { configurable: { checkpoint_id: "c1" } },
+      parent_config: null,
+      values: { a: 1 },
+      metadata: { step: 0 },
+      next: ["n"],
+      tasks: [],
+    };
     const sent = [
       event("checkpoint", checkpoint),
       event("node_started", { node: "n", task_id: "t1", triggers: ["start"] }),

@@ -41,7 +41,9 @@ describe("LangGraph API through the SDK: interrupts, multitask, cancel, failures
     assert.equal(first!.status, "success");
 
     // Resume through a stream, as useStream does: the paused run's successor continues it.
-    const parts = await collect(client.runs.stream(thread.thread_id, "approval", { command: { resume: { approved: true } }, streamMode: ["values", "updates"] }));
+    const parts = await collect(
+      client.runs.stream(thread.thread_id, "approval", { command: { resume: { approved: true } }, streamMode: ["values", "updates"] }),
+    );
     assert.equal(parts[0]!.event, "metadata");
     assert.deepEqual(parts.filter((part) => part.event === "values").at(-1)!.data, {
       request: "ship it",
@@ -66,7 +68,9 @@ describe("LangGraph API through the SDK: interrupts, multitask, cancel, failures
     // update and goto ride along: the update is applied as the run resumes.
     const edited = await client.threads.create();
     await client.runs.wait(edited.thread_id, "approval", { input: { request: "draft" } });
-    const approved = await client.runs.wait(edited.thread_id, "approval", { command: { resume: { approved: true }, update: { draft: "edited plan" } } });
+    const approved = await client.runs.wait(edited.thread_id, "approval", {
+      command: { resume: { approved: true }, update: { draft: "edited plan" } },
+    });
     assert.equal((approved as { outcome: string }).outcome, "done: edited plan");
     // goto on a thread with nothing paused: a run that starts at that node.
     const jumped = await client.runs.wait(edited.thread_id, "approval", { command: { goto: "act", update: { approved: false } } });
@@ -189,7 +193,10 @@ describe("LangGraph API through the SDK: interrupts, multitask, cancel, failures
     await client.runs.wait(null, "echo", { input: { message: "x" }, onRunCreated: (meta) => (runId = meta.run_id) });
     await rejectsWith(client.runs.get(thread.thread_id, runId), 404);
     // What the facade cannot honour is a 422 naming it, not a silent difference.
-    await rejectsWith(client.runs.create(thread.thread_id, "echo", { input: { message: "x" }, webhook: "http://example.invalid/hook" }), 422);
+    await rejectsWith(
+      client.runs.create(thread.thread_id, "echo", { input: { message: "x" }, webhook: "http://example.invalid/hook" }),
+      422,
+    );
     await rejectsWith(client.threads.create({ threadId: randomUUID() }), 422);
   });
 
@@ -198,19 +205,30 @@ describe("LangGraph API through the SDK: interrupts, multitask, cancel, failures
     const run = await client.runs.create(thread.thread_id, "steerable", { input: { rounds: 200, waitMs: 200 } });
     const steered = await server.request("POST", `/v1/runs/${run.run_id}/steer`, { body: { kind: "stop", payload: { why: "enough" } } });
     assert.equal(steered.status, 202, JSON.stringify(steered.body));
-    const values = (await client.runs.join(thread.thread_id, run.run_id)) as { stopped: boolean; received: { kind: string; payload: unknown }[] };
+    const values = (await client.runs.join(thread.thread_id, run.run_id)) as {
+      stopped: boolean;
+      received: { kind: string; payload: unknown }[];
+    };
     assert.equal(values.stopped, true);
-    assert.deepEqual(values.received.map((seen) => [seen.kind, seen.payload]), [["stop", { why: "enough" }]]);
+    assert.deepEqual(
+      values.received.map((seen) => [seen.kind, seen.payload]),
+      [["stop", { why: "enough" }]],
+    );
     // The /v1 stream of the same run has Rudder's own events, which the LangGraph stream leaves out.
     const events = await server.request("GET", `/v1/runs/${run.run_id}/events?limit=1000`);
     assert.ok(events.body.some((event: { kind: string }) => event.kind === "run.steer.consumed"));
     const lgEvents = await collect(client.runs.joinStream(thread.thread_id, run.run_id, { streamMode: ["values", "updates", "custom"] }));
     assert.ok(lgEvents.every((part) => !part.event.startsWith("run")));
 
-    const v1 = await server.request("POST", `/v1/threads/${thread.thread_id}/runs`, { body: { assistant_id: "steps", input: { steps: 1 } } });
+    const v1 = await server.request("POST", `/v1/threads/${thread.thread_id}/runs`, {
+      body: { assistant_id: "steps", input: { steps: 1 } },
+    });
     assert.equal(v1.status, 202);
     const listed = await client.runs.list(thread.thread_id);
-    assert.deepEqual(listed.map((found) => found.run_id), [v1.body.run_id, run.run_id]);
+    assert.deepEqual(
+      listed.map((found) => found.run_id),
+      [v1.body.run_id, run.run_id],
+    );
     assert.equal(listed[0]!.multitask_strategy, "enqueue");
   });
 });

@@ -32,7 +32,11 @@ describe("LangGraph API through the SDK: assistants, threads, runs, streams", ()
     assert.equal(info.flags.assistants, true);
     const preflight = await fetch(`${server.url}/threads/search`, {
       method: "OPTIONS",
-      headers: { origin: "http://ui.example", "access-control-request-method": "POST", "access-control-request-headers": "authorization, content-type" },
+      headers: {
+        origin: "http://ui.example",
+        "access-control-request-method": "POST",
+        "access-control-request-headers": "authorization, content-type",
+      },
     });
     assert.equal(preflight.status, 204);
     assert.equal(preflight.headers.get("access-control-allow-origin"), "http://ui.example");
@@ -40,7 +44,8 @@ describe("LangGraph API through the SDK: assistants, threads, runs, streams", ()
     const answer = await fetch(`${server.url}/info`, { headers: { origin: "http://ui.example" } });
     assert.match(answer.headers.get("access-control-expose-headers")!, /content-location.*x-pagination-total/);
     const openapi = (await (await fetch(`${server.url}/openapi.json`)).json()) as { paths: Record<string, object> };
-    for (const path of ["/threads/{thread_id}/runs/stream", "/runs/wait", "/assistants/search", "/threads/{thread_id}/history"]) assert.ok(openapi.paths[path], path);
+    for (const path of ["/threads/{thread_id}/runs/stream", "/runs/wait", "/assistants/search", "/threads/{thread_id}/history"])
+      assert.ok(openapi.paths[path], path);
   });
 
   test("wire details the SDK relies on: SSE headers, Location, empty cancel bodies, problem bodies, bad Last-Event-ID", async () => {
@@ -65,14 +70,23 @@ describe("LangGraph API through the SDK: assistants, threads, runs, streams", ()
     const cancel = await fetch(`${server.url}${location}/cancel`, { method: "POST", headers: { authorization: `Bearer ${token}` } });
     assert.equal(cancel.status, 409, "a finished run cannot be cancelled");
     assert.equal(cancel.headers.get("content-type"), "application/problem+json; charset=utf-8");
-    const badCursor = await server.request("GET", `/threads/${thread.thread_id}/runs/${runId}/stream`, { headers: { "last-event-id": "abc" } });
+    const badCursor = await server.request("GET", `/threads/${thread.thread_id}/runs/${runId}/stream`, {
+      headers: { "last-event-id": "abc" },
+    });
     assert.equal(badCursor.status, 422);
     assert.equal(badCursor.body.code, "validation_error");
-    const badMode = await server.request("POST", `/threads/${thread.thread_id}/runs`, { body: { assistant_id: "echo", stream_mode: "everything" } });
+    const badMode = await server.request("POST", `/threads/${thread.thread_id}/runs`, {
+      body: { assistant_id: "echo", stream_mode: "everything" },
+    });
     assert.equal(badMode.status, 422);
-    const running = await server.request("POST", `/threads/${thread.thread_id}/runs`, { body: { assistant_id: "steps", input: { steps: 40, delayMs: 250 } } });
+    const running = await server.request("POST", `/threads/${thread.thread_id}/runs`, {
+      body: { assistant_id: "steps", input: { steps: 40, delayMs: 250 } },
+    });
     assert.equal(running.status, 200);
-    const accepted = await fetch(`${server.url}/threads/${thread.thread_id}/runs/${running.body.run_id}/cancel`, { method: "POST", headers: { authorization: `Bearer ${token}` } });
+    const accepted = await fetch(`${server.url}/threads/${thread.thread_id}/runs/${running.body.run_id}/cancel`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}` },
+    });
     assert.equal(accepted.status, 202);
     assert.equal(await accepted.text(), "");
   });
@@ -92,9 +106,15 @@ describe("LangGraph API through the SDK: assistants, threads, runs, streams", ()
     assert.equal(echo.graph_id, "echo");
     assert.equal(echo.version, 1);
     const byName = await client.assistants.search({ name: "Loud echo" });
-    assert.deepEqual(byName.map((assistant) => assistant.assistant_id), ["echo-loud"]);
+    assert.deepEqual(
+      byName.map((assistant) => assistant.assistant_id),
+      ["echo-loud"],
+    );
     const graph = await client.assistants.getGraph("echo-loud");
-    assert.ok(graph.nodes.some((node) => node.id === "echo"), JSON.stringify(graph.nodes));
+    assert.ok(
+      graph.nodes.some((node) => node.id === "echo"),
+      JSON.stringify(graph.nodes),
+    );
     assert.ok(graph.edges.some((edge) => edge.source === "__start__" && edge.target === "echo"));
     const schemas = await client.assistants.getSchemas("echo");
     assert.equal(schemas.graph_id, "echo");
@@ -110,11 +130,20 @@ describe("LangGraph API through the SDK: assistants, threads, runs, streams", ()
     assert.deepEqual(updated.metadata, { team: "blue", tag: "lg-sdk", graph_id: "echo", stage: "two" });
     const other = await client.threads.create({ metadata: { tag: "lg-sdk" } });
     const tagged = await client.threads.search({ metadata: { tag: "lg-sdk" } });
-    assert.deepEqual(tagged.map((found) => found.thread_id), [other.thread_id, thread.thread_id]);
+    assert.deepEqual(
+      tagged.map((found) => found.thread_id),
+      [other.thread_id, thread.thread_id],
+    );
     assert.equal((await client.threads.search({ metadata: { tag: "lg-sdk" }, status: "busy" })).length, 0);
     assert.equal((await client.threads.search({ metadata: { tag: "lg-sdk" }, status: "idle", limit: 1 })).length, 1);
-    const byIds = await client.threads.search({ ids: [thread.thread_id, other.thread_id, "00000000-0000-4000-8000-000000000000"], metadata: { team: "blue" } });
-    assert.deepEqual(byIds.map((found) => found.thread_id), [thread.thread_id]);
+    const byIds = await client.threads.search({
+      ids: [thread.thread_id, other.thread_id, "00000000-0000-4000-8000-000000000000"],
+      metadata: { team: "blue" },
+    });
+    assert.deepEqual(
+      byIds.map((found) => found.thread_id),
+      [thread.thread_id],
+    );
     await client.threads.delete(other.thread_id);
     await rejectsWith(client.threads.get(other.thread_id), 404);
     await rejectsWith(client.threads.delete(other.thread_id), 404);
@@ -123,7 +152,10 @@ describe("LangGraph API through the SDK: assistants, threads, runs, streams", ()
   test("runs.wait on a thread answers the values; state, history and updateState follow the thread", async () => {
     const thread = await client.threads.create();
     let created: { run_id: string; thread_id?: string | undefined } | undefined;
-    const values = await client.runs.wait(thread.thread_id, "echo-loud", { input: { message: "hi" }, onRunCreated: (meta) => (created = meta) });
+    const values = await client.runs.wait(thread.thread_id, "echo-loud", {
+      input: { message: "hi" },
+      onRunCreated: (meta) => (created = meta),
+    });
     assert.deepEqual(values, { message: "hi", reply: "hi!!!" });
     assert.equal(created?.thread_id, thread.thread_id, "Content-Location names the run");
     const run = await client.runs.get(thread.thread_id, created!.run_id);
@@ -154,7 +186,10 @@ describe("LangGraph API through the SDK: assistants, threads, runs, streams", ()
   test("runs.create, join, get and list on a thread; a stateless runs.wait", async () => {
     const thread = await client.threads.create();
     let location: { run_id: string; thread_id?: string | undefined } | undefined;
-    const run = await client.runs.create(thread.thread_id, "echo", { input: { message: "one" }, onRunCreated: (meta) => (location = meta) });
+    const run = await client.runs.create(thread.thread_id, "echo", {
+      input: { message: "one" },
+      onRunCreated: (meta) => (location = meta),
+    });
     assert.equal(location?.run_id, run.run_id);
     assert.ok(run.status === "pending" || run.status === "running");
     assert.deepEqual(await client.runs.join(thread.thread_id, run.run_id), { message: "one", reply: "one" });
@@ -162,11 +197,17 @@ describe("LangGraph API through the SDK: assistants, threads, runs, streams", ()
     const second = await client.runs.create(thread.thread_id, "echo", { input: { message: "two" } });
     await client.runs.join(thread.thread_id, second.run_id);
     const listed = await client.runs.list(thread.thread_id);
-    assert.deepEqual(listed.map((found) => found.run_id), [second.run_id, run.run_id]);
+    assert.deepEqual(
+      listed.map((found) => found.run_id),
+      [second.run_id, run.run_id],
+    );
     assert.equal((await client.runs.list(thread.thread_id, { status: "error" })).length, 0);
 
     let stateless: { run_id: string; thread_id?: string | undefined } | undefined;
-    assert.deepEqual(await client.runs.wait(null, "echo", { input: { message: "alone" }, onRunCreated: (meta) => (stateless = meta) }), { message: "alone", reply: "alone" });
+    assert.deepEqual(await client.runs.wait(null, "echo", { input: { message: "alone" }, onRunCreated: (meta) => (stateless = meta) }), {
+      message: "alone",
+      reply: "alone",
+    });
     assert.ok(stateless?.run_id);
     assert.equal(stateless.thread_id, undefined);
   });
@@ -174,7 +215,10 @@ describe("LangGraph API through the SDK: assistants, threads, runs, streams", ()
   test("runs.stream: metadata first, then values, updates, messages-tuple, custom and tasks from a graph streaming tokens", async () => {
     const thread = await client.threads.create();
     const parts = await collect(
-      client.runs.stream(thread.thread_id, "chat", { input: { prompt: "hi" }, streamMode: ["values", "updates", "messages-tuple", "custom", "tasks"] }),
+      client.runs.stream(thread.thread_id, "chat", {
+        input: { prompt: "hi" },
+        streamMode: ["values", "updates", "messages-tuple", "custom", "tasks"],
+      }),
     );
     assert.equal(parts[0]!.event, "metadata");
     const runId = (parts[0]!.data as { run_id: string }).run_id;
@@ -182,7 +226,9 @@ describe("LangGraph API through the SDK: assistants, threads, runs, streams", ()
     const names = new Set(parts.map((part) => part.event));
     for (const name of ["values", "updates", "messages", "custom", "tasks"]) assert.ok(names.has(name), `${name} in ${[...names]}`);
     assert.ok(!names.has("error") && !names.has("end"));
-    const tokens = parts.filter((part) => part.event === "messages").map((part) => (part.data as [{ content: string }, Record<string, unknown>])[0].content);
+    const tokens = parts
+      .filter((part) => part.event === "messages")
+      .map((part) => (part.data as [{ content: string }, Record<string, unknown>])[0].content);
     assert.ok(tokens.length > 1, "one event per token");
     assert.equal(tokens.join(""), "hello there friend");
     const [, metadata] = parts.find((part) => part.event === "messages")!.data as [unknown, { langgraph_node?: string }];
@@ -192,15 +238,22 @@ describe("LangGraph API through the SDK: assistants, threads, runs, streams", ()
     assert.deepEqual(parts.filter((part) => part.event === "values").at(-1)!.data, { prompt: "hi", answer: "hello there friend" });
     // Every event carries an id, increasing.
     const ids = parts.map((part) => Number(part.id));
-    assert.deepEqual(ids, [...ids].sort((a, b) => a - b));
+    assert.deepEqual(
+      ids,
+      [...ids].sort((a, b) => a - b),
+    );
   });
 
   test("runs.stream in messages mode: metadata, partials that grow, complete; stateless streams too", async () => {
-    const parts = await collect(client.runs.stream(null, "chat_messages", { input: { messages: [{ role: "user", content: "yo" }] }, streamMode: "messages" }));
+    const parts = await collect(
+      client.runs.stream(null, "chat_messages", { input: { messages: [{ role: "user", content: "yo" }] }, streamMode: "messages" }),
+    );
     const names = parts.map((part) => part.event);
     assert.equal(names[0], "metadata");
     assert.ok(names.includes("messages/metadata"));
-    const partials = parts.filter((part) => part.event === "messages/partial").map((part) => (part.data as { content: string }[])[0]!.content);
+    const partials = parts
+      .filter((part) => part.event === "messages/partial")
+      .map((part) => (part.data as { content: string }[])[0]!.content);
     assert.ok(partials.length > 1);
     assert.equal(partials.at(-1), "You said: yo (turn 1)");
     const complete = parts.find((part) => part.event === "messages/complete")!.data as { content: string }[];
@@ -211,9 +264,19 @@ describe("LangGraph API through the SDK: assistants, threads, runs, streams", ()
 
   test("checkpoints and debug modes: recorded for a run that asks, one checkpoint per step", async () => {
     const thread = await client.threads.create();
-    const parts = await collect(client.runs.stream(thread.thread_id, "echo", { input: { message: "cp" }, streamMode: ["checkpoints", "debug"] }));
-    const checkpoints = parts.filter((part) => part.event === "checkpoints").map((part) => part.data as { config: { configurable: { checkpoint_id: string } }; metadata: { step: number }; values: unknown; next: string[] });
-    assert.deepEqual(checkpoints.map((found) => found.metadata.step), [-1, 0, 1]);
+    const parts = await collect(
+      client.runs.stream(thread.thread_id, "echo", { input: { message: "cp" }, streamMode: ["checkpoints", "debug"] }),
+    );
+    const checkpoints = parts
+      .filter((part) => part.event === "checkpoints")
+      .map(
+        (part) =>
+          part.data as { config: { configurable: { checkpoint_id: string } }; metadata: { step: number }; values: unknown; next: string[] },
+      );
+    assert.deepEqual(
+      checkpoints.map((found) => found.metadata.step),
+      [-1, 0, 1],
+    );
     assert.deepEqual(checkpoints.at(-1)!.values, { message: "cp", reply: "cp" });
     assert.deepEqual(checkpoints[1]!.next, ["echo"]);
     const history = await client.threads.getHistory(thread.thread_id);
@@ -229,7 +292,10 @@ describe("LangGraph API through the SDK: assistants, threads, runs, streams", ()
 
   test("joinStream of a running run, then replay after Last-Event-ID while running and after the run ended", async () => {
     const thread = await client.threads.create();
-    const run = await client.runs.create(thread.thread_id, "steps", { input: { steps: 3, delayMs: 300 }, streamMode: ["values", "updates"] });
+    const run = await client.runs.create(thread.thread_id, "steps", {
+      input: { steps: 3, delayMs: 300 },
+      streamMode: ["values", "updates"],
+    });
     await waitUntilRunning(server, run.run_id);
     // Joined mid-run without Last-Event-ID: everything from the start, in the run's own modes.
     const live: Part[] = [];
@@ -247,16 +313,28 @@ describe("LangGraph API through the SDK: assistants, threads, runs, streams", ()
 
     // After the end: the whole stream again, from -1 or from any id; a mode filter applies.
     const whole = await collect(client.runs.joinStream(thread.thread_id, run.run_id, { lastEventId: "-1" }));
-    assert.deepEqual(whole.slice(0, live.length).map((part) => part.id), live.map((part) => part.id));
-    assert.deepEqual(whole.slice(live.length).map((part) => part.id), rest.map((part) => part.id));
+    assert.deepEqual(
+      whole.slice(0, live.length).map((part) => part.id),
+      live.map((part) => part.id),
+    );
+    assert.deepEqual(
+      whole.slice(live.length).map((part) => part.id),
+      rest.map((part) => part.id),
+    );
     const again = await collect(client.runs.joinStream(thread.thread_id, run.run_id, { lastEventId: lastSeen }));
     assert.deepEqual(again, rest);
     const onlyUpdates = await collect(client.runs.joinStream(thread.thread_id, run.run_id, { streamMode: "updates" }));
-    assert.deepEqual(onlyUpdates.map((part) => part.event), ["metadata", "updates", "updates", "updates"]);
+    assert.deepEqual(
+      onlyUpdates.map((part) => part.event),
+      ["metadata", "updates", "updates", "updates"],
+    );
     // Stateless runs are joined at /runs/{id}/stream.
     let stateless: string | undefined;
     await client.runs.wait(null, "echo", { input: { message: "s" }, onRunCreated: (meta) => (stateless = meta.run_id) });
     const replayed = await collect(client.runs.joinStream(null, stateless!));
-    assert.deepEqual(replayed.map((part) => part.event), ["metadata", "values", "values"]);
+    assert.deepEqual(
+      replayed.map((part) => part.event),
+      ["metadata", "values", "values"],
+    );
   });
 });

@@ -19,13 +19,47 @@ const TESTING_CONFIG = fileURLToPath(new URL("./fixtures/testing.rudder.json", i
 const run = (status: RunStatus, superseded: string | null = null) => ({ run_id: "r1", status, superseded_by_run_id: superseded });
 
 describe("the run lifecycle table (spec section 3, one case per row)", () => {
-  const rows: { row: string; from: RunStatus; superseded?: string; trigger: RunTrigger; to: RunStatus | "unchanged" | "refused"; code?: string; finishes?: boolean }[] = [
+  const rows: {
+    row: string;
+    from: RunStatus;
+    superseded?: string;
+    trigger: RunTrigger;
+    to: RunStatus | "unchanged" | "refused";
+    code?: string;
+    finishes?: boolean;
+  }[] = [
     { row: "pending → POST cancel → cancelled, finished_at", from: "pending", trigger: "cancel", to: "cancelled", finishes: true },
-    { row: "paused (not resumed) → POST cancel → cancelled, finished_at", from: "paused", trigger: "cancel", to: "cancelled", finishes: true },
+    {
+      row: "paused (not resumed) → POST cancel → cancelled, finished_at",
+      from: "paused",
+      trigger: "cancel",
+      to: "cancelled",
+      finishes: true,
+    },
     { row: "running → POST cancel → cancelling", from: "running", trigger: "cancel", to: "cancelling", finishes: false },
-    { row: "paused, already resumed → POST cancel → 409 run_superseded", from: "paused", superseded: "r2", trigger: "cancel", to: "refused", code: "run_superseded" },
-    { row: "paused → POST resume → stays paused (the link is written)", from: "paused", trigger: "resume", to: "unchanged", finishes: false },
-    { row: "paused, resumed already → POST resume → 409 run_resume_conflict", from: "paused", superseded: "r2", trigger: "resume", to: "refused", code: "run_resume_conflict" },
+    {
+      row: "paused, already resumed → POST cancel → 409 run_superseded",
+      from: "paused",
+      superseded: "r2",
+      trigger: "cancel",
+      to: "refused",
+      code: "run_superseded",
+    },
+    {
+      row: "paused → POST resume → stays paused (the link is written)",
+      from: "paused",
+      trigger: "resume",
+      to: "unchanged",
+      finishes: false,
+    },
+    {
+      row: "paused, resumed already → POST resume → 409 run_resume_conflict",
+      from: "paused",
+      superseded: "r2",
+      trigger: "resume",
+      to: "refused",
+      code: "run_resume_conflict",
+    },
     { row: "failed → POST redrive → re-enqueued", from: "failed", trigger: "redrive", to: "pending", finishes: false },
     { row: "dead_letter → POST redrive → re-enqueued", from: "dead_letter", trigger: "redrive", to: "pending", finishes: false },
     { row: "running → error → failed", from: "running", trigger: "fail", to: "failed", finishes: true },
@@ -99,13 +133,21 @@ describe("steering admission by run state (spec section 4, one case per row)", (
     { row: "running with steering_closed → 409 run_finalizing", run: facts("running", { closed: true }), expect: "run_finalizing" },
     { row: "cancelling with steering_closed → 409 run_finalizing", run: facts("cancelling", { closed: true }), expect: "run_finalizing" },
     { row: "paused → 202", run: facts("paused"), expect: "202" },
-    { row: "paused with a stale steering_closed → 202 (a pause never closes admission)", run: facts("paused", { closed: true }), expect: "202" },
+    {
+      row: "paused with a stale steering_closed → 202 (a pause never closes admission)",
+      run: facts("paused", { closed: true }),
+      expect: "202",
+    },
     ...(["succeeded", "failed", "cancelled", "timed_out", "dead_letter"] as const).map((status) => ({
       row: `${status} → 409 run_terminal`,
       run: facts(status, { closed: true }),
       expect: "run_terminal" as const,
     })),
-    { row: "resumed (superseded_by_run_id set) → 409 run_superseded", run: facts("paused", { superseded: "r2" }), expect: "run_superseded" },
+    {
+      row: "resumed (superseded_by_run_id set) → 409 run_superseded",
+      run: facts("paused", { superseded: "r2" }),
+      expect: "run_superseded",
+    },
   ];
   for (const c of rows) {
     test(c.row, () => {
@@ -119,18 +161,85 @@ describe("how an attempt ends (DESIGN.md: which failures are retried)", () => {
   const policy = { maxAttempts: 3, retryBaseMs: 1000 };
   const facts = (attempt: number) => ({ status: "running" as RunStatus, attempt, run_timeout: 5 });
   const threw = (error: unknown): AttemptResult => ({ kind: "threw", error });
-  const cases: { name: string; attempt: number; result: AttemptResult; stopped?: Exclude<StopReason, "lease_lost">; status: RunStatus; event: string; code?: string }[] = [
+  const cases: {
+    name: string;
+    attempt: number;
+    result: AttemptResult;
+    stopped?: Exclude<StopReason, "lease_lost">;
+    status: RunStatus;
+    event: string;
+    code?: string;
+  }[] = [
     { name: "success", attempt: 1, result: { kind: "succeeded", output: { a: 1 } }, status: "succeeded", event: "run_succeeded" },
     { name: "interrupt", attempt: 1, result: { kind: "paused", output: {}, interrupts: [1] }, status: "paused", event: "run_paused" },
     { name: "plain error", attempt: 1, result: threw(new Error("x")), status: "failed", event: "run_failed", code: "run_failed" },
-    { name: "retryable: true", attempt: 1, result: threw(Object.assign(new Error("x"), { retryable: true })), status: "pending", event: "run_retrying", code: "run_failed" },
-    { name: "ECONNRESET", attempt: 2, result: threw(Object.assign(new Error("x"), { code: "ECONNRESET" })), status: "pending", event: "run_retrying", code: "run_failed" },
-    { name: "retryable, last attempt", attempt: 3, result: threw(Object.assign(new Error("x"), { code: "UND_ERR_SOCKET" })), status: "dead_letter", event: "run_dead_letter", code: "dead_letter" },
-    { name: "InvalidUpdateError", attempt: 1, result: threw(Object.assign(new Error("x"), { name: "InvalidUpdateError" })), status: "failed", event: "run_failed", code: "invalid_update" },
-    { name: "cancelled wins over success", attempt: 1, result: { kind: "succeeded", output: {} }, stopped: "cancelled", status: "cancelled", event: "run_cancelled", code: "run_cancelled" },
-    { name: "timeout", attempt: 1, result: threw(new Error("aborted")), stopped: "timed_out", status: "timed_out", event: "run_timed_out", code: "run_timed_out" },
-    { name: "shutdown hands back", attempt: 1, result: threw(new Error("aborted")), stopped: "shutdown", status: "pending", event: "run_retrying" },
-    { name: "a run that keeps losing its worker", attempt: 4, result: threw(new Error("aborted")), stopped: "attempts_exhausted", status: "dead_letter", event: "run_dead_letter", code: "dead_letter" },
+    {
+      name: "retryable: true",
+      attempt: 1,
+      result: threw(Object.assign(new Error("x"), { retryable: true })),
+      status: "pending",
+      event: "run_retrying",
+      code: "run_failed",
+    },
+    {
+      name: "ECONNRESET",
+      attempt: 2,
+      result: threw(Object.assign(new Error("x"), { code: "ECONNRESET" })),
+      status: "pending",
+      event: "run_retrying",
+      code: "run_failed",
+    },
+    {
+      name: "retryable, last attempt",
+      attempt: 3,
+      result: threw(Object.assign(new Error("x"), { code: "UND_ERR_SOCKET" })),
+      status: "dead_letter",
+      event: "run_dead_letter",
+      code: "dead_letter",
+    },
+    {
+      name: "InvalidUpdateError",
+      attempt: 1,
+      result: threw(Object.assign(new Error("x"), { name: "InvalidUpdateError" })),
+      status: "failed",
+      event: "run_failed",
+      code: "invalid_update",
+    },
+    {
+      name: "cancelled wins over success",
+      attempt: 1,
+      result: { kind: "succeeded", output: {} },
+      stopped: "cancelled",
+      status: "cancelled",
+      event: "run_cancelled",
+      code: "run_cancelled",
+    },
+    {
+      name: "timeout",
+      attempt: 1,
+      result: threw(new Error("aborted")),
+      stopped: "timed_out",
+      status: "timed_out",
+      event: "run_timed_out",
+      code: "run_timed_out",
+    },
+    {
+      name: "shutdown hands back",
+      attempt: 1,
+      result: threw(new Error("aborted")),
+      stopped: "shutdown",
+      status: "pending",
+      event: "run_retrying",
+    },
+    {
+      name: "a run that keeps losing its worker",
+      attempt: 4,
+      result: threw(new Error("aborted")),
+      stopped: "attempts_exhausted",
+      status: "dead_letter",
+      event: "run_dead_letter",
+      code: "dead_letter",
+    },
   ];
   for (const c of cases) {
     test(c.name, () => {
@@ -141,7 +250,10 @@ describe("how an attempt ends (DESIGN.md: which failures are retried)", () => {
     });
   }
   test("retries back off exponentially", () => {
-    const delays = [1, 2].map((attempt) => attemptOutcome(facts(attempt), threw(Object.assign(new Error("x"), { retryable: true })), undefined, policy).retryDelayMs);
+    const delays = [1, 2].map(
+      (attempt) =>
+        attemptOutcome(facts(attempt), threw(Object.assign(new Error("x"), { retryable: true })), undefined, policy).retryDelayMs,
+    );
     assert.deepEqual(delays, [1000, 2000]);
   });
 });
@@ -155,18 +267,27 @@ describe("every terminal transition has exactly one terminal event", () => {
 
   const newThread = async () => (await server.request("POST", "/v1/threads", { body: {} })).body.thread_id as string;
   const terminalKinds = new Set(["run_succeeded", "run_failed", "run_cancelled", "run_timed_out", "run_dead_letter"]);
-  const events = async (runId: string) => (await server.request("GET", `/v1/runs/${runId}/events?limit=1000`)).body as { kind: string; data: Record<string, unknown> }[];
+  const events = async (runId: string) =>
+    (await server.request("GET", `/v1/runs/${runId}/events?limit=1000`)).body as { kind: string; data: Record<string, unknown> }[];
 
   /** Opens the run's stream now and resolves with every event once the server ends it. */
   async function streamUntilEnd(runId: string) {
-    const connection = await openSse(`${server.url}/v1/runs/${runId}/stream`, { headers: { authorization: `Bearer ${await server.token()}` } });
+    const connection = await openSse(`${server.url}/v1/runs/${runId}/stream`, {
+      headers: { authorization: `Bearer ${await server.token()}` },
+    });
     return connection.rest();
   }
 
   async function blockedThread(): Promise<{ threadId: string; blocker: string; queued: string }> {
     const threadId = await newThread();
-    const blocker = (await server.request("POST", `/v1/threads/${threadId}/runs`, { body: { assistant_id: "steps", input: { steps: 1, delayMs: 30_000 } } })).body.run_id;
-    const queued = (await server.request("POST", `/v1/threads/${threadId}/runs`, { body: { assistant_id: "echo", input: { message: "waiting" } } })).body.run_id;
+    const blocker = (
+      await server.request("POST", `/v1/threads/${threadId}/runs`, {
+        body: { assistant_id: "steps", input: { steps: 1, delayMs: 30_000 } },
+      })
+    ).body.run_id;
+    const queued = (
+      await server.request("POST", `/v1/threads/${threadId}/runs`, { body: { assistant_id: "echo", input: { message: "waiting" } } })
+    ).body.run_id;
     return { threadId, blocker, queued };
   }
 
@@ -174,14 +295,19 @@ describe("every terminal transition has exactly one terminal event", () => {
     const { threadId, blocker, queued } = await blockedThread();
     const stream = streamUntilEnd(queued);
     const join = server.request("GET", `/v1/runs/${queued}/join?timeout=120`);
-    const newest = await server.request("POST", `/v1/threads/${threadId}/runs`, { body: { assistant_id: "echo", input: { message: "now" }, multitask_strategy: "cancel_previous" } });
+    const newest = await server.request("POST", `/v1/threads/${threadId}/runs`, {
+      body: { assistant_id: "echo", input: { message: "now" }, multitask_strategy: "cancel_previous" },
+    });
     assert.equal(newest.status, 202);
     const joined = await join;
     assert.deepEqual([joined.status, joined.body.status, joined.body.error.code], [200, "cancelled", "run_cancelled"]);
     const streamed = await stream;
     assert.equal(streamed.at(-1)!.event, "run_cancelled");
     const log = await events(queued);
-    assert.deepEqual(log.filter((e) => terminalKinds.has(e.kind)).map((e) => [e.kind, e.data.reason, e.data.from]), [["run_cancelled", "cancel_previous", "pending"]]);
+    assert.deepEqual(
+      log.filter((e) => terminalKinds.has(e.kind)).map((e) => [e.kind, e.data.reason, e.data.from]),
+      [["run_cancelled", "cancel_previous", "pending"]],
+    );
     // The running blocker is cancelled cooperatively, once; the newest run then runs.
     assert.equal((await server.request("GET", `/v1/runs/${blocker}/join?timeout=60`)).body.status, "cancelled");
     assert.equal((await events(blocker)).filter((e) => terminalKinds.has(e.kind)).length, 1);
@@ -195,7 +321,10 @@ describe("every terminal transition has exactly one terminal event", () => {
     assert.equal((await server.request("POST", `/v1/runs/${queued}/cancel`)).body.status, "cancelled");
     assert.equal((await join).body.status, "cancelled");
     assert.equal((await stream).at(-1)!.event, "run_cancelled");
-    assert.deepEqual((await events(queued)).filter((e) => terminalKinds.has(e.kind)).map((e) => [e.kind, e.data.reason]), [["run_cancelled", "cancel_requested"]]);
+    assert.deepEqual(
+      (await events(queued)).filter((e) => terminalKinds.has(e.kind)).map((e) => [e.kind, e.data.reason]),
+      [["run_cancelled", "cancel_requested"]],
+    );
     await server.request("POST", `/v1/runs/${blocker}/cancel`);
     assert.equal((await server.request("GET", `/v1/runs/${blocker}/join?timeout=60`)).body.status, "cancelled");
   });
@@ -223,9 +352,14 @@ describe("every terminal transition has exactly one terminal event", () => {
     for (const [runId, kind] of expected) {
       await server.request("GET", `/v1/runs/${runId}/join?timeout=60`);
       const terminal = (await events(runId)).filter((e) => terminalKinds.has(e.kind));
-      assert.deepEqual(terminal.map((e) => e.kind), [kind], runId);
+      assert.deepEqual(
+        terminal.map((e) => e.kind),
+        [kind],
+        runId,
+      );
       if (kind !== "run_succeeded") assert.equal(typeof (terminal[0]!.data.error as { code?: unknown }).code, "string");
-      if (kind === "run_cancelled") assert.deepEqual([terminal[0]!.data.reason, terminal[0]!.data.from], ["cancel_requested", "cancelling"]);
+      if (kind === "run_cancelled")
+        assert.deepEqual([terminal[0]!.data.reason, terminal[0]!.data.from], ["cancel_requested", "cancelling"]);
     }
   });
 });

@@ -42,7 +42,10 @@ describe(`MCP behind a load balancer: two rudder serve processes on ${TEST_DRIVE
       const origins = [new URL(first).origin, new URL(second).origin];
       const token = await mintToken(SECRET, { tenantId: TENANT, roles: ["operator", "developer"] });
       const api = apiClient(first, token);
-      for (const [assistant_id, graph_id] of [["lb-steps", "steps"], ["lb-form", "form_ask"]]) {
+      for (const [assistant_id, graph_id] of [
+        ["lb-steps", "steps"],
+        ["lb-form", "form_ask"],
+      ]) {
         const created = await api("POST", "/v1/assistants", { assistant_id, graph_id, metadata: { mcp_expose: true } });
         assert.equal(created.status, 201, JSON.stringify(created.body));
       }
@@ -69,7 +72,9 @@ describe(`MCP behind a load balancer: two rudder serve processes on ${TEST_DRIVE
         assert.deepEqual(tools.map((tool) => tool.name).sort(), ["form_ask", "steps"], "named by the assistants' names (their graph ids)");
 
         const progress: number[] = [];
-        const counted = (await client.callTool({ name: "steps", arguments: { steps: 3 } }, undefined, { onprogress: (p) => progress.push(p.progress) })) as CallToolResult;
+        const counted = (await client.callTool({ name: "steps", arguments: { steps: 3 } }, undefined, {
+          onprogress: (p) => progress.push(p.progress),
+        })) as CallToolResult;
         assert.equal((counted.structuredContent as { count: number }).count, 3);
         assert.deepEqual(progress, [1, 2, 3]);
 
@@ -81,7 +86,9 @@ describe(`MCP behind a load balancer: two rudder serve processes on ${TEST_DRIVE
         // The cancellation goes to the other process than the call.
         const file = join(scratch, "cancel.log");
         const aborted = new AbortController();
-        const call = client.callTool({ name: "steps", arguments: { steps: 20, delayMs: 500, sideEffectFile: file } }, undefined, { signal: aborted.signal });
+        const call = client.callTool({ name: "steps", arguments: { steps: 20, delayMs: 500, sideEffectFile: file } }, undefined, {
+          signal: aborted.signal,
+        });
         let runId = "";
         while (!runId) {
           runId = existsSync(file) ? (readFileSync(file, "utf8").split(" ")[0] ?? "") : "";
@@ -101,7 +108,11 @@ describe(`MCP behind a load balancer: two rudder serve processes on ${TEST_DRIVE
 
       const posts = sent.filter((request) => request.method === "POST");
       for (let i = 1; i < sent.length; i++) assert.notEqual(sent[i]!.origin, sent[i - 1]!.origin, "consecutive requests alternate");
-      for (const origin of origins) assert.ok(posts.some((request) => request.origin === origin && request.kind === "tools/call"), `${origin} served a tool call`);
+      for (const origin of origins)
+        assert.ok(
+          posts.some((request) => request.origin === origin && request.kind === "tools/call"),
+          `${origin} served a tool call`,
+        );
       const originOf = (kind: string) => posts.filter((request) => request.kind === kind).map((request) => request.origin);
       const [elicitedCall] = posts.filter((request) => request.kind === "tools/call").slice(1, 2);
       const [answer] = originOf("response");

@@ -20,7 +20,8 @@ const assistant = (assistant_id: string, name: string, metadata: Record<string, 
   updated_at: "2026-01-01T00:00:00.000Z",
 });
 
-const run = (fields: Partial<Run>): Run => ({ run_id: "5f0c1c2e-0000-4000-8000-000000000001", status: "succeeded", output: null, error: null, ...fields }) as Run;
+const run = (fields: Partial<Run>): Run =>
+  ({ run_id: "5f0c1c2e-0000-4000-8000-000000000001", status: "succeeded", output: null, error: null, ...fields }) as Run;
 
 describe("MCP tool names", () => {
   test("the first non-empty of mcp_tool_name, metadata.name, name, id", () => {
@@ -43,7 +44,14 @@ describe("MCP tool names", () => {
 
   test("clashes get _2, _3…, shortened to fit; order decides who keeps the name", () => {
     const long = "y".repeat(140);
-    const names = assignToolNames([assistant("1", "dup"), assistant("2", "dup"), assistant("3", "dup_2"), assistant("4", "dup"), assistant("5", long), assistant("6", long)]).map((entry) => entry.name);
+    const names = assignToolNames([
+      assistant("1", "dup"),
+      assistant("2", "dup"),
+      assistant("3", "dup_2"),
+      assistant("4", "dup"),
+      assistant("5", long),
+      assistant("6", long),
+    ]).map((entry) => entry.name);
     assert.deepEqual(names.slice(0, 4), ["dup", "dup_2", "dup_2_2", "dup_3"]);
     assert.equal(names[4], "y".repeat(128));
     assert.equal(names[5], `${"y".repeat(126)}_2`);
@@ -80,7 +88,16 @@ describe("MCP results", () => {
     const plain = resultOfRun(run({ output: { count: 2 } }));
     assert.deepEqual(plain.structuredContent, { count: 2 });
     assert.equal(plain.content[0]?.type === "text" && plain.content[0].text, '{"count":2}');
-    const chat = resultOfRun(run({ output: { messages: [{ type: "human", content: "hi" }, { type: "ai", content: [{ type: "text", text: "hello" }] }] } }));
+    const chat = resultOfRun(
+      run({
+        output: {
+          messages: [
+            { type: "human", content: "hi" },
+            { type: "ai", content: [{ type: "text", text: "hello" }] },
+          ],
+        },
+      }),
+    );
     assert.equal(chat.content[0]?.type === "text" && chat.content[0].text, "hello");
     assert.deepEqual(resultOfRun(run({ output: 5 })).structuredContent, { output: 5 }, "structured content is always an object");
   });
@@ -88,16 +105,25 @@ describe("MCP results", () => {
   test("failures carry the code and message; the output schema admits all three shapes", () => {
     const failed = resultOfRun(run({ status: "timed_out", error: { code: "run_timed_out", message: "too slow", retryable: false } }));
     assert.equal(failed.isError, true);
-    assert.deepEqual((failed.structuredContent as { error: unknown }).error, { code: "run_timed_out", message: "too slow", retryable: false });
+    assert.deepEqual((failed.structuredContent as { error: unknown }).error, {
+      code: "run_timed_out",
+      message: "too slow",
+      retryable: false,
+    });
     const rejected = failure({ code: "validation_error", message: "bad", retryable: false });
-    assert.deepEqual(rejected.structuredContent, { status: "rejected", run_id: null, error: { code: "validation_error", message: "bad", retryable: false } });
+    assert.deepEqual(rejected.structuredContent, {
+      status: "rejected",
+      run_id: null,
+      error: { code: "validation_error", message: "bad", retryable: false },
+    });
     assert.equal(toolOutputSchema(undefined), undefined);
     assert.equal((toolOutputSchema({ type: "object" })!.anyOf as unknown[]).length, 3);
   });
 });
 
 describe("MCP elicitation", () => {
-  const paused = (value: unknown, count = 1) => run({ status: "paused", output: { __interrupt__: Array.from({ length: count }, () => ({ id: "i", value })) } });
+  const paused = (value: unknown, count = 1) =>
+    run({ status: "paused", output: { __interrupt__: Array.from({ length: count }, () => ({ id: "i", value })) } });
 
   test("a string asks for a free-text answer; a requestedSchema asks for its form", () => {
     const text = elicitationFor(paused("Why?"))!;

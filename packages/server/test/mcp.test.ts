@@ -18,7 +18,12 @@ import { startTestServer, type TestServer } from "./support/server.ts";
 
 const TESTING_CONFIG = fileURLToPath(new URL("./fixtures/testing.rudder.json", import.meta.url));
 
-const exposed = (assistant_id: string, graph_id: string, metadata: Record<string, unknown> = {}, extra: Partial<DeclaredAssistant> = {}): DeclaredAssistant => ({
+const exposed = (
+  assistant_id: string,
+  graph_id: string,
+  metadata: Record<string, unknown> = {},
+  extra: Partial<DeclaredAssistant> = {},
+): DeclaredAssistant => ({
   assistant_id,
   graph_id,
   ...extra,
@@ -41,7 +46,11 @@ const ASSISTANTS: DeclaredAssistant[] = [
 const text = (result: CallToolResult) => result.content.map((part) => (part.type === "text" ? part.text : "")).join("");
 const runIdOf = (result: CallToolResult) => (result._meta as Record<string, string>)["rudder/run_id"]!;
 
-async function joinRun(server: TestServer, runId: string, tenant = "t1"): Promise<{ status: string; output: Record<string, unknown>; error: { code: string } | null; metadata: Record<string, unknown> }> {
+async function joinRun(
+  server: TestServer,
+  runId: string,
+  tenant = "t1",
+): Promise<{ status: string; output: Record<string, unknown>; error: { code: string } | null; metadata: Record<string, unknown> }> {
   for (;;) {
     const joined = await server.request("GET", `/v1/runs/${runId}/join?timeout=60`, { tenant });
     if (joined.status === 408) continue;
@@ -88,12 +97,24 @@ describe(`MCP endpoint on ${TEST_DRIVER}`, () => {
     assert.equal(older.status, 200);
     assert.equal((older.messages[0]!.result as { protocolVersion: string }).protocolVersion, "2025-06-18");
     const session = older.headers.get("mcp-session-id")!;
-    const listed = await rawMcp(server.url, { jsonrpc: "2.0", id: 2, method: "tools/list" }, { token, headers: { "mcp-protocol-version": "2025-06-18", "mcp-session-id": session } });
+    const listed = await rawMcp(
+      server.url,
+      { jsonrpc: "2.0", id: 2, method: "tools/list" },
+      { token, headers: { "mcp-protocol-version": "2025-06-18", "mcp-session-id": session } },
+    );
     assert.equal(listed.status, 200);
     assert.ok(Array.isArray((listed.messages[0]!.result as { tools: unknown[] }).tools));
     const ancient = await rawMcp(server.url, initializeRequest("2024-11-05"), { token });
-    assert.equal((ancient.messages[0]!.result as { protocolVersion: string }).protocolVersion, "2025-11-25", "an unspoken version gets the latest");
-    const refused = await rawMcp(server.url, { jsonrpc: "2.0", id: 3, method: "tools/list" }, { token, headers: { "mcp-protocol-version": "2025-03-26" } });
+    assert.equal(
+      (ancient.messages[0]!.result as { protocolVersion: string }).protocolVersion,
+      "2025-11-25",
+      "an unspoken version gets the latest",
+    );
+    const refused = await rawMcp(
+      server.url,
+      { jsonrpc: "2.0", id: 3, method: "tools/list" },
+      { token, headers: { "mcp-protocol-version": "2025-03-26" } },
+    );
     assert.equal(refused.status, 400);
     assert.equal((refused.messages[0]!.error as { code: number }).code, -32000);
   });
@@ -114,13 +135,20 @@ describe(`MCP endpoint on ${TEST_DRIVER}`, () => {
     const malformed = await rawMcp(server.url, undefined, { token, rawBody: "{not json" });
     assert.equal(malformed.status, 400);
     assert.equal((malformed.messages[0]!.error as { code: number }).code, -32700);
-    const poisoned = await rawMcp(server.url, undefined, { token, rawBody: '{"jsonrpc":"2.0","id":1,"method":"tools/list","__proto__":{"x":1}}' });
+    const poisoned = await rawMcp(server.url, undefined, {
+      token,
+      rawBody: '{"jsonrpc":"2.0","id":1,"method":"tools/list","__proto__":{"x":1}}',
+    });
     assert.equal(poisoned.status, 400);
     const notRpc = await rawMcp(server.url, { hello: "world" }, { token });
     assert.ok(notRpc.status >= 400 && notRpc.status < 500, `status ${notRpc.status}`);
     const wrongType = await rawMcp(server.url, undefined, { token, rawBody: "{}", headers: { "content-type": "text/plain" } });
     assert.equal(wrongType.status, 415);
-    const notAccepting = await rawMcp(server.url, { jsonrpc: "2.0", id: 1, method: "tools/list" }, { token, headers: { accept: "application/json" } });
+    const notAccepting = await rawMcp(
+      server.url,
+      { jsonrpc: "2.0", id: 1, method: "tools/list" },
+      { token, headers: { accept: "application/json" } },
+    );
     assert.equal(notAccepting.status, 406);
     const unknownMethod = await rawMcp(server.url, { jsonrpc: "2.0", id: 9, method: "resources/list" }, { token });
     assert.equal((unknownMethod.messages[0]!.error as { code: number }).code, -32601);
@@ -129,7 +157,11 @@ describe(`MCP endpoint on ${TEST_DRIVER}`, () => {
     const notification = await rawMcp(server.url, { jsonrpc: "2.0", method: "notifications/initialized" }, { token });
     assert.equal(notification.status, 202);
     assert.equal(notification.text, "", "202 without a body");
-    const strayAnswer = await rawMcp(server.url, { jsonrpc: "2.0", id: "rudder-elicit:00000000-0000-4000-8000-000000000000:answer", result: { action: "accept" } }, { token });
+    const strayAnswer = await rawMcp(
+      server.url,
+      { jsonrpc: "2.0", id: "rudder-elicit:00000000-0000-4000-8000-000000000000:answer", result: { action: "accept" } },
+      { token },
+    );
     assert.equal(strayAnswer.status, 202, "an answer naming no run of the session changes nothing");
     assert.equal(strayAnswer.text, "");
     const openapi = await server.request("GET", "/openapi.json", { token: null });
@@ -167,7 +199,10 @@ describe(`MCP endpoint on ${TEST_DRIVER}`, () => {
   test("tools/list pages with nextCursor; a tenant sees its own assistants and never another's", async () => {
     const tenant = "mcp-pager";
     for (let i = 0; i < 55; i++) {
-      const created = await server.request("POST", "/v1/assistants", { tenant, body: { assistant_id: `own-${String(i).padStart(2, "0")}`, graph_id: "echo", name: "mine", metadata: { mcp_expose: true } } });
+      const created = await server.request("POST", "/v1/assistants", {
+        tenant,
+        body: { assistant_id: `own-${String(i).padStart(2, "0")}`, graph_id: "echo", name: "mine", metadata: { mcp_expose: true } },
+      });
       assert.equal(created.status, 201, JSON.stringify(created.body));
     }
     const { client } = await mcpClient(server, { tenant });
@@ -186,7 +221,10 @@ describe(`MCP endpoint on ${TEST_DRIVER}`, () => {
 
       const theirs = await other.client.listTools();
       assert.equal(theirs.tools.length, 9, "another tenant's assistants never appear");
-      await assert.rejects(other.client.callTool({ name: "mine_55", arguments: {} }), (error: unknown) => error instanceof McpError && error.code === -32602);
+      await assert.rejects(
+        other.client.callTool({ name: "mine_55", arguments: {} }),
+        (error: unknown) => error instanceof McpError && error.code === -32602,
+      );
       await assert.rejects(other.client.callTool({ name: "no-such-tool", arguments: {} }), /Unknown tool: no-such-tool/);
     } finally {
       await client.close();
@@ -212,7 +250,11 @@ describe(`MCP endpoint on ${TEST_DRIVER}`, () => {
       assert.equal(text(chat), "You said: hi (turn 1)", "the last AI message's content");
 
       const written = (await client.callTool({ name: "write", arguments: { topic: "sea", words: 2 } })) as CallToolResult;
-      assert.equal((written.structuredContent as { text: string }).text, "sea sea", "structured content valid against the declared output schema");
+      assert.equal(
+        (written.structuredContent as { text: string }).text,
+        "sea sea",
+        "structured content valid against the declared output schema",
+      );
     } finally {
       await client.close();
     }
@@ -225,7 +267,8 @@ describe(`MCP endpoint on ${TEST_DRIVER}`, () => {
     const call = { jsonrpc: "2.0", id: 42, method: "tools/call", params: { name: "count_steps_", arguments: { steps: 2 } } };
     const first = await rawMcp(server.url, call, { token, headers });
     const again = await rawMcp(server.url, call, { token, headers });
-    const runOf = (answer: { messages: Record<string, unknown>[] }) => ((answer.messages.at(-1)!.result as CallToolResult)._meta as Record<string, string>)["rudder/run_id"];
+    const runOf = (answer: { messages: Record<string, unknown>[] }) =>
+      ((answer.messages.at(-1)!.result as CallToolResult)._meta as Record<string, string>)["rudder/run_id"];
     assert.ok(runOf(first));
     assert.equal(runOf(again), runOf(first));
   });
@@ -283,9 +326,19 @@ describe(`MCP endpoint on ${TEST_DRIVER}`, () => {
     const { client } = await mcpClient(server);
     try {
       const seen: { progress: number; message?: string }[] = [];
-      const result = (await client.callTool({ name: "count_steps_", arguments: { steps: 4 } }, undefined, { onprogress: (progress) => seen.push(progress) })) as CallToolResult;
+      const result = (await client.callTool({ name: "count_steps_", arguments: { steps: 4 } }, undefined, {
+        onprogress: (progress) => seen.push(progress),
+      })) as CallToolResult;
       assert.equal((result.structuredContent as { count: number }).count, 4);
-      assert.deepEqual(seen.map((progress) => [progress.progress, progress.message]), [[1, "step"], [2, "step"], [3, "step"], [4, "step"]]);
+      assert.deepEqual(
+        seen.map((progress) => [progress.progress, progress.message]),
+        [
+          [1, "step"],
+          [2, "step"],
+          [3, "step"],
+          [4, "step"],
+        ],
+      );
     } finally {
       await client.close();
     }
@@ -296,7 +349,9 @@ describe(`MCP endpoint on ${TEST_DRIVER}`, () => {
     try {
       const file = join(scratch, "cancel-notify.log");
       const aborted = new AbortController();
-      const call = client.callTool({ name: "count_steps_", arguments: { steps: 20, delayMs: 500, sideEffectFile: file } }, undefined, { signal: aborted.signal });
+      const call = client.callTool({ name: "count_steps_", arguments: { steps: 20, delayMs: 500, sideEffectFile: file } }, undefined, {
+        signal: aborted.signal,
+      });
       const runId = await firstRunIdIn(file);
       aborted.abort("the user changed their mind");
       await assert.rejects(call);
@@ -314,7 +369,12 @@ describe(`MCP endpoint on ${TEST_DRIVER}`, () => {
     const closed = new AbortController();
     const call = rawMcp(
       server.url,
-      { jsonrpc: "2.0", id: 7, method: "tools/call", params: { name: "count_steps_", arguments: { steps: 20, delayMs: 500, sideEffectFile: file } } },
+      {
+        jsonrpc: "2.0",
+        id: 7,
+        method: "tools/call",
+        params: { name: "count_steps_", arguments: { steps: 20, delayMs: 500, sideEffectFile: file } },
+      },
       { token, signal: closed.signal },
     );
     const runId = await firstRunIdIn(file);
@@ -341,7 +401,10 @@ describe(`MCP endpoint on ${TEST_DRIVER}`, () => {
 
       const hops = (await client.callTool({ name: "hops", arguments: {} })) as CallToolResult;
       assert.equal(hops.isError, undefined, text(hops));
-      assert.deepEqual((hops.structuredContent as { answers: unknown[] }).answers, ["answer to first question", "answer to second question"]);
+      assert.deepEqual((hops.structuredContent as { answers: unknown[] }).answers, [
+        "answer to first question",
+        "answer to second question",
+      ]);
       const last = await server.request("GET", `/v1/runs/${runIdOf(hops)}`);
       assert.ok(last.body.metadata.resumed_from_run_id, "the result is the resumed run's");
     } finally {
@@ -391,5 +454,4 @@ describe(`MCP endpoint at shutdown on ${TEST_DRIVER}`, () => {
       await closing.database.drop();
     }
   });
-
 });

@@ -14,7 +14,10 @@ const FIXTURE_CHAIN = loadMigrations(fileURLToPath(new URL("./fixtures/migration
 describe("migrations", () => {
   test("the shipped chain is numbered 1..n without gaps", () => {
     const ids = loadMigrations().map((m) => m.id);
-    assert.deepEqual(ids, ids.map((_, i) => i + 1));
+    assert.deepEqual(
+      ids,
+      ids.map((_, i) => i + 1),
+    );
   });
 
   test("a fresh database migrates to the latest revision, once", async () => {
@@ -23,7 +26,10 @@ describe("migrations", () => {
       const before = await migrationStatus(db);
       assert.equal(before.current, 0);
       assert.equal(before.pending.length, loadMigrations().length);
-      assert.deepEqual(await migrate(db), loadMigrations().map((m) => m.id));
+      assert.deepEqual(
+        await migrate(db),
+        loadMigrations().map((m) => m.id),
+      );
       const after = await migrationStatus(db);
       assert.deepEqual([after.current, after.pending.length], [after.latest, 0]);
       assert.deepEqual(await migrate(db), [], "running it again applies nothing");
@@ -54,7 +60,10 @@ describe("migrations", () => {
   test("a failing migration rolls back whole and is not recorded", async () => {
     const { db, drop } = await createTestDatabase({ migrated: false });
     try {
-      const broken = [...FIXTURE_CHAIN.slice(0, 1), { id: 2, name: "broken", sql: "create table half (id int); select no_such_function();" }];
+      const broken = [
+        ...FIXTURE_CHAIN.slice(0, 1),
+        { id: 2, name: "broken", sql: "create table half (id int); select no_such_function();" },
+      ];
       await assert.rejects(migrate(db, { chain: broken }));
       assert.equal((await migrationStatus(db, broken)).current, 1);
       const [row] = await db.query<{ n: number }>("select count(*)::int as n from information_schema.tables where table_name = 'half'");

@@ -78,7 +78,10 @@ describe(`rudder serve and rudder worker as separate processes on ${TEST_DRIVER}
       // Two streams: one read to the end, one cut after 3 events. Their responses arrive at once,
       // not at the run's first event.
       const opened = Date.now();
-      const [full, partial] = await Promise.all([openSse(streamUrl(runId), { headers: auth }), openSse(streamUrl(runId), { headers: auth })]);
+      const [full, partial] = await Promise.all([
+        openSse(streamUrl(runId), { headers: auth }),
+        openSse(streamUrl(runId), { headers: auth }),
+      ]);
       const early = await api<Run>("GET", `/v1/runs/${runId}`);
       assert.equal(early.body.status, "pending", "the streams opened while the run was still queued");
 
@@ -114,7 +117,10 @@ describe(`rudder serve and rudder worker as separate processes on ${TEST_DRIVER}
         const payload = JSON.parse(event.data) as RunEvent;
         assert.deepEqual([payload.run_id, payload.sequence, payload.kind], [runId, Number(event.id), event.event]);
       }
-      assert.ok(elapsed < 20_000, `the stream ended ${elapsed} ms after it opened: it must follow the worker's notices and close when the run ends, not wait for a heartbeat`);
+      assert.ok(
+        elapsed < 20_000,
+        `the stream ended ${elapsed} ms after it opened: it must follow the worker's notices and close when the run ends, not wait for a heartbeat`,
+      );
       // Delivered live, as the worker writes them, not in a burst when the run ends: the 5 steps
       // complete 100 ms apart, so their node_completed events arrive in several separate bursts.
       const stepArrivals = received.filter(({ event }) => event.event === "node_completed").map(({ at }) => at);
@@ -132,8 +138,14 @@ describe(`rudder serve and rudder worker as separate processes on ${TEST_DRIVER}
 
       // The durable log holds the same events, and join sees the run succeeded.
       const log = await allEvents(api, runId);
-      assert.deepEqual(log.map((event) => event.sequence), range(1, n));
-      assert.deepEqual(log.map((event) => event.kind), events.map((event) => event.event));
+      assert.deepEqual(
+        log.map((event) => event.sequence),
+        range(1, n),
+      );
+      assert.deepEqual(
+        log.map((event) => event.kind),
+        events.map((event) => event.event),
+      );
       const joined = await joinRun(api, runId);
       assert.equal(joined.status, "succeeded");
       assert.equal(joined.attempt, 1);
@@ -187,7 +199,11 @@ describe(`rudder serve and rudder worker as separate processes on ${TEST_DRIVER}
         threadIds.map(async (threadId, index) => {
           const count = Math.floor(150 / 20) + (index < 150 % 20 ? 1 : 0);
           for (let i = 0; i < count; i++) {
-            const created = await api<Run>("POST", `/v1/threads/${threadId}/runs`, { assistant_id: "steps", input: input(threadId, i), multitask_strategy: "enqueue" });
+            const created = await api<Run>("POST", `/v1/threads/${threadId}/runs`, {
+              assistant_id: "steps",
+              input: input(threadId, i),
+              multitask_strategy: "enqueue",
+            });
             assert.equal(created.status, 202, JSON.stringify(created.body));
             perThread.get(threadId)!.push(created.body.run_id);
           }
@@ -211,7 +227,11 @@ describe(`rudder serve and rudder worker as separate processes on ${TEST_DRIVER}
       await Promise.all(allIds.map(async (runId) => runs.set(runId, await joinRun(api, runId))));
       phase("200 runs joined");
       const unsucceeded = [...runs.values()].filter((run) => run.status !== "succeeded" || run.attempt !== 1);
-      assert.deepEqual(unsucceeded.map((run) => [run.run_id, run.status, run.attempt]), [], "every run succeeded on its first attempt");
+      assert.deepEqual(
+        unsucceeded.map((run) => [run.run_id, run.status, run.attempt]),
+        [],
+        "every run succeeded on its first attempt",
+      );
 
       // Each step of each run ran exactly once: 2 lines per run, none for unknown runs.
       const lines = readFileSync(sideEffectFile, "utf8").split("\n").filter(Boolean);
@@ -227,7 +247,10 @@ describe(`rudder serve and rudder worker as separate processes on ${TEST_DRIVER}
       for (const runId of allIds) {
         const entries = sideEffects.get(runId) ?? [];
         assert.equal(entries.length, 2, `run ${runId} ran 2 steps, once each: ${JSON.stringify(entries)}`);
-        assert.ok(entries.every(({ label }) => label === labelOf.get(runId)), `labels of run ${runId}: ${JSON.stringify(entries)}`);
+        assert.ok(
+          entries.every(({ label }) => label === labelOf.get(runId)),
+          `labels of run ${runId}: ${JSON.stringify(entries)}`,
+        );
         assert.equal(entries[1]!.step, entries[0]!.step + 1, `steps of run ${runId}: ${JSON.stringify(entries)}`);
       }
 
@@ -238,7 +261,11 @@ describe(`rudder serve and rudder worker as separate processes on ${TEST_DRIVER}
       allIds.forEach((runId, index) => {
         const run = runs.get(runId)!;
         const log = events[index]!;
-        assert.deepEqual(log.map((event) => event.sequence), range(1, log.length), `events of run ${runId} are gapless`);
+        assert.deepEqual(
+          log.map((event) => event.sequence),
+          range(1, log.length),
+          `events of run ${runId} are gapless`,
+        );
         const started = log.filter((event) => event.kind === "run_started");
         assert.equal(started.length, 1, `run ${runId} started once`);
         assert.equal(log.at(-1)!.kind, "run_succeeded");
@@ -248,7 +275,11 @@ describe(`rudder serve and rudder worker as separate processes on ${TEST_DRIVER}
         assert.ok(run.started_at <= created_at && created_at <= run.finished_at, `run_started of ${runId} lies within its run`);
         executedBy.set(String(data.worker), (executedBy.get(String(data.worker)) ?? 0) + 1);
       });
-      assert.deepEqual([...executedBy.keys()].sort(), [...workerIds].sort(), `both workers executed runs: ${JSON.stringify(Object.fromEntries(executedBy))}`);
+      assert.deepEqual(
+        [...executedBy.keys()].sort(),
+        [...workerIds].sort(),
+        `both workers executed runs: ${JSON.stringify(Object.fromEntries(executedBy))}`,
+      );
 
       phase("events read");
       // One run at a time per thread, in the order the runs were created.
@@ -261,14 +292,27 @@ describe(`rudder serve and rudder worker as separate processes on ${TEST_DRIVER}
             `thread ${threadId}: run ${next.run_id} started at ${next.started_at} before run ${previous.run_id} finished at ${previous.finished_at}`,
           );
         }
-        assert.deepEqual(byStart.map((run) => run.run_id), ids, `thread ${threadId}: runs started in creation order`);
+        assert.deepEqual(
+          byStart.map((run) => run.run_id),
+          ids,
+          `thread ${threadId}: runs started in creation order`,
+        );
         // "steps" counts in the thread's state: the k-th run's steps are numbered 2k+1 and 2k+2
         // exactly when each run continued from the state its predecessor left.
         ids.forEach((runId, k) => {
-          assert.deepEqual(sideEffects.get(runId)!.map(({ step }) => step), [2 * k + 1, 2 * k + 2], `steps of run ${runId}, number ${k} on thread ${threadId}`);
+          assert.deepEqual(
+            sideEffects.get(runId)!.map(({ step }) => step),
+            [2 * k + 1, 2 * k + 2],
+            `steps of run ${runId}, number ${k} on thread ${threadId}`,
+          );
         });
       }
-      for (const runId of statelessIds) assert.deepEqual(sideEffects.get(runId)!.map(({ step }) => step), [1, 2], `steps of stateless run ${runId}`);
+      for (const runId of statelessIds)
+        assert.deepEqual(
+          sideEffects.get(runId)!.map(({ step }) => step),
+          [1, 2],
+          `steps of stateless run ${runId}`,
+        );
     } catch (error) {
       throw Object.assign(error as Error, { message: `${(error as Error).message}\n${processes.stderr()}` });
     } finally {

@@ -151,10 +151,15 @@ describe("observability: GET /metrics", () => {
 
     // Steering a running run: accepted, consumed.
     const steered = await create("steerable", { rounds: 1, waitMs: 30_000 });
-    const stream = await openSse(`${server.url}/v1/runs/${steered}/stream`, { headers: { authorization: `Bearer ${await server.token()}` } });
+    const stream = await openSse(`${server.url}/v1/runs/${steered}/stream`, {
+      headers: { authorization: `Bearer ${await server.token()}` },
+    });
     for (let event = await stream.next(); event && event.event !== "run_started"; event = await stream.next());
     await scrapeUntil(server.url, (samples) => sum(samples, "rudder_sse_streams_open") === 1, "one open stream");
-    assert.equal((await server.request("POST", `/v1/runs/${steered}/steer`, { body: { kind: "note", payload: { text: "hello" } } })).status, 202);
+    assert.equal(
+      (await server.request("POST", `/v1/runs/${steered}/steer`, { body: { kind: "note", payload: { text: "hello" } } })).status,
+      202,
+    );
     assert.equal((await join(steered)).status, "succeeded");
     await stream.rest();
     stream.close();
@@ -162,7 +167,9 @@ describe("observability: GET /metrics", () => {
 
     // A paused run steered, then resumed: the event moves to the new run (resume_transfer) and,
     // unconsumed when that run finishes, is superseded there (unconsumed_at_final_boundary).
-    const paused = (await server.request("POST", `/v1/threads/${thread}/runs`, { body: { assistant_id: "approval", input: { request: "ship" } } })).body.run_id as string;
+    const paused = (
+      await server.request("POST", `/v1/threads/${thread}/runs`, { body: { assistant_id: "approval", input: { request: "ship" } } })
+    ).body.run_id as string;
     assert.equal((await join(paused)).status, "paused");
     assert.equal((await server.request("POST", `/v1/runs/${paused}/steer`, { body: { kind: "note", payload: {} } })).status, 202);
     const resumed = await server.request("POST", `/v1/runs/${paused}/resume`, { body: { resume: { approved: true } } });
@@ -198,7 +205,11 @@ describe("observability: GET /metrics", () => {
     assert.equal(delta("rudder_http_requests_total", { method: "POST", route: "/v1/threads/:thread_id/runs", status: "202" }), 1);
     assert.equal(delta("rudder_http_requests_total", { method: "POST", route: "/v1/runs/:run_id/steer", status: "202" }), 2);
     assert.equal(delta("rudder_http_requests_total", { method: "GET", route: "/v1/runs/:run_id/join", status: "200" }), 6);
-    assert.equal(delta("rudder_http_requests_total", { method: "GET", route: "/v1/runs/:run_id/stream", status: "200" }), 1, "a stream is counted when it ends");
+    assert.equal(
+      delta("rudder_http_requests_total", { method: "GET", route: "/v1/runs/:run_id/stream", status: "200" }),
+      1,
+      "a stream is counted when it ends",
+    );
     assert.equal(delta("rudder_http_request_duration_seconds_count", { method: "POST", route: "/v1/runs" }), 4);
     assert.equal(sum(afterRuns, "rudder_worker_active_attempts"), 0);
     assert.equal(sum(afterRuns, "rudder_notifier_listening"), 1);
@@ -215,9 +226,15 @@ describe("observability: GET /metrics", () => {
   });
 
   test("logs are JSON lines; request logs carry request_id, a run's carry run_id, attempt and worker_id; a failure is logged once with its stack", async () => {
-    const runId = (await server.request("POST", "/v1/runs", { body: { assistant_id: "echo", input: { message: "log me" } }, headers: { "x-request-id": "req-observability-1" } })).body.run_id as string;
+    const runId = (
+      await server.request("POST", "/v1/runs", {
+        body: { assistant_id: "echo", input: { message: "log me" } },
+        headers: { "x-request-id": "req-observability-1" },
+      })
+    ).body.run_id as string;
     await server.request("GET", `/v1/runs/${runId}/join?timeout=60`);
-    const failed = (await server.request("POST", "/v1/runs", { body: { assistant_id: "failing", input: { mode: "plain" } } })).body.run_id as string;
+    const failed = (await server.request("POST", "/v1/runs", { body: { assistant_id: "failing", input: { mode: "plain" } } })).body
+      .run_id as string;
     await server.request("GET", `/v1/runs/${failed}/join?timeout=60`);
     const logs = lines.map((line) => JSON.parse(line) as Record<string, unknown>);
     const created = logs.filter((log) => log.request_id === "req-observability-1");
@@ -261,12 +278,23 @@ describe("observability: GET /metrics", () => {
     await fetch(`${server.url}/v1/threads`, { headers: { authorization: `Bearer ${token}` } });
     await fetch(`${server.url}/v1/threads`, { headers: { authorization: `Bearer ${forged}` } });
     await fetch(`${server.url}/v1/threads`, { headers: { "x-api-key": apiKey } });
-    await fetch(`${server.url}/v1/threads?token=${encodeURIComponent("query-SECRET-99")}`, { headers: { authorization: `Bearer ${token}` } });
+    await fetch(`${server.url}/v1/threads?token=${encodeURIComponent("query-SECRET-99")}`, {
+      headers: { authorization: `Bearer ${token}` },
+    });
     await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${SCRAPE_TOKEN}` } });
     await fetch(`${server.url}/metrics`, { headers: { authorization: "Bearer wrong-scrape-SECRET" } });
     const text = lines.join("\n");
     assert.ok(lines.length > 0);
-    for (const secret of [token, token.split(".")[2]!, forged, apiKey, SCRAPE_TOKEN, "wrong-scrape-SECRET", "query-SECRET-99", TEST_SECRET]) {
+    for (const secret of [
+      token,
+      token.split(".")[2]!,
+      forged,
+      apiKey,
+      SCRAPE_TOKEN,
+      "wrong-scrape-SECRET",
+      "query-SECRET-99",
+      TEST_SECRET,
+    ]) {
       assert.ok(!text.includes(secret), `the logs hold a secret: ${secret.slice(0, 12)}…`);
     }
   });
@@ -277,7 +305,8 @@ describe("observability: queue gauges, across processes", () => {
     const database = await createTestDatabase({ migrated: false });
     const api = await startTestServer({ configFile: TESTING_CONFIG, database, worker: false, config: { metricsToken: SCRAPE_TOKEN } });
     try {
-      const create = async () => (await api.request("POST", "/v1/runs", { body: { assistant_id: "echo", input: { message: "queued" } } })).body.run_id as string;
+      const create = async () =>
+        (await api.request("POST", "/v1/runs", { body: { assistant_id: "echo", input: { message: "queued" } } })).body.run_id as string;
       const queued = [await create(), await create(), await create()];
       const full = await scrapeUntil(api.url, (samples) => sum(samples, "rudder_queue_pending_runs") === 3, "three pending runs");
       assert.equal(sum(full, "rudder_queue_ready_runs"), 3);
@@ -301,10 +330,15 @@ describe("observability: queue gauges, across processes", () => {
       try {
         assert.ok(worker.metricsUrl);
         assert.equal((await fetch(`${worker.metricsUrl}/metrics`)).status, 401);
-        assert.equal((await fetch(`${worker.metricsUrl}/metrics`, { headers: { authorization: `Bearer ${await api.token("t1", ["viewer"])}` } })).status, 200);
+        assert.equal(
+          (await fetch(`${worker.metricsUrl}/metrics`, { headers: { authorization: `Bearer ${await api.token("t1", ["viewer"])}` } }))
+            .status,
+          200,
+        );
         assert.equal((await fetch(`${worker.metricsUrl}/ready`)).status, 200);
         assert.equal((await fetch(`${worker.metricsUrl}/elsewhere`)).status, 404);
-        for (const runId of queued.slice(1)) assert.equal((await api.request("GET", `/v1/runs/${runId}/join?timeout=60`)).body.status, "succeeded");
+        for (const runId of queued.slice(1))
+          assert.equal((await api.request("GET", `/v1/runs/${runId}/join?timeout=60`)).body.status, "succeeded");
         const workerSamples = await scrape(worker.metricsUrl);
         assert.equal(sum(workerSamples, "rudder_runs_settled_total", { status: "succeeded", graph_id: "echo" }), 2);
         assert.equal(sum(workerSamples, "rudder_runs_created_total"), 0, "runs are counted created where they were created");
@@ -342,22 +376,32 @@ describe("observability: /ready and the notifier", () => {
     }
   });
 
-  test("PostgreSQL: a LISTEN connection killed by the server is counted as a reconnect and comes back", { skip: !TEST_DATABASE_URL && "needs PostgreSQL" }, async () => {
-    const server = await startTestServer({ worker: false, config: { metricsToken: SCRAPE_TOKEN } });
-    const admin = new pg.Client({ connectionString: server.database.url });
-    await admin.connect();
-    try {
-      const listening = await scrapeUntil(server.url, (samples) => sum(samples, "rudder_notifier_listening") === 1, "the LISTEN connection up");
-      const reconnects = sum(listening, "rudder_notifier_reconnects_total");
-      await admin.query("select pg_terminate_backend(pid) from pg_stat_activity where datname = current_database() and query = 'listen rudder'");
-      await scrapeUntil(server.url, (samples) => sum(samples, "rudder_notifier_reconnects_total") === reconnects + 1, "one reconnect");
-      await scrapeUntil(server.url, (samples) => sum(samples, "rudder_notifier_listening") === 1, "the LISTEN connection back");
-      assert.equal((await fetch(`${server.url}/ready`)).status, 200);
-    } finally {
-      await admin.end();
-      await server.close();
-    }
-  });
+  test(
+    "PostgreSQL: a LISTEN connection killed by the server is counted as a reconnect and comes back",
+    { skip: !TEST_DATABASE_URL && "needs PostgreSQL" },
+    async () => {
+      const server = await startTestServer({ worker: false, config: { metricsToken: SCRAPE_TOKEN } });
+      const admin = new pg.Client({ connectionString: server.database.url });
+      await admin.connect();
+      try {
+        const listening = await scrapeUntil(
+          server.url,
+          (samples) => sum(samples, "rudder_notifier_listening") === 1,
+          "the LISTEN connection up",
+        );
+        const reconnects = sum(listening, "rudder_notifier_reconnects_total");
+        await admin.query(
+          "select pg_terminate_backend(pid) from pg_stat_activity where datname = current_database() and query = 'listen rudder'",
+        );
+        await scrapeUntil(server.url, (samples) => sum(samples, "rudder_notifier_reconnects_total") === reconnects + 1, "one reconnect");
+        await scrapeUntil(server.url, (samples) => sum(samples, "rudder_notifier_listening") === 1, "the LISTEN connection back");
+        assert.equal((await fetch(`${server.url}/ready`)).status, 200);
+      } finally {
+        await admin.end();
+        await server.close();
+      }
+    },
+  );
 });
 
 describe("observability: log formats", () => {
@@ -373,14 +417,20 @@ describe("observability: log formats", () => {
       return { chunks, destination };
     };
     const pretty = capture();
-    createLogger({ level: "info", format: "pretty", destination: pretty.destination }).info({ run_id: "r1", authorization: "Bearer x" }, "attempt settled");
+    createLogger({ level: "info", format: "pretty", destination: pretty.destination }).info(
+      { run_id: "r1", authorization: "Bearer x" },
+      "attempt settled",
+    );
     const text = pretty.chunks.join("");
     assert.match(text, /INFO.*attempt settled/);
     assert.match(text, /"run_id":"r1"/);
     assert.doesNotMatch(text, /Bearer x/);
     assert.throws(() => JSON.parse(text));
     const json = capture();
-    createLogger({ level: "info", format: "json", destination: json.destination }).info({ run_id: "r1", token: "t0ken" }, "attempt settled");
+    createLogger({ level: "info", format: "json", destination: json.destination }).info(
+      { run_id: "r1", token: "t0ken" },
+      "attempt settled",
+    );
     const line = JSON.parse(json.chunks.join("")) as Record<string, unknown>;
     assert.equal(line.msg, "attempt settled");
     assert.equal(line.level, "info");
@@ -399,45 +449,66 @@ describe("observability: real rudder processes", () => {
     assert.match(port.stderr, /metrics port .* must be 0 to 65535 or "off", not "ninety"/);
   });
 
-  test("rudder serve and rudder worker: each exposes its own metrics, and the worker's JSON log lines of a run carry its run_id", { skip: TEST_DRIVER === "pglite" && "needs PostgreSQL: processes share one database" }, async () => {
-    const database = await createTestDatabase();
-    const env = { DATABASE_URL: database.url, RUDDER_JWT_SECRET: TEST_SECRET, RUDDER_METRICS_TOKEN: SCRAPE_TOKEN, RUDDER_LOG_LEVEL: "info" };
-    const serve = startRudder(["serve", "--config", TESTING_CONFIG, "--port", "0"], env);
-    const worker = startRudder(["worker", "--config", TESTING_CONFIG, "--metrics-port", "0"], { ...env, RUDDER_WORKER_POLL_MS: "200" });
-    const apiBanner = waitForOutput(serve, /rudder serve: listening at http:\/\/\S+/);
-    const workerBanner = waitForOutput(worker, /metrics at http:\/\/\S+\/metrics/);
-    const workerOut: string[] = [];
-    worker.stdout.on("data", (chunk: Buffer) => workerOut.push(chunk.toString()));
-    const stopped = (child: typeof serve) => new Promise<void>((resolve) => (child.exitCode !== null ? resolve() : child.once("exit", () => resolve())));
-    try {
-      const apiUrl = /rudder serve: listening at (http:\/\/\S+)/.exec(await apiBanner)![1]!;
-      const metricsUrl = /metrics at (http:\/\/\S+)\/metrics/.exec(await workerBanner)![1]!;
-      const token = await mintToken(TEST_SECRET, { tenantId: "t1", roles: ["admin"] });
-      const headers = { authorization: `Bearer ${token}`, "content-type": "application/json" };
-      const created = await fetch(`${apiUrl}/v1/runs`, { method: "POST", headers, body: JSON.stringify({ assistant_id: "echo", input: { message: "across processes" } }) });
-      assert.equal(created.status, 202);
-      const runId = ((await created.json()) as { run_id: string }).run_id;
-      const joined = await fetch(`${apiUrl}/v1/runs/${runId}/join?timeout=60`, { headers });
-      assert.equal(((await joined.json()) as { status: string }).status, "succeeded");
+  test(
+    "rudder serve and rudder worker: each exposes its own metrics, and the worker's JSON log lines of a run carry its run_id",
+    { skip: TEST_DRIVER === "pglite" && "needs PostgreSQL: processes share one database" },
+    async () => {
+      const database = await createTestDatabase();
+      const env = {
+        DATABASE_URL: database.url,
+        RUDDER_JWT_SECRET: TEST_SECRET,
+        RUDDER_METRICS_TOKEN: SCRAPE_TOKEN,
+        RUDDER_LOG_LEVEL: "info",
+      };
+      const serve = startRudder(["serve", "--config", TESTING_CONFIG, "--port", "0"], env);
+      const worker = startRudder(["worker", "--config", TESTING_CONFIG, "--metrics-port", "0"], { ...env, RUDDER_WORKER_POLL_MS: "200" });
+      const apiBanner = waitForOutput(serve, /rudder serve: listening at http:\/\/\S+/);
+      const workerBanner = waitForOutput(worker, /metrics at http:\/\/\S+\/metrics/);
+      const workerOut: string[] = [];
+      worker.stdout.on("data", (chunk: Buffer) => workerOut.push(chunk.toString()));
+      const stopped = (child: typeof serve) =>
+        new Promise<void>((resolve) => (child.exitCode !== null ? resolve() : child.once("exit", () => resolve())));
+      try {
+        const apiUrl = /rudder serve: listening at (http:\/\/\S+)/.exec(await apiBanner)![1]!;
+        const metricsUrl = /metrics at (http:\/\/\S+)\/metrics/.exec(await workerBanner)![1]!;
+        const token = await mintToken(TEST_SECRET, { tenantId: "t1", roles: ["admin"] });
+        const headers = { authorization: `Bearer ${token}`, "content-type": "application/json" };
+        const created = await fetch(`${apiUrl}/v1/runs`, {
+          method: "POST",
+          headers,
+          body: JSON.stringify({ assistant_id: "echo", input: { message: "across processes" } }),
+        });
+        assert.equal(created.status, 202);
+        const runId = ((await created.json()) as { run_id: string }).run_id;
+        const joined = await fetch(`${apiUrl}/v1/runs/${runId}/join?timeout=60`, { headers });
+        assert.equal(((await joined.json()) as { status: string }).status, "succeeded");
 
-      assert.equal((await fetch(`${metricsUrl}/metrics`)).status, 401);
-      const fromWorker = await scrape(metricsUrl);
-      assert.equal(sum(fromWorker, "rudder_runs_settled_total", { status: "succeeded", graph_id: "echo" }), 1);
-      assert.equal(sum(fromWorker, "rudder_run_claim_wait_seconds_count"), 1);
-      assert.ok(sum(fromWorker, "rudder_process_resident_memory_bytes") > 0);
-      const fromApi = await scrape(apiUrl);
-      assert.equal(sum(fromApi, "rudder_runs_created_total", { graph_id: "echo" }), 1);
-      assert.equal(sum(fromApi, "rudder_runs_settled_total"), 0);
+        assert.equal((await fetch(`${metricsUrl}/metrics`)).status, 401);
+        const fromWorker = await scrape(metricsUrl);
+        assert.equal(sum(fromWorker, "rudder_runs_settled_total", { status: "succeeded", graph_id: "echo" }), 1);
+        assert.equal(sum(fromWorker, "rudder_run_claim_wait_seconds_count"), 1);
+        assert.ok(sum(fromWorker, "rudder_process_resident_memory_bytes") > 0);
+        const fromApi = await scrape(apiUrl);
+        assert.equal(sum(fromApi, "rudder_runs_created_total", { graph_id: "echo" }), 1);
+        assert.equal(sum(fromApi, "rudder_runs_settled_total"), 0);
 
-      const lines = workerOut.join("").split("\n").filter((line) => line.startsWith("{")).map((line) => JSON.parse(line) as Record<string, unknown>);
-      const ofRun = lines.filter((line) => line.run_id === runId);
-      assert.deepEqual(ofRun.map((line) => line.msg), ["attempt started", "attempt settled"]);
-      assert.ok(ofRun.every((line) => line.attempt === 1 && typeof line.worker_id === "string" && line.level === "info"));
-    } finally {
-      serve.kill("SIGTERM");
-      worker.kill("SIGTERM");
-      await Promise.all([stopped(serve), stopped(worker)]);
-      await database.drop();
-    }
-  });
+        const lines = workerOut
+          .join("")
+          .split("\n")
+          .filter((line) => line.startsWith("{"))
+          .map((line) => JSON.parse(line) as Record<string, unknown>);
+        const ofRun = lines.filter((line) => line.run_id === runId);
+        assert.deepEqual(
+          ofRun.map((line) => line.msg),
+          ["attempt started", "attempt settled"],
+        );
+        assert.ok(ofRun.every((line) => line.attempt === 1 && typeof line.worker_id === "string" && line.level === "info"));
+      } finally {
+        serve.kill("SIGTERM");
+        worker.kill("SIGTERM");
+        await Promise.all([stopped(serve), stopped(worker)]);
+        await database.drop();
+      }
+    },
+  );
 });

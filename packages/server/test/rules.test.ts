@@ -38,9 +38,23 @@ describe("JSON containment (the in-memory twin of jsonb @>)", () => {
 describe("error codes", () => {
   test("the spec's codes have the spec's statuses", () => {
     const expected = {
-      idempotency_conflict: 409, quota_exceeded: 429, join_timeout: 408, run_terminal: 409, run_superseded: 409,
-      payload_too_large: 413, run_resume_conflict: 409, run_finalizing: 409, invalid_request: 400, unauthorized: 401,
-      forbidden: 403, not_found: 404, conflict: 409, concurrent_run: 409, validation_error: 422, rate_limited: 429, internal: 500,
+      idempotency_conflict: 409,
+      quota_exceeded: 429,
+      join_timeout: 408,
+      run_terminal: 409,
+      run_superseded: 409,
+      payload_too_large: 413,
+      run_resume_conflict: 409,
+      run_finalizing: 409,
+      invalid_request: 400,
+      unauthorized: 401,
+      forbidden: 403,
+      not_found: 404,
+      conflict: 409,
+      concurrent_run: 409,
+      validation_error: 422,
+      rate_limited: 429,
+      internal: 500,
     } as const;
     for (const [code, status] of Object.entries(expected)) assert.equal(ERROR_CODES[code as keyof typeof ERROR_CODES].status, status, code);
     assert.equal(ERROR_CODES.quota_exceeded.retryable, true);
@@ -72,11 +86,17 @@ describe("config", () => {
   test("flags win over the environment, which wins over defaults", () => {
     const env = { PORT: "3000", HOST: "0.0.0.0", RUDDER_DATA_DIR: "data", DATABASE_URL: "" };
     const fromEnv = resolveConfig({}, env, dir);
-    assert.deepEqual([fromEnv.port, fromEnv.host, fromEnv.dataDir, fromEnv.databaseUrl], [3000, "0.0.0.0", resolve(dir, "data"), undefined]);
+    assert.deepEqual(
+      [fromEnv.port, fromEnv.host, fromEnv.dataDir, fromEnv.databaseUrl],
+      [3000, "0.0.0.0", resolve(dir, "data"), undefined],
+    );
     const fromFlags = resolveConfig({ port: 4000, host: "::1", dataDir: "/tmp/x" }, env, dir);
     assert.deepEqual([fromFlags.port, fromFlags.host, fromFlags.dataDir], [4000, "::1", "/tmp/x"]);
     const defaults = resolveConfig({}, {}, dir);
-    assert.deepEqual([defaults.port, defaults.host, defaults.dataDir, defaults.auth.tenantClaim], [2024, "127.0.0.1", resolve(dir, ".rudder"), "tenant_id"]);
+    assert.deepEqual(
+      [defaults.port, defaults.host, defaults.dataDir, defaults.auth.tenantClaim],
+      [2024, "127.0.0.1", resolve(dir, ".rudder"), "tenant_id"],
+    );
   });
 
   test("a missing explicit config file and an invalid port are ConfigErrors", () => {
@@ -85,7 +105,12 @@ describe("config", () => {
   });
 
   test(".env files: comments, quotes, export prefixes", () => {
-    assert.deepEqual(parseDotEnv("# c\nA=1\nexport B='two words'\nC=\"q\" \nD=x # trailing\n bad line"), { A: "1", B: "two words", C: "q", D: "x" });
+    assert.deepEqual(parseDotEnv("# c\nA=1\nexport B='two words'\nC=\"q\" \nD=x # trailing\n bad line"), {
+      A: "1",
+      B: "two words",
+      C: "q",
+      D: "x",
+    });
   });
 });
 
@@ -106,7 +131,10 @@ describe("run rules", () => {
   });
 
   test("backoff doubles from the base and is bounded", () => {
-    assert.deepEqual([1, 2, 3, 4].map((a) => retryDelayMs(a)), [1000, 2000, 4000, 8000]);
+    assert.deepEqual(
+      [1, 2, 3, 4].map((a) => retryDelayMs(a)),
+      [1000, 2000, 4000, 8000],
+    );
     assert.equal(retryDelayMs(30), 60_000);
     assert.equal(retryDelayMs(2, 10), 20);
   });
@@ -142,7 +170,11 @@ describe("usage meter", () => {
     assert.throws(() => meter.beforeModelCall(), /max_tokens/);
     const unlimited = new UsageMeter({ model_calls: null, tool_calls: null, tokens: null, cost: null });
     unlimited.record({ tokens: 1e9, cost: -5, model_calls: Number.NaN });
-    assert.deepEqual(unlimited.usage, { model_calls: 0, tool_calls: 0, tokens: 1e9, cost: 0 }, "negative and non-finite amounts are ignored");
+    assert.deepEqual(
+      unlimited.usage,
+      { model_calls: 0, tool_calls: 0, tokens: 1e9, cost: 0 },
+      "negative and non-finite amounts are ignored",
+    );
   });
 });
 
@@ -162,7 +194,11 @@ describe("steering executions and settlement", () => {
     assert.equal(drained.hasDrained({ scope: pad, attempt: 2 }, "t"), true, "a read without an attempt keeps the scope's attempt");
     assert.equal(drained.hasDrained({ scope: null, attempt: null }, "t"), false);
     drained.markDrained({ scope: null, attempt: null }, "t");
-    assert.equal(drained.hasDrained({ scope: null, attempt: null }, "t"), true, "without a scratchpad the task id stands for the execution");
+    assert.equal(
+      drained.hasDrained({ scope: null, attempt: null }, "t"),
+      true,
+      "without a scratchpad the task id stands for the execution",
+    );
     assert.equal(drained.hasDrained({ scope: null, attempt: null }, "u"), false);
   });
 
@@ -171,11 +207,19 @@ describe("steering executions and settlement", () => {
     tasks.add("a", "", 1);
     tasks.add("b", "", 2);
     tasks.add("inner", "outer:x", 1);
-    assert.deepEqual(tasks.settledBy({ kind: "writes", taskId: "a", channels: ["__interrupt__"] }), [], "an interrupt: the task runs again");
+    assert.deepEqual(
+      tasks.settledBy({ kind: "writes", taskId: "a", channels: ["__interrupt__"] }),
+      [],
+      "an interrupt: the task runs again",
+    );
     assert.deepEqual(tasks.settledBy({ kind: "writes", taskId: "a", channels: ["__error__"] }), [], "an error: the task runs again");
     assert.deepEqual(tasks.settledBy({ kind: "writes", taskId: "a", channels: ["__resume__", "log"] }), ["a"], "completed after a resume");
     assert.deepEqual(tasks.settledBy({ kind: "writes", taskId: "other", channels: ["log"] }), [], "a task that consumed nothing");
-    assert.deepEqual(tasks.settledBy({ kind: "checkpoint", checkpointNs: "", step: 1 }), ["a"], "the checkpoint after step 1 holds step 1's writes, not step 2's");
+    assert.deepEqual(
+      tasks.settledBy({ kind: "checkpoint", checkpointNs: "", step: 1 }),
+      ["a"],
+      "the checkpoint after step 1 holds step 1's writes, not step 2's",
+    );
     assert.deepEqual(tasks.settledBy({ kind: "checkpoint", checkpointNs: "", step: 2 }).sort(), ["a", "b"]);
     assert.deepEqual(tasks.settledBy({ kind: "checkpoint", checkpointNs: "outer:x", step: 5 }), ["inner"], "a subgraph's own namespace");
     assert.deepEqual(tasks.settledBy({ kind: "checkpoint", checkpointNs: "", step: undefined }), []);

@@ -16,7 +16,11 @@ interface Frame {
 }
 
 /** Reads a whole SSE response (it must end by itself) into frames and comments. */
-async function readStream(server: TestServer, runId: string, headers: Record<string, string> = {}): Promise<{ status: number; frames: Frame[]; contentType: string | null }> {
+async function readStream(
+  server: TestServer,
+  runId: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; frames: Frame[]; contentType: string | null }> {
   const response = await fetch(`${server.url}/v1/runs/${runId}/stream`, {
     headers: { authorization: `Bearer ${await server.token()}`, accept: "text/event-stream", ...headers },
     signal: AbortSignal.timeout(20_000),
@@ -70,7 +74,10 @@ describe("runs (with a worker)", () => {
     assert.ok(joined.body.started_at && joined.body.finished_at);
     assert.deepEqual((await server.request("GET", `/v1/runs/${run.run_id}`)).body, joined.body);
     const listed = await server.request("GET", `/v1/threads/${threadId}/runs`);
-    assert.deepEqual(listed.body.map((r: { run_id: string }) => r.run_id), [run.run_id]);
+    assert.deepEqual(
+      listed.body.map((r: { run_id: string }) => r.run_id),
+      [run.run_id],
+    );
     const thread = await server.request("GET", `/v1/threads/${threadId}`);
     assert.equal(thread.body.status, "idle");
     const state = await server.request("GET", `/v1/threads/${threadId}/state`);
@@ -82,16 +89,29 @@ describe("runs (with a worker)", () => {
     const { body: run } = await server.request("POST", "/v1/runs", { body: { assistant_id: "steps", input: { steps: 3 } } });
     await joinRun(run.run_id);
     const events = (await server.request("GET", `/v1/runs/${run.run_id}/events?limit=1000`)).body;
-    assert.deepEqual(events.map((e: { sequence: number }) => e.sequence), events.map((_: unknown, i: number) => i + 1));
+    assert.deepEqual(
+      events.map((e: { sequence: number }) => e.sequence),
+      events.map((_: unknown, i: number) => i + 1),
+    );
     const kinds = events.map((e: { kind: string }) => e.kind);
     assert.equal(kinds[0], "run_started");
     assert.equal(kinds.at(-1), "run_succeeded");
     assert.equal(kinds.filter((k: string) => k === "node_started").length, 3);
     assert.equal(kinds.filter((k: string) => k === "node_completed").length, 3);
     assert.ok(kinds.includes("values") && kinds.includes("updates"));
-    assert.deepEqual(events[0], { id: `${run.run_id}:1`, run_id: run.run_id, sequence: 1, kind: "run_started", data: events[0].data, created_at: events[0].created_at });
+    assert.deepEqual(events[0], {
+      id: `${run.run_id}:1`,
+      run_id: run.run_id,
+      sequence: 1,
+      kind: "run_started",
+      data: events[0].data,
+      created_at: events[0].created_at,
+    });
     const page = (await server.request("GET", `/v1/runs/${run.run_id}/events?after=2&limit=2`)).body;
-    assert.deepEqual(page.map((e: { sequence: number }) => e.sequence), [3, 4]);
+    assert.deepEqual(
+      page.map((e: { sequence: number }) => e.sequence),
+      [3, 4],
+    );
   });
 
   test("custom stream writes and chat-model tokens become custom and messages events", async () => {
@@ -112,16 +132,21 @@ describe("runs (with a worker)", () => {
     assert.equal(created.body.thread_id, null);
     const joined = await joinRun(created.body.run_id);
     assert.deepEqual(joined.body.output, { message: "solo", reply: "solo" });
-    const [row] = await server.database.db.query<{ n: number }>("select count(*)::int as n from checkpoints where thread_id = $1", [created.body.run_id]);
+    const [row] = await server.database.db.query<{ n: number }>("select count(*)::int as n from checkpoints where thread_id = $1", [
+      created.body.run_id,
+    ]);
     assert.equal(row!.n, 0);
   });
 
   test("durability: sync and async checkpoint every step; exit checkpoints once, with the run's outcome", async () => {
-    const checkpointsOf = async (threadId: string) => (await server.request("GET", `/v1/threads/${threadId}/history?limit=100`)).body.length as number;
+    const checkpointsOf = async (threadId: string) =>
+      (await server.request("GET", `/v1/threads/${threadId}/history?limit=100`)).body.length as number;
     const counts: Record<string, number> = {};
     for (const durability of ["sync", "async", "exit"]) {
       const threadId = await newThread();
-      const joined = await joinRun((await createOn(threadId, { assistant_id: "echo", input: { message: durability }, durability })).body.run_id);
+      const joined = await joinRun(
+        (await createOn(threadId, { assistant_id: "echo", input: { message: durability }, durability })).body.run_id,
+      );
       assert.equal(joined.body.status, "succeeded");
       assert.equal((await server.request("GET", `/v1/threads/${threadId}/state`)).body.values.reply, durability);
       counts[durability] = await checkpointsOf(threadId);
@@ -132,24 +157,41 @@ describe("runs (with a worker)", () => {
 
     // The checkpoint an interrupt leaves with exit is committed with the pause, so a resume continues from it.
     const threadId = await newThread();
-    const paused = await joinRun((await createOn(threadId, { assistant_id: "approval", input: { request: "ship" }, durability: "exit" })).body.run_id);
+    const paused = await joinRun(
+      (await createOn(threadId, { assistant_id: "approval", input: { request: "ship" }, durability: "exit" })).body.run_id,
+    );
     assert.equal(paused.body.status, "paused");
     assert.equal((await server.request("GET", `/v1/threads/${threadId}/state`)).body.values.draft, "Plan for: ship");
-    const resumed = await joinRun((await createOn(threadId, { assistant_id: "approval", resume: { approved: true }, durability: "exit" })).body.run_id);
+    const resumed = await joinRun(
+      (await createOn(threadId, { assistant_id: "approval", resume: { approved: true }, durability: "exit" })).body.run_id,
+    );
     assert.equal(resumed.body.status, "succeeded");
     assert.equal(resumed.body.output.outcome, "done: Plan for: ship");
 
-    const stateless = await joinRun((await server.request("POST", "/v1/runs", { body: { assistant_id: "echo", input: { message: "gone" }, durability: "exit" } })).body.run_id);
+    const stateless = await joinRun(
+      (await server.request("POST", "/v1/runs", { body: { assistant_id: "echo", input: { message: "gone" }, durability: "exit" } })).body
+        .run_id,
+    );
     assert.equal(stateless.body.output.reply, "gone");
-    const [row] = await server.database.db.query<{ n: number }>("select count(*)::int as n from checkpoints where thread_id = $1", [stateless.body.run_id]);
+    const [row] = await server.database.db.query<{ n: number }>("select count(*)::int as n from checkpoints where thread_id = $1", [
+      stateless.body.run_id,
+    ]);
     assert.equal(row!.n, 0);
   });
 
   test("context and config merge over the assistant's defaults", async () => {
-    const loud = await joinRun((await server.request("POST", "/v1/runs", { body: { assistant_id: "echo-loud", input: { message: "hi" } } })).body.run_id);
+    const loud = await joinRun(
+      (await server.request("POST", "/v1/runs", { body: { assistant_id: "echo-loud", input: { message: "hi" } } })).body.run_id,
+    );
     assert.equal(loud.body.output.reply, "hi!!!");
     assert.deepEqual(loud.body.context, { suffix: "!!!" });
-    const quiet = await joinRun((await server.request("POST", "/v1/runs", { body: { assistant_id: "echo-loud", input: { message: "hi" }, context: { suffix: "?" } } })).body.run_id);
+    const quiet = await joinRun(
+      (
+        await server.request("POST", "/v1/runs", {
+          body: { assistant_id: "echo-loud", input: { message: "hi" }, context: { suffix: "?" } },
+        })
+      ).body.run_id,
+    );
     assert.equal(quiet.body.output.reply, "hi?");
   });
 
@@ -166,10 +208,14 @@ describe("runs (with a worker)", () => {
   });
 
   test("failures end failed with the spec's error object", async () => {
-    const plain = await joinRun((await server.request("POST", "/v1/runs", { body: { assistant_id: "failing", input: { mode: "plain" } } })).body.run_id);
+    const plain = await joinRun(
+      (await server.request("POST", "/v1/runs", { body: { assistant_id: "failing", input: { mode: "plain" } } })).body.run_id,
+    );
     assert.equal(plain.body.status, "failed");
     assert.deepEqual(plain.body.error, { code: "run_failed", message: "node exploded", retryable: false });
-    const invalid = await joinRun((await server.request("POST", "/v1/runs", { body: { assistant_id: "failing", input: { mode: "ok" } } })).body.run_id);
+    const invalid = await joinRun(
+      (await server.request("POST", "/v1/runs", { body: { assistant_id: "failing", input: { mode: "ok" } } })).body.run_id,
+    );
     assert.equal(invalid.body.status, "failed");
     assert.equal(invalid.body.error.code, "invalid_update");
     const events = (await server.request("GET", `/v1/runs/${plain.body.run_id}/events`)).body;
@@ -182,11 +228,17 @@ describe("runs (with a worker)", () => {
     const file = join(mkdtempSync(join(tmpdir(), "rudder-order-")), "effects.log");
     const ids: string[] = [];
     for (let i = 0; i < 5; i++) {
-      ids.push((await createOn(threadId, { assistant_id: "steps", input: { steps: 1, delayMs: 30, sideEffectFile: file, label: `r${i}` } })).body.run_id);
+      ids.push(
+        (await createOn(threadId, { assistant_id: "steps", input: { steps: 1, delayMs: 30, sideEffectFile: file, label: `r${i}` } })).body
+          .run_id,
+      );
     }
     const runs = await Promise.all(ids.map(async (id) => (await joinRun(id)).body));
     assert.ok(runs.every((r) => r.status === "succeeded"));
-    const labels = readFileSync(file, "utf8").trim().split("\n").map((line) => line.split(" ")[1]);
+    const labels = readFileSync(file, "utf8")
+      .trim()
+      .split("\n")
+      .map((line) => line.split(" ")[1]);
     assert.deepEqual(labels, ["r0", "r1", "r2", "r3", "r4"]);
     for (let i = 1; i < runs.length; i++) {
       assert.ok(runs[i - 1].finished_at <= runs[i].started_at, `run ${i} started after run ${i - 1} finished`);
@@ -211,9 +263,15 @@ describe("runs (with a worker)", () => {
     for (let round = 0; round < 6; round++) {
       const threadId = await newThread();
       const created = await Promise.all(
-        Array.from({ length: 12 }, (_, i) => createOn(threadId, { assistant_id: "echo", input: { message: `m${i}` }, multitask_strategy: strategies[i % 3] })),
+        Array.from({ length: 12 }, (_, i) =>
+          createOn(threadId, { assistant_id: "echo", input: { message: `m${i}` }, multitask_strategy: strategies[i % 3] }),
+        ),
       );
-      for (const response of created) assert.ok(response.status === 202 || (response.status === 409 && response.body.code === "concurrent_run"), JSON.stringify(response.body));
+      for (const response of created)
+        assert.ok(
+          response.status === 202 || (response.status === 409 && response.body.code === "concurrent_run"),
+          JSON.stringify(response.body),
+        );
       const accepted = created.filter((response) => response.status === 202).map((response) => response.body.run_id as string);
       const ended = await Promise.all(accepted.map((runId) => joinRun(runId)));
       for (const joined of ended) assert.ok(["succeeded", "cancelled"].includes(joined.body.status), JSON.stringify(joined.body));
@@ -225,9 +283,11 @@ describe("runs (with a worker)", () => {
   test("cancel_previous: the running run is stopped, the queued one cancelled, the new one runs", async () => {
     const threadId = await newThread();
     const running = (await createOn(threadId, { assistant_id: "steps", input: { steps: 20, delayMs: 200 } })).body.run_id;
-    for (let i = 0; i < 50 && (await server.request("GET", `/v1/runs/${running}`)).body.status !== "running"; i++) await new Promise((r) => setTimeout(r, 50));
+    for (let i = 0; i < 50 && (await server.request("GET", `/v1/runs/${running}`)).body.status !== "running"; i++)
+      await new Promise((r) => setTimeout(r, 50));
     const queued = (await createOn(threadId, { assistant_id: "echo", input: { message: "queued" } })).body.run_id;
-    const latest = (await createOn(threadId, { assistant_id: "echo", input: { message: "latest" }, multitask_strategy: "cancel_previous" })).body.run_id;
+    const latest = (await createOn(threadId, { assistant_id: "echo", input: { message: "latest" }, multitask_strategy: "cancel_previous" }))
+      .body.run_id;
     const [a, b, c] = await Promise.all([joinRun(running), joinRun(queued), joinRun(latest)]);
     assert.equal(a.body.status, "cancelled");
     assert.equal(a.body.error.code, "run_cancelled");
@@ -244,7 +304,11 @@ describe("runs (with a worker)", () => {
     assert.match(full.contentType ?? "", /^text\/event-stream/);
     const frames = full.frames.filter((f) => f.id);
     const sequences = sequencesOf(frames);
-    assert.deepEqual(sequences, sequences.map((_, i) => i + 1), "from 1, no gaps, no repeats");
+    assert.deepEqual(
+      sequences,
+      sequences.map((_, i) => i + 1),
+      "from 1, no gaps, no repeats",
+    );
     for (const frame of frames) {
       const data = JSON.parse(frame.data!);
       assert.deepEqual(Object.keys(data).sort(), ["created_at", "data", "id", "kind", "run_id", "sequence"]);
@@ -316,7 +380,10 @@ describe("runs (queue only, no worker)", () => {
       const answer = await createStateless(body, { tenant: "bad" });
       assert.deepEqual([answer.status, answer.body.code], [422, "validation_error"], JSON.stringify(body));
     }
-    const missingThread = await server.request("POST", "/v1/threads/00000000-0000-4000-8000-000000000000/runs", { tenant: "bad", body: { assistant_id: "echo" } });
+    const missingThread = await server.request("POST", "/v1/threads/00000000-0000-4000-8000-000000000000/runs", {
+      tenant: "bad",
+      body: { assistant_id: "echo" },
+    });
     assert.equal(missingThread.status, 404);
   });
 
@@ -344,7 +411,11 @@ describe("runs (queue only, no worker)", () => {
       const body = { assistant_id: "echo", input: { message: `burst ${round}` } };
       // One tenant per round, so the queue-only server's quota of 3 is never what answers.
       const answers = await Promise.all(Array.from({ length: 8 }, () => createStateless(body, { tenant: `burst-${round}`, headers })));
-      assert.deepEqual(answers.map((answer) => answer.status), Array(8).fill(202), JSON.stringify(answers.map((answer) => answer.body)));
+      assert.deepEqual(
+        answers.map((answer) => answer.status),
+        Array(8).fill(202),
+        JSON.stringify(answers.map((answer) => answer.body)),
+      );
       assert.equal(new Set(answers.map((answer) => answer.body.run_id)).size, 1);
     }
   });

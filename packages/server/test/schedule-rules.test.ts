@@ -15,9 +15,12 @@ const isoOf = (date: Date | null) => date?.toISOString() ?? null;
 
 describe("cron and time zone rules", () => {
   test("5 fields, or 6 with leading seconds; a valid IANA zone; a cron that fires", () => {
-    for (const cron of ["* * * * *", "*/15 9-17 * * 1-5", "0 0 1 1 *", "30 * * * * *", "0 0 12 * * MON"]) assert.equal(cronProblem(cron, "UTC"), undefined, cron);
-    for (const cron of ["* * * *", "0 0 0 1 1 * 2030", "", "61 * * * *", "* 24 * * *", "every minute", "0 0 30 2 *"]) assert.ok(cronProblem(cron, "UTC"), cron);
-    for (const zone of ["UTC", "Europe/Paris", "America/New_York", "Asia/Kolkata", "Australia/Lord_Howe"]) assert.equal(timezoneProblem(zone), undefined, zone);
+    for (const cron of ["* * * * *", "*/15 9-17 * * 1-5", "0 0 1 1 *", "30 * * * * *", "0 0 12 * * MON"])
+      assert.equal(cronProblem(cron, "UTC"), undefined, cron);
+    for (const cron of ["* * * *", "0 0 0 1 1 * 2030", "", "61 * * * *", "* 24 * * *", "every minute", "0 0 30 2 *"])
+      assert.ok(cronProblem(cron, "UTC"), cron);
+    for (const zone of ["UTC", "Europe/Paris", "America/New_York", "Asia/Kolkata", "Australia/Lord_Howe"])
+      assert.equal(timezoneProblem(zone), undefined, zone);
     for (const zone of ["Mars/Base", "+02:00", "Europe/", "", "UTC; drop table"]) assert.ok(timezoneProblem(zone), zone);
   });
 
@@ -26,7 +29,11 @@ describe("cron and time zone rules", () => {
     assert.equal(isoOf(nextDueAfter("0 9 * * *", "America/New_York", at("2026-06-01T00:00:00Z"))), "2026-06-01T13:00:00.000Z");
     assert.equal(isoOf(nextDueAfter("0 9 * * *", "America/New_York", at("2026-01-15T00:00:00Z"))), "2026-01-15T14:00:00.000Z");
     assert.equal(isoOf(nextDueAfter("*/10 * * * * *", "UTC", at("2026-06-01T00:00:05.300Z"))), "2026-06-01T00:00:10.000Z");
-    assert.equal(isoOf(nextDueAfter("0 0 * * 1", "UTC", at("2026-06-01T00:00:00Z"))), "2026-06-08T00:00:00.000Z", "strictly after: a due time equal to `after` is not next");
+    assert.equal(
+      isoOf(nextDueAfter("0 0 * * 1", "UTC", at("2026-06-01T00:00:00Z"))),
+      "2026-06-08T00:00:00.000Z",
+      "strictly after: a due time equal to `after` is not next",
+    );
   });
 
   test("DST: 9:00 New York stays 9:00 local across the spring change", () => {
@@ -38,27 +45,61 @@ describe("cron and time zone rules", () => {
   test("DST gap: a fixed time inside it fires at the first valid time after; interval jobs skip it", () => {
     // Paris 2026-03-29: 02:00 CET -> 03:00 CEST; 02:30 does not exist.
     assert.equal(isoOf(nextDueAfter("30 2 * * *", "Europe/Paris", at("2026-03-28T12:00:00Z"))), "2026-03-29T01:00:00.000Z", "03:00 CEST");
-    assert.equal(isoOf(nextDueAfter("30 2 * * *", "Europe/Paris", at("2026-03-29T12:00:00Z"))), "2026-03-30T00:30:00.000Z", "02:30 CEST the next day");
-    assert.equal(isoOf(nextDueAfter("*/30 * * * *", "Europe/Paris", at("2026-03-29T00:30:00Z"))), "2026-03-29T01:00:00.000Z", "01:30 CET is followed by 03:00 CEST");
+    assert.equal(
+      isoOf(nextDueAfter("30 2 * * *", "Europe/Paris", at("2026-03-29T12:00:00Z"))),
+      "2026-03-30T00:30:00.000Z",
+      "02:30 CEST the next day",
+    );
+    assert.equal(
+      isoOf(nextDueAfter("*/30 * * * *", "Europe/Paris", at("2026-03-29T00:30:00Z"))),
+      "2026-03-29T01:00:00.000Z",
+      "01:30 CET is followed by 03:00 CEST",
+    );
   });
 
   test("DST repeat: a fixed time fires once; interval jobs fire on both occurrences", () => {
     // Paris 2026-10-25: 03:00 CEST -> 02:00 CET; 02:00-02:59 happens twice.
     assert.equal(isoOf(nextDueAfter("30 2 * * *", "Europe/Paris", at("2026-10-24T12:00:00Z"))), "2026-10-25T00:30:00.000Z");
-    assert.equal(isoOf(nextDueAfter("30 2 * * *", "Europe/Paris", at("2026-10-25T00:30:00Z"))), "2026-10-26T01:30:00.000Z", "not again at 02:30 CET");
+    assert.equal(
+      isoOf(nextDueAfter("30 2 * * *", "Europe/Paris", at("2026-10-25T00:30:00Z"))),
+      "2026-10-26T01:30:00.000Z",
+      "not again at 02:30 CET",
+    );
     const halfHours: string[] = [];
     let cursor = at("2026-10-24T23:45:00Z");
     for (let i = 0; i < 4; i++) halfHours.push(isoOf((cursor = nextDueAfter("*/30 * * * *", "Europe/Paris", cursor)!))!);
-    assert.deepEqual(halfHours, ["2026-10-25T00:00:00.000Z", "2026-10-25T00:30:00.000Z", "2026-10-25T01:00:00.000Z", "2026-10-25T01:30:00.000Z"]);
+    assert.deepEqual(halfHours, [
+      "2026-10-25T00:00:00.000Z",
+      "2026-10-25T00:30:00.000Z",
+      "2026-10-25T01:00:00.000Z",
+      "2026-10-25T01:30:00.000Z",
+    ]);
   });
 
   test("catch-up: a gap fires once, the latest due time; within the grace every due time fires", () => {
     const due = at("2026-03-01T10:05:00Z");
-    assert.deepEqual(firingAt("*/5 * * * *", "UTC", due, at("2026-03-01T10:27:31Z"), 10_000), { scheduledAt: at("2026-03-01T10:25:00Z"), nextRunAt: at("2026-03-01T10:30:00Z") });
-    assert.deepEqual(firingAt("*/5 * * * *", "UTC", due, at("2026-03-01T10:25:00Z"), 0), { scheduledAt: at("2026-03-01T10:25:00Z"), nextRunAt: at("2026-03-01T10:30:00Z") });
-    assert.deepEqual(firingAt("*/5 * * * *", "UTC", due, at("2026-03-01T10:05:00.400Z"), 0), { scheduledAt: due, nextRunAt: at("2026-03-01T10:10:00Z") });
-    assert.deepEqual(firingAt("* * * * * *", "UTC", due, at("2026-03-01T10:05:03.500Z"), 10_000), { scheduledAt: due, nextRunAt: at("2026-03-01T10:05:01Z") }, "3.5 s late within a 10 s grace: each due time fires");
-    assert.deepEqual(firingAt("0 9 * * *", "Europe/Paris", at("2026-03-27T08:00:00Z"), at("2026-03-31T12:00:00Z"), 10_000), { scheduledAt: at("2026-03-31T07:00:00Z"), nextRunAt: at("2026-04-01T07:00:00Z") }, "the latest local 9:00 across the DST change");
+    assert.deepEqual(firingAt("*/5 * * * *", "UTC", due, at("2026-03-01T10:27:31Z"), 10_000), {
+      scheduledAt: at("2026-03-01T10:25:00Z"),
+      nextRunAt: at("2026-03-01T10:30:00Z"),
+    });
+    assert.deepEqual(firingAt("*/5 * * * *", "UTC", due, at("2026-03-01T10:25:00Z"), 0), {
+      scheduledAt: at("2026-03-01T10:25:00Z"),
+      nextRunAt: at("2026-03-01T10:30:00Z"),
+    });
+    assert.deepEqual(firingAt("*/5 * * * *", "UTC", due, at("2026-03-01T10:05:00.400Z"), 0), {
+      scheduledAt: due,
+      nextRunAt: at("2026-03-01T10:10:00Z"),
+    });
+    assert.deepEqual(
+      firingAt("* * * * * *", "UTC", due, at("2026-03-01T10:05:03.500Z"), 10_000),
+      { scheduledAt: due, nextRunAt: at("2026-03-01T10:05:01Z") },
+      "3.5 s late within a 10 s grace: each due time fires",
+    );
+    assert.deepEqual(
+      firingAt("0 9 * * *", "Europe/Paris", at("2026-03-27T08:00:00Z"), at("2026-03-31T12:00:00Z"), 10_000),
+      { scheduledAt: at("2026-03-31T07:00:00Z"), nextRunAt: at("2026-04-01T07:00:00Z") },
+      "the latest local 9:00 across the DST change",
+    );
   });
 });
 
@@ -75,7 +116,8 @@ async function drain(server: TestServer): Promise<number> {
 }
 
 async function runsOf(server: TestServer, scheduleId: string): Promise<{ run_id: string; metadata: { scheduled_at: string } }[]> {
-  return (await server.request("GET", `/v1/runs?limit=1000&metadata=${encodeURIComponent(JSON.stringify({ schedule_id: scheduleId }))}`)).body;
+  return (await server.request("GET", `/v1/runs?limit=1000&metadata=${encodeURIComponent(JSON.stringify({ schedule_id: scheduleId }))}`))
+    .body;
 }
 
 describe(`the executor on a controlled clock, ${TEST_DRIVER}`, () => {
@@ -83,7 +125,9 @@ describe(`the executor on a controlled clock, ${TEST_DRIVER}`, () => {
     const clock = controlledClock("2026-03-01T10:02:00Z");
     const server = await startTestServer({ worker: false, clock: clock.now, scheduler: { loop: false } });
     try {
-      const schedule = (await server.request("POST", "/v1/schedules", { body: { assistant_id: "echo", cron: "*/5 * * * *", input: { message: "m" } } })).body;
+      const schedule = (
+        await server.request("POST", "/v1/schedules", { body: { assistant_id: "echo", cron: "*/5 * * * *", input: { message: "m" } } })
+      ).body;
       assert.equal(schedule.next_run_at, "2026-03-01T10:05:00.000Z");
       clock.set("2026-03-01T10:04:59.999Z");
       assert.equal(await drain(server), 0, "not due yet");
@@ -97,7 +141,10 @@ describe(`the executor on a controlled clock, ${TEST_DRIVER}`, () => {
       current = (await server.request("GET", `/v1/schedules/${schedule.schedule_id}`)).body;
       assert.deepEqual([current.last_run_at, current.next_run_at], ["2026-03-01T10:25:00.000Z", "2026-03-01T10:30:00.000Z"]);
       const runs = await runsOf(server, schedule.schedule_id);
-      assert.deepEqual(runs.map((run) => run.metadata.scheduled_at), ["2026-03-01T10:25:00.000Z", "2026-03-01T10:05:00.000Z"]);
+      assert.deepEqual(
+        runs.map((run) => run.metadata.scheduled_at),
+        ["2026-03-01T10:25:00.000Z", "2026-03-01T10:05:00.000Z"],
+      );
       assert.equal(current.last_run_id, runs[0]!.run_id);
 
       assert.equal((await server.request("PATCH", `/v1/schedules/${schedule.schedule_id}`, { body: { enabled: false } })).status, 200);
@@ -122,7 +169,10 @@ describe(`the executor on a controlled clock, ${TEST_DRIVER}`, () => {
       clock.set("2026-03-01T10:00:04.200Z");
       assert.equal(await drain(server), 4);
       const due = (await runsOf(server, schedule.schedule_id)).map((run) => run.metadata.scheduled_at).reverse();
-      assert.deepEqual(due, ["01", "02", "03", "04"].map((s) => `2026-03-01T10:00:${s}.000Z`));
+      assert.deepEqual(
+        due,
+        ["01", "02", "03", "04"].map((s) => `2026-03-01T10:00:${s}.000Z`),
+      );
       const current = (await server.request("GET", `/v1/schedules/${schedule.schedule_id}`)).body;
       assert.equal(current.next_run_at, "2026-03-01T10:00:05.000Z");
     } finally {
@@ -134,7 +184,9 @@ describe(`the executor on a controlled clock, ${TEST_DRIVER}`, () => {
     const clock = controlledClock("2026-03-06T12:00:00Z");
     const server = await startTestServer({ worker: false, clock: clock.now, scheduler: { loop: false } });
     try {
-      const schedule = (await server.request("POST", "/v1/schedules", { body: { assistant_id: "echo", cron: "0 9 * * *", timezone: "America/New_York" } })).body;
+      const schedule = (
+        await server.request("POST", "/v1/schedules", { body: { assistant_id: "echo", cron: "0 9 * * *", timezone: "America/New_York" } })
+      ).body;
       const fired: string[] = [];
       let next = schedule.next_run_at as string;
       for (let day = 0; day < 3; day++) {
@@ -156,7 +208,12 @@ describe(`the executor on a controlled clock, ${TEST_DRIVER}`, () => {
     const server = await startTestServer({ worker: false, clock: clock.now, scheduler: { loop: false, batchSize: 7, misfireGraceMs: 0 } });
     try {
       const schedules = await Promise.all(
-        Array.from({ length: 20 }, async () => (await server.request("POST", "/v1/schedules", { body: { assistant_id: "echo", cron: "* * * * * *" } })).body.schedule_id as string),
+        Array.from(
+          { length: 20 },
+          async () =>
+            (await server.request("POST", "/v1/schedules", { body: { assistant_id: "echo", cron: "* * * * * *" } })).body
+              .schedule_id as string,
+        ),
       );
       const steps = 8;
       for (let second = 1; second <= steps; second++) {
@@ -167,7 +224,11 @@ describe(`the executor on a controlled clock, ${TEST_DRIVER}`, () => {
       }
       for (const scheduleId of schedules) {
         const due = (await runsOf(server, scheduleId)).map((run) => run.metadata.scheduled_at).sort();
-        assert.deepEqual(due, Array.from({ length: steps }, (_, i) => `2026-03-01T10:00:0${i + 1}.000Z`), scheduleId);
+        assert.deepEqual(
+          due,
+          Array.from({ length: steps }, (_, i) => `2026-03-01T10:00:0${i + 1}.000Z`),
+          scheduleId,
+        );
       }
     } finally {
       await server.close();
@@ -179,13 +240,19 @@ describe(`the executor on a controlled clock, ${TEST_DRIVER}`, () => {
     const server = await startTestServer({ worker: false, clock: clock.now, scheduler: { loop: false } });
     try {
       const thread = (await server.request("POST", "/v1/threads", { body: {} })).body;
-      const onThread = (await server.request("POST", "/v1/schedules", { body: { assistant_id: "echo", cron: "* * * * * *", thread_id: thread.thread_id } })).body;
+      const onThread = (
+        await server.request("POST", "/v1/schedules", { body: { assistant_id: "echo", cron: "* * * * * *", thread_id: thread.thread_id } })
+      ).body;
       const healthy = (await server.request("POST", "/v1/schedules", { body: { assistant_id: "echo", cron: "* * * * * *" } })).body;
       assert.equal((await server.request("DELETE", `/v1/threads/${thread.thread_id}`)).status, 204);
       clock.set("2026-03-01T10:00:01Z");
       assert.equal(await drain(server), 2, "the refusal does not roll back the healthy schedule's run");
       const refused = (await server.request("GET", `/v1/schedules/${onThread.schedule_id}`)).body;
-      assert.deepEqual(refused.last_error, { code: "not_found", message: `thread ${thread.thread_id} not found`, scheduled_at: "2026-03-01T10:00:01.000Z" });
+      assert.deepEqual(refused.last_error, {
+        code: "not_found",
+        message: `thread ${thread.thread_id} not found`,
+        scheduled_at: "2026-03-01T10:00:01.000Z",
+      });
       assert.equal(refused.next_run_at, "2026-03-01T10:00:02.000Z");
       assert.equal(refused.last_run_id, null);
       assert.equal((await runsOf(server, onThread.schedule_id)).length, 0);
@@ -223,7 +290,12 @@ describe(`a real restart, ${TEST_DRIVER}`, () => {
       const schedule = (await first.request("POST", "/v1/schedules", { body: { assistant_id: "echo", cron: "* * * * * *" } })).body;
       while ((await runsOf(first, schedule.schedule_id)).length === 0) await new Promise((resolve) => setTimeout(resolve, 100));
       await first.server.close(); // the database stays
-      const lastBefore = (await database.db.query<{ last: string }>(`select max(metadata->>'scheduled_at') as last from runs where metadata->>'schedule_id' = $1`, [schedule.schedule_id]))[0]!.last;
+      const lastBefore = (
+        await database.db.query<{ last: string }>(
+          `select max(metadata->>'scheduled_at') as last from runs where metadata->>'schedule_id' = $1`,
+          [schedule.schedule_id],
+        )
+      )[0]!.last;
       // Nothing runs for a few due times (the gap; no assertion depends on its length).
       await new Promise((resolve) => setTimeout(resolve, 4000));
       const restartAt = new Date();

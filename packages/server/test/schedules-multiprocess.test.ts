@@ -51,7 +51,9 @@ describe(`cron executors in several processes on ${TEST_DRIVER}`, () => {
       await sleep(RUN_FOR_MS - KILL_AFTER_MS);
       const last: string[] = [];
       for (const schedule of schedules) {
-        const disabled = await api<{ last_run_at: string; next_run_at: string | null }>("PATCH", `/v1/schedules/${schedule.schedule_id}`, { enabled: false });
+        const disabled = await api<{ last_run_at: string; next_run_at: string | null }>("PATCH", `/v1/schedules/${schedule.schedule_id}`, {
+          enabled: false,
+        });
         assert.equal(disabled.status, 200);
         assert.equal(disabled.body.next_run_at, null);
         last.push(disabled.body.last_run_at);
@@ -68,9 +70,15 @@ describe(`cron executors in several processes on ${TEST_DRIVER}`, () => {
         const due = rows.map((row) => row.scheduled_at);
         lags = lags.concat(rows.map((row) => row.lag_ms));
         const first = Date.parse(schedule.next_run_at);
-        const expected = Array.from({ length: (Date.parse(last[index]!) - first) / 1000 + 1 }, (_, i) => new Date(first + i * 1000).toISOString());
+        const expected = Array.from({ length: (Date.parse(last[index]!) - first) / 1000 + 1 }, (_, i) =>
+          new Date(first + i * 1000).toISOString(),
+        );
         assert.ok(expected.length >= RUN_FOR_MS / 1000 - 2, `schedule ${index} fired over ${expected.length} s`);
-        assert.equal(new Set(due).size, due.length, `schedule ${index}: a due time fired twice: ${due.filter((d, i) => due.indexOf(d) !== i).join(", ")}`);
+        assert.equal(
+          new Set(due).size,
+          due.length,
+          `schedule ${index}: a due time fired twice: ${due.filter((d, i) => due.indexOf(d) !== i).join(", ")}`,
+        );
         assert.deepEqual(
           due,
           expected,
@@ -79,7 +87,9 @@ describe(`cron executors in several processes on ${TEST_DRIVER}`, () => {
       }
       lags.sort((a, b) => a - b);
       const pct = (p: number) => Math.round(lags[Math.min(lags.length - 1, Math.floor((p / 100) * lags.length))]!);
-      t.diagnostic(`${lags.length} runs fired; fire lag (due time -> run created) p50 ${pct(50)} ms, p99 ${pct(99)} ms, max ${pct(100)} ms`);
+      t.diagnostic(
+        `${lags.length} runs fired; fire lag (due time -> run created) p50 ${pct(50)} ms, p99 ${pct(99)} ms, max ${pct(100)} ms`,
+      );
       t.diagnostic(processes.logSummary());
     } catch (error) {
       t.diagnostic(processes.stderr());

@@ -56,7 +56,11 @@ describe(`schedules on ${TEST_DRIVER}`, () => {
 
   const create = (body: Record<string, unknown>, tenant = "t1") => server.request("POST", "/v1/schedules", { body, tenant });
   const runsOf = async (scheduleId: string, tenant = "t1"): Promise<Run[]> => {
-    const listed = await server.request("GET", `/v1/runs?limit=1000&metadata=${encodeURIComponent(JSON.stringify({ schedule_id: scheduleId }))}`, { tenant });
+    const listed = await server.request(
+      "GET",
+      `/v1/runs?limit=1000&metadata=${encodeURIComponent(JSON.stringify({ schedule_id: scheduleId }))}`,
+      { tenant },
+    );
     assert.equal(listed.status, 200, JSON.stringify(listed.body));
     return listed.body;
   };
@@ -111,16 +115,35 @@ describe(`schedules on ${TEST_DRIVER}`, () => {
     const nextYear = new Date().getUTCFullYear() + 1;
     assert.equal(schedule.next_run_at, `${nextYear}-01-01T00:00:00.000Z`);
 
-    const second = await create({ assistant_id: "echo-loud", cron: "30 9 * * 1-5", timezone: "Europe/Paris", input: { message: "hi" }, metadata: { team: "a" }, enabled: false }, tenant);
+    const second = await create(
+      {
+        assistant_id: "echo-loud",
+        cron: "30 9 * * 1-5",
+        timezone: "Europe/Paris",
+        input: { message: "hi" },
+        metadata: { team: "a" },
+        enabled: false,
+      },
+      tenant,
+    );
     assert.equal(second.status, 201);
     assert.equal(second.body.next_run_at, null, "null while disabled");
-    assert.deepEqual([second.body.timezone, second.body.input, second.body.metadata, second.body.enabled], ["Europe/Paris", { message: "hi" }, { team: "a" }, false]);
+    assert.deepEqual(
+      [second.body.timezone, second.body.input, second.body.metadata, second.body.enabled],
+      ["Europe/Paris", { message: "hi" }, { team: "a" }, false],
+    );
 
     assert.deepEqual((await server.request("GET", `/v1/schedules/${schedule.schedule_id}`, { tenant })).body, schedule);
     const listed = await server.request("GET", "/v1/schedules", { tenant });
-    assert.deepEqual(listed.body.map((s: Schedule) => s.schedule_id), [second.body.schedule_id, schedule.schedule_id]);
+    assert.deepEqual(
+      listed.body.map((s: Schedule) => s.schedule_id),
+      [second.body.schedule_id, schedule.schedule_id],
+    );
     const paged = await server.request("GET", "/v1/schedules?limit=1&offset=1", { tenant });
-    assert.deepEqual(paged.body.map((s: Schedule) => s.schedule_id), [schedule.schedule_id]);
+    assert.deepEqual(
+      paged.body.map((s: Schedule) => s.schedule_id),
+      [schedule.schedule_id],
+    );
   });
 
   test("every refusal is a 422 validation_error", async () => {
@@ -150,12 +173,23 @@ describe(`schedules on ${TEST_DRIVER}`, () => {
       assertProblem(await create(payload, tenant), 422, "validation_error");
     }
     const schedule = (await create(base)).body as Schedule;
-    for (const patch of [{ cron: "* * *" }, { timezone: "Nowhere/Land" }, { assistant_id: "echo" }, { thread_id: null }, { enabled: 1 }, { next_run_at: null }]) {
+    for (const patch of [
+      { cron: "* * *" },
+      { timezone: "Nowhere/Land" },
+      { assistant_id: "echo" },
+      { thread_id: null },
+      { enabled: 1 },
+      { next_run_at: null },
+    ]) {
       assertProblem(await server.request("PATCH", `/v1/schedules/${schedule.schedule_id}`, { body: patch }), 422, "validation_error");
     }
     assertProblem(await server.request("GET", "/v1/schedules/not-a-uuid"), 422, "validation_error");
     assertProblem(await server.request("GET", "/v1/schedules?limit=0"), 422, "validation_error");
-    assert.deepEqual((await server.request("GET", `/v1/schedules/${schedule.schedule_id}`)).body, schedule, "refused patches changed nothing");
+    assert.deepEqual(
+      (await server.request("GET", `/v1/schedules/${schedule.schedule_id}`)).body,
+      schedule,
+      "refused patches changed nothing",
+    );
   });
 
   test("tenant isolation (404 as for a missing one) and roles: viewer reads, operator writes", async () => {
@@ -170,20 +204,40 @@ describe(`schedules on ${TEST_DRIVER}`, () => {
     const viewer = { tenant: "iso-a", roles: ["viewer" as const] };
     assert.equal((await server.request("GET", path, viewer)).status, 200);
     assert.equal((await server.request("GET", "/v1/schedules", viewer)).status, 200);
-    assertProblem(await server.request("POST", "/v1/schedules", { ...viewer, body: { assistant_id: "echo", cron: YEARLY } }), 403, "forbidden");
+    assertProblem(
+      await server.request("POST", "/v1/schedules", { ...viewer, body: { assistant_id: "echo", cron: YEARLY } }),
+      403,
+      "forbidden",
+    );
     assertProblem(await server.request("PATCH", path, { ...viewer, body: { enabled: false } }), 403, "forbidden");
     assertProblem(await server.request("DELETE", path, viewer), 403, "forbidden");
-    assertProblem(await server.request("POST", "/v1/schedules", { tenant: "iso-a", roles: ["developer"], body: { assistant_id: "echo", cron: YEARLY } }), 403, "forbidden");
+    assertProblem(
+      await server.request("POST", "/v1/schedules", {
+        tenant: "iso-a",
+        roles: ["developer"],
+        body: { assistant_id: "echo", cron: YEARLY },
+      }),
+      403,
+      "forbidden",
+    );
     const operator = { tenant: "iso-a", roles: ["operator" as const] };
     assert.equal((await server.request("PATCH", path, { ...operator, body: { enabled: false } })).status, 200);
-    assert.equal((await server.request("POST", "/v1/schedules", { ...operator, body: { assistant_id: "echo", cron: YEARLY } })).status, 201);
+    assert.equal(
+      (await server.request("POST", "/v1/schedules", { ...operator, body: { assistant_id: "echo", cron: YEARLY } })).status,
+      201,
+    );
     assert.equal((await server.request("DELETE", path, operator)).status, 204);
     assertProblem(await server.request("GET", path, operator), 404, "not_found");
     assertProblem(await server.request("GET", "/v1/schedules", { token: null }), 401, "unauthorized");
   });
 
   test("an every-second schedule fires runs with its input and metadata plus schedule_id and scheduled_at", async () => {
-    const created = await create({ assistant_id: "echo", cron: EVERY_SECOND, input: { message: "tick" }, metadata: { origin: "cron-test" } });
+    const created = await create({
+      assistant_id: "echo",
+      cron: EVERY_SECOND,
+      input: { message: "tick" },
+      metadata: { origin: "cron-test" },
+    });
     const schedule: Schedule = created.body;
     const runs = await runsAtLeast(schedule.schedule_id, 3);
     await server.request("DELETE", `/v1/schedules/${schedule.schedule_id}`);
@@ -242,7 +296,9 @@ describe(`schedules on ${TEST_DRIVER}`, () => {
   test("PATCH of the cron recomputes next_run_at and takes effect; input and metadata changes reach later runs", async () => {
     const schedule = (await create({ assistant_id: "echo", cron: EVERY_SECOND, input: { message: "a" } })).body as Schedule;
     await runsAtLeast(schedule.schedule_id, 1);
-    const yearly = await server.request("PATCH", `/v1/schedules/${schedule.schedule_id}`, { body: { cron: YEARLY, timezone: "Asia/Tokyo" } });
+    const yearly = await server.request("PATCH", `/v1/schedules/${schedule.schedule_id}`, {
+      body: { cron: YEARLY, timezone: "Asia/Tokyo" },
+    });
     assert.equal(yearly.status, 200);
     // Midnight of 1 January in Tokyo is 15:00 UTC on 31 December.
     assert.match(yearly.body.next_run_at, /^\d{4}-12-31T15:00:00\.000Z$/);
@@ -250,7 +306,9 @@ describe(`schedules on ${TEST_DRIVER}`, () => {
     await controlFires(3);
     assert.equal((await runsOf(schedule.schedule_id)).length, count, "no fire after the cron moved to a yearly time");
 
-    const back = await server.request("PATCH", `/v1/schedules/${schedule.schedule_id}`, { body: { cron: EVERY_SECOND, input: { message: "b" }, metadata: { v: 2 } } });
+    const back = await server.request("PATCH", `/v1/schedules/${schedule.schedule_id}`, {
+      body: { cron: EVERY_SECOND, input: { message: "b" }, metadata: { v: 2 } },
+    });
     assert.equal(back.status, 200);
     const runs = await runsAtLeast(schedule.schedule_id, count + 1);
     assert.deepEqual(runs[0]!.input, { message: "b" });
@@ -260,7 +318,9 @@ describe(`schedules on ${TEST_DRIVER}`, () => {
 
   test("a thread schedule's runs go to its thread, enqueued", async () => {
     const thread = (await server.request("POST", "/v1/threads", { body: {} })).body;
-    const schedule = (await create({ assistant_id: "echo", cron: EVERY_SECOND, thread_id: thread.thread_id, input: { message: "on thread" } })).body as Schedule;
+    const schedule = (
+      await create({ assistant_id: "echo", cron: EVERY_SECOND, thread_id: thread.thread_id, input: { message: "on thread" } })
+    ).body as Schedule;
     assert.equal(schedule.thread_id, thread.thread_id);
     const runs = await runsAtLeast(schedule.schedule_id, 2);
     await server.request("DELETE", `/v1/schedules/${schedule.schedule_id}`);
@@ -294,10 +354,25 @@ describe(`schedules on ${TEST_DRIVER}`, () => {
   test("GET /v1/runs: newest first, filtered by status, assistant_id, thread_id and metadata; tenant-scoped", async () => {
     const tenant = `list-${randomUUID()}`;
     const thread = (await server.request("POST", "/v1/threads", { tenant, body: {} })).body;
-    const a = (await server.request("POST", "/v1/runs", { tenant, body: { assistant_id: "echo", input: { message: "a" }, metadata: { k: "a", shared: 1 } } })).body;
-    const b = (await server.request("POST", `/v1/threads/${thread.thread_id}/runs`, { tenant, body: { assistant_id: "echo-loud", input: { message: "b" }, metadata: { k: "b", shared: 1 } } })).body;
+    const a = (
+      await server.request("POST", "/v1/runs", {
+        tenant,
+        body: { assistant_id: "echo", input: { message: "a" }, metadata: { k: "a", shared: 1 } },
+      })
+    ).body;
+    const b = (
+      await server.request("POST", `/v1/threads/${thread.thread_id}/runs`, {
+        tenant,
+        body: { assistant_id: "echo-loud", input: { message: "b" }, metadata: { k: "b", shared: 1 } },
+      })
+    ).body;
     for (const run of [a, b]) await server.request("GET", `/v1/runs/${run.run_id}/join`, { tenant });
-    const c = (await server.request("POST", "/v1/runs", { tenant, body: { assistant_id: "approval", input: { request: "c" }, metadata: { k: "c" } } })).body;
+    const c = (
+      await server.request("POST", "/v1/runs", {
+        tenant,
+        body: { assistant_id: "approval", input: { request: "c" }, metadata: { k: "c" } },
+      })
+    ).body;
     await server.request("GET", `/v1/runs/${c.run_id}/join`, { tenant });
     const ids = async (query: string) => {
       const listed = await server.request("GET", `/v1/runs${query}`, { tenant });
@@ -351,7 +426,10 @@ describe(`RUDDER_CRON_ENABLED=false on ${TEST_DRIVER}`, () => {
       while (new Date().toISOString() <= due) await new Promise((resolve) => setTimeout(resolve, 100));
       const second = (await server.request("POST", "/v1/runs", { body: { assistant_id: "echo", input: { message: "y" } } })).body;
       await server.request("GET", `/v1/runs/${second.run_id}/join`);
-      const fired = await server.request("GET", `/v1/runs?metadata=${encodeURIComponent(JSON.stringify({ schedule_id: created.body.schedule_id }))}`);
+      const fired = await server.request(
+        "GET",
+        `/v1/runs?metadata=${encodeURIComponent(JSON.stringify({ schedule_id: created.body.schedule_id }))}`,
+      );
       assert.deepEqual(fired.body, []);
       const stored = await server.request("GET", `/v1/schedules/${created.body.schedule_id}`);
       assert.equal(stored.body.last_run_id, null);
@@ -377,7 +455,11 @@ describe(`rudder dev on ${TEST_DRIVER}`, () => {
       const token = /Dev token[^\n]*\n\s+(\S+)\n/.exec(banner)?.[1];
       assert.ok(url && token, banner);
       const headers = { authorization: `Bearer ${token}`, "content-type": "application/json" };
-      const created = await fetch(`${url}/v1/schedules`, { method: "POST", headers, body: JSON.stringify({ assistant_id: "echo", cron: EVERY_SECOND, input: { message: "dev" } }) });
+      const created = await fetch(`${url}/v1/schedules`, {
+        method: "POST",
+        headers,
+        body: JSON.stringify({ assistant_id: "echo", cron: EVERY_SECOND, input: { message: "dev" } }),
+      });
       assert.equal(created.status, 201);
       const { schedule_id } = (await created.json()) as { schedule_id: string };
       const query = encodeURIComponent(JSON.stringify({ schedule_id }));

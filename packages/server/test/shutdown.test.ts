@@ -29,14 +29,19 @@ test("stopping a worker hands its running runs back; another worker continues th
   const database = await createTestDatabase();
   const effects = join(mkdtempSync(join(tmpdir(), "rudder-drain-")), "effects.log");
   const first = await startTestServer({ configFile: TESTING_CONFIG, database, worker: { shutdownGraceMs: 200 } });
-  const { body: run } = await first.request("POST", "/v1/runs", { body: { assistant_id: "steps", input: { steps: 6, delayMs: 300, sideEffectFile: effects } } });
-  for (let i = 0; i < 400 && !(existsSync(effects) && readFileSync(effects, "utf8").split("\n").length > 2); i++) await new Promise((r) => setTimeout(r, 25));
+  const { body: run } = await first.request("POST", "/v1/runs", {
+    body: { assistant_id: "steps", input: { steps: 6, delayMs: 300, sideEffectFile: effects } },
+  });
+  for (let i = 0; i < 400 && !(existsSync(effects) && readFileSync(effects, "utf8").split("\n").length > 2); i++)
+    await new Promise((r) => setTimeout(r, 25));
 
   const stopping = Date.now();
   await first.server.close(); // the worker stops claiming, waits 200 ms, aborts and hands the run back
   const stoppedIn = Date.now() - stopping;
   assert.ok(stoppedIn < 5000, `stopped within a bound (${stoppedIn} ms)`);
-  const [row] = await database.db.query<{ status: string; attempt: number }>("select status, attempt from runs where run_id = $1", [run.run_id]);
+  const [row] = await database.db.query<{ status: string; attempt: number }>("select status, attempt from runs where run_id = $1", [
+    run.run_id,
+  ]);
   assert.deepEqual(row, { status: "pending", attempt: 1 }, "handed back to the queue");
   const [handback] = await database.db.query<{ data: { reason: string } }>(
     "select data from run_events where run_id = $1 and kind = 'run_retrying' order by sequence desc limit 1",
@@ -48,7 +53,10 @@ test("stopping a worker hands its running runs back; another worker continues th
   try {
     const done = (await second.request("GET", `/v1/runs/${run.run_id}/join?timeout=30`)).body;
     assert.deepEqual([done.status, done.attempt, done.output.count], ["succeeded", 2, 6]);
-    const steps = readFileSync(effects, "utf8").trim().split("\n").map((line) => Number(line.split(" ").at(-1)));
+    const steps = readFileSync(effects, "utf8")
+      .trim()
+      .split("\n")
+      .map((line) => Number(line.split(" ").at(-1)));
     for (let n = 1; n <= 6; n++) assert.ok(steps.includes(n), `step ${n} ran`);
     assert.ok(steps.length <= 7, "only the interrupted step may have run twice");
   } finally {
@@ -92,7 +100,9 @@ class RawConnection {
     while (rest.startsWith("HTTP/1.1 ")) {
       const headEnd = rest.indexOf("\r\n\r\n");
       const [statusLine, ...lines] = rest.slice(0, headEnd).split("\r\n");
-      const headers = Object.fromEntries(lines.map((line) => [line.slice(0, line.indexOf(":")).toLowerCase(), line.slice(line.indexOf(":") + 1).trim()]));
+      const headers = Object.fromEntries(
+        lines.map((line) => [line.slice(0, line.indexOf(":")).toLowerCase(), line.slice(line.indexOf(":") + 1).trim()]),
+      );
       const length = Number(headers["content-length"] ?? 0);
       answers.push({ status: Number(statusLine!.split(" ")[1]), headers, body: rest.slice(headEnd + 4, headEnd + 4 + length) });
       rest = rest.slice(headEnd + 4 + length);
@@ -125,7 +135,11 @@ async function readEvents(stream: Awaited<ReturnType<typeof openSse>>, count: nu
 /** A stream resumed with Last-Event-ID continues exactly after it, to the run's last event. */
 function assertContinues(before: readonly SseEvent[], after: readonly SseEvent[]): void {
   const last = Number(before.at(-1)!.id);
-  assert.deepEqual(sequences(after), after.map((_, index) => last + 1 + index), "no gap and no repeat");
+  assert.deepEqual(
+    sequences(after),
+    after.map((_, index) => last + 1 + index),
+    "no gap and no repeat",
+  );
   assert.equal(after.at(-1)!.event, "run_succeeded");
 }
 
@@ -139,7 +153,9 @@ test("closing the API ends open streams cleanly, finishes requests in flight, en
     const { body: run } = await first.request("POST", "/v1/runs", { body: { assistant_id: "steps", input: LONG_RUN } });
     const stream = await openSse(`${first.url}/v1/runs/${run.run_id}/stream`, { headers: { authorization: `Bearer ${token}` } });
     const seen = await readEvents(stream, 3);
-    const joinArrived = new Promise<void>((resolve) => first.server.app!.server.on("request", (request) => request.url?.includes("/join") && resolve()));
+    const joinArrived = new Promise<void>((resolve) =>
+      first.server.app!.server.on("request", (request) => request.url?.includes("/join") && resolve()),
+    );
     const join = first.request("GET", `/v1/runs/${run.run_id}/join?timeout=120`);
     await joinArrived;
 
@@ -171,7 +187,10 @@ test("closing the API ends open streams cleanly, finishes requests in flight, en
     try {
       const thread = JSON.parse(finished!.body).thread_id;
       assert.deepEqual((await second.request("GET", `/v1/threads/${thread}`)).body.metadata, { sent: "during shutdown" });
-      const resumed = await openSse(`${second.url}/v1/runs/${run.run_id}/stream`, { headers: { authorization: `Bearer ${await second.token()}` }, lastEventId: stream.lastEventId });
+      const resumed = await openSse(`${second.url}/v1/runs/${run.run_id}/stream`, {
+        headers: { authorization: `Bearer ${await second.token()}` },
+        lastEventId: stream.lastEventId,
+      });
       assertContinues(seen, await resumed.rest());
     } finally {
       await second.server.close();
@@ -190,26 +209,51 @@ test("SIGTERM on rudder worker: it claims nothing more, finishes what fits in th
   try {
     // A ten-minute lease: a run left to expire its lease would not move again during the test.
     const workerEnv = { RUDDER_LEASE_MS: "600000", RUDDER_SHUTDOWN_GRACE_MS: "2000", RUDDER_WORKER_POLL_MS: "200" };
-    const [url, firstWorker] = await Promise.all([startApi(processes, TESTING_CONFIG), startWorker(processes, "worker-1", TESTING_CONFIG, workerEnv)]);
+    const [url, firstWorker] = await Promise.all([
+      startApi(processes, TESTING_CONFIG),
+      startWorker(processes, "worker-1", TESTING_CONFIG, workerEnv),
+    ]);
     const api = apiClient(url, await mintToken(SECRET, { tenantId: "shutdown", roles: ["admin"] }));
-    const short = (await api<{ run_id: string }>("POST", "/v1/runs", { assistant_id: "steps", input: { steps: 3, delayMs: 200 } })).body.run_id;
-    const long = (await api<{ run_id: string }>("POST", "/v1/runs", { assistant_id: "steps", input: { steps: 20, delayMs: 400 } })).body.run_id;
+    const short = (await api<{ run_id: string }>("POST", "/v1/runs", { assistant_id: "steps", input: { steps: 3, delayMs: 200 } })).body
+      .run_id;
+    const long = (await api<{ run_id: string }>("POST", "/v1/runs", { assistant_id: "steps", input: { steps: 20, delayMs: 400 } })).body
+      .run_id;
     await waitForRows(database.db, "select count(*)::int as n from runs where status = 'running' and lease_owner = $1", [firstWorker], 2);
 
     const exited = processes.signal("worker-1", "SIGTERM");
-    const late = (await api<{ run_id: string }>("POST", "/v1/runs", { assistant_id: "echo", input: { message: "after SIGTERM" } })).body.run_id;
+    const late = (await api<{ run_id: string }>("POST", "/v1/runs", { assistant_id: "echo", input: { message: "after SIGTERM" } })).body
+      .run_id;
     assert.equal(await exited, 0, "the worker exits cleanly");
 
-    const rows = await database.db.query<{ run_id: string; status: string; attempt: number; lease_owner: string | null; available: boolean }>(
-      "select run_id::text as run_id, status, attempt, lease_owner, available_at <= now() as available from runs",
-    );
+    const rows = await database.db.query<{
+      run_id: string;
+      status: string;
+      attempt: number;
+      lease_owner: string | null;
+      available: boolean;
+    }>("select run_id::text as run_id, status, attempt, lease_owner, available_at <= now() as available from runs");
     const row = (id: string) => rows.find((candidate) => candidate.run_id === id);
-    assert.deepEqual(row(short), { run_id: short, status: "succeeded", attempt: 1, lease_owner: null, available: true }, "finished within the grace period");
-    assert.deepEqual(row(long), { run_id: long, status: "pending", attempt: 1, lease_owner: null, available: true }, "handed back: claimable now, not after its lease");
-    assert.deepEqual(row(late), { run_id: late, status: "pending", attempt: 0, lease_owner: null, available: true }, "never claimed by the stopping worker");
+    assert.deepEqual(
+      row(short),
+      { run_id: short, status: "succeeded", attempt: 1, lease_owner: null, available: true },
+      "finished within the grace period",
+    );
+    assert.deepEqual(
+      row(long),
+      { run_id: long, status: "pending", attempt: 1, lease_owner: null, available: true },
+      "handed back: claimable now, not after its lease",
+    );
+    assert.deepEqual(
+      row(late),
+      { run_id: late, status: "pending", attempt: 0, lease_owner: null, available: true },
+      "never claimed by the stopping worker",
+    );
 
     await startWorker(processes, "worker-2", TESTING_CONFIG, workerEnv);
-    for (const [id, attempt] of [[long, 2], [late, 1]] as const) {
+    for (const [id, attempt] of [
+      [long, 2],
+      [late, 1],
+    ] as const) {
       const done = await joinUntilSettled(api, id);
       assert.deepEqual([done.status, done.attempt], ["succeeded", attempt], id);
     }
@@ -236,7 +280,9 @@ test("SIGTERM on rudder serve: streams end cleanly, requests in flight finish, c
     const auth = { authorization: `Bearer ${token}` };
 
     // rudder serve refuses tokens that never expire (row 12).
-    const forever = await new SignJWT({ tenant_id: "shutdown", roles: ["admin"] }).setProtectedHeader({ alg: "HS256" }).sign(new TextEncoder().encode(SECRET));
+    const forever = await new SignJWT({ tenant_id: "shutdown", roles: ["admin"] })
+      .setProtectedHeader({ alg: "HS256" })
+      .sign(new TextEncoder().encode(SECRET));
     assert.equal((await apiClient(second, forever)("GET", "/v1/threads")).status, 401);
 
     const run = (await api<{ run_id: string }>("POST", "/v1/runs", { assistant_id: "steps", input: LONG_RUN })).body.run_id;
@@ -274,16 +320,26 @@ test(`SIGTERM on rudder dev (${TEST_DRIVER}): the stream ends cleanly, the run i
   const dataDir = mkdtempSync(join(tmpdir(), "rudder-shutdown-dev-"));
   const database = TEST_DRIVER === "postgres" ? await createTestDatabase({ migrated: false }) : undefined;
   await database?.db.close();
-  const processes = new Processes({ DATABASE_URL: database?.url, RUDDER_JWT_SECRET: SECRET, RUDDER_LOG_LEVEL: "warn", RUDDER_SHUTDOWN_GRACE_MS: "300" });
+  const processes = new Processes({
+    DATABASE_URL: database?.url,
+    RUDDER_JWT_SECRET: SECRET,
+    RUDDER_LOG_LEVEL: "warn",
+    RUDDER_SHUTDOWN_GRACE_MS: "300",
+  });
   const startDev = async (name: string) => {
-    const banner = await processes.start(name, ["dev", "--config", TESTING_CONFIG, "--port", "0", "--data-dir", dataDir], /ready at http:\/\/\S+/);
+    const banner = await processes.start(
+      name,
+      ["dev", "--config", TESTING_CONFIG, "--port", "0", "--data-dir", dataDir],
+      /ready at http:\/\/\S+/,
+    );
     return /ready at (http:\/\/\S+)/.exec(banner)![1]!;
   };
   try {
     const token = await mintToken(SECRET, { tenantId: "shutdown", roles: ["admin"] });
     const auth = { authorization: `Bearer ${token}` };
     const first = await startDev("dev-1");
-    const run = (await apiClient(first, token)<{ run_id: string }>("POST", "/v1/runs", { assistant_id: "steps", input: LONG_RUN })).body.run_id;
+    const run = (await apiClient(first, token)<{ run_id: string }>("POST", "/v1/runs", { assistant_id: "steps", input: LONG_RUN })).body
+      .run_id;
     const stream = await openSse(`${first}/v1/runs/${run}/stream`, { headers: auth });
     const seen = await readEvents(stream, 3);
     const exited = processes.signal("dev-1", "SIGTERM");
@@ -295,7 +351,10 @@ test(`SIGTERM on rudder dev (${TEST_DRIVER}): the stream ends cleanly, the run i
     const resumed = await openSse(`${second}/v1/runs/${run}/stream`, { headers: auth, lastEventId: stream.lastEventId });
     const rest = await resumed.rest();
     assertContinues(seen, rest);
-    assert.ok(rest.some((event) => event.event === "run_retrying" && JSON.parse(event.data).data.reason === "worker_shutdown"), "handed back on shutdown");
+    assert.ok(
+      rest.some((event) => event.event === "run_retrying" && JSON.parse(event.data).data.reason === "worker_shutdown"),
+      "handed back on shutdown",
+    );
     const done = await apiClient(second, token)<{ status: string; attempt: number }>("GET", `/v1/runs/${run}`);
     assert.deepEqual([done.body.status, done.body.attempt], ["succeeded", 2]);
   } catch (error) {
@@ -308,7 +367,12 @@ test(`SIGTERM on rudder dev (${TEST_DRIVER}): the stream ends cleanly, the run i
 });
 
 /** Waits until `sql` (returning one row with `n`) counts `expected`, for up to a minute. */
-async function waitForRows(db: { query<Row>(sql: string, params?: readonly unknown[]): Promise<Row[]> }, sql: string, params: unknown[], expected: number): Promise<void> {
+async function waitForRows(
+  db: { query<Row>(sql: string, params?: readonly unknown[]): Promise<Row[]> },
+  sql: string,
+  params: unknown[],
+  expected: number,
+): Promise<void> {
   const deadline = Date.now() + 60_000;
   for (;;) {
     const [row] = await db.query<{ n: number }>(sql, params);

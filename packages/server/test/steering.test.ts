@@ -78,7 +78,12 @@ describe("steering", () => {
   before(async () => {
     server = await startTestServer({
       configFile: TESTING_CONFIG,
-      worker: { steeringPollMs: 200, leaseMs: 1500, heartbeatMs: 300, hooks: { afterSteeringClosed: gate.hook, afterClaim: claimGate.hook } },
+      worker: {
+        steeringPollMs: 200,
+        leaseMs: 1500,
+        heartbeatMs: 300,
+        hooks: { afterSteeringClosed: gate.hook, afterClaim: claimGate.hook },
+      },
     });
   });
   after(() => server.close());
@@ -90,7 +95,8 @@ describe("steering", () => {
   const ofKind = (list: Event[], kind: string) => list.filter((e) => e.kind === kind);
   const newThread = async () => (await server.request("POST", "/v1/threads", { body: {} })).body.thread_id as string;
   const create = async (assistant: string, input: Record<string, unknown>, threadId?: string) =>
-    (await server.request("POST", threadId ? `/v1/threads/${threadId}/runs` : "/v1/runs", { body: { assistant_id: assistant, input } })).body;
+    (await server.request("POST", threadId ? `/v1/threads/${threadId}/runs` : "/v1/runs", { body: { assistant_id: assistant, input } }))
+      .body;
   async function waitForStatus(runId: string, status: string) {
     for (let i = 0; i < 400; i++) {
       if ((await server.request("GET", `/v1/runs/${runId}`)).body.status === status) return;
@@ -110,17 +116,35 @@ describe("steering", () => {
     await steer(run.run_id, { kind: "stop", payload: null });
     const done = await joinRun(run.run_id);
     assert.equal(done.status, "succeeded");
-    assert.deepEqual(done.output.received.map((m: { payload: unknown }) => m.payload), [{ text: "one" }, { text: "two" }, null]);
-    assert.deepEqual(done.output.received.map((m: { sequence: number }) => m.sequence), [1, 2, 3]);
+    assert.deepEqual(
+      done.output.received.map((m: { payload: unknown }) => m.payload),
+      [{ text: "one" }, { text: "two" }, null],
+    );
+    assert.deepEqual(
+      done.output.received.map((m: { sequence: number }) => m.sequence),
+      [1, 2, 3],
+    );
 
     const log = await events(run.run_id);
     const accepted = ofKind(log, "run.steer.accepted");
     const consumed = ofKind(log, "run.steer.consumed");
     assert.equal(accepted.length, 3);
     assert.equal(consumed.length, 3, "each row consumed exactly once");
-    assert.deepEqual(accepted[0]!.data, { steering_event_id: first.body.id, sequence: 1, kind: "note" }, "no source_event_id for a row never moved");
+    assert.deepEqual(
+      accepted[0]!.data,
+      { steering_event_id: first.body.id, sequence: 1, kind: "note" },
+      "no source_event_id for a row never moved",
+    );
     const c0 = consumed[0]!.data;
-    assert.deepEqual(Object.keys(c0).sort(), ["kind", "namespace", "node", "queue_latency_seconds", "sequence", "steering_event_id", "task_id"]);
+    assert.deepEqual(Object.keys(c0).sort(), [
+      "kind",
+      "namespace",
+      "node",
+      "queue_latency_seconds",
+      "sequence",
+      "steering_event_id",
+      "task_id",
+    ]);
     assert.deepEqual([c0.steering_event_id, c0.sequence, c0.kind, c0.node, c0.namespace], [first.body.id, 1, "note", "listen", []]);
     assert.equal(typeof c0.task_id, "string");
     assert.ok(typeof c0.queue_latency_seconds === "number" && c0.queue_latency_seconds >= 0);
@@ -148,19 +172,31 @@ describe("steering", () => {
     const again = await steer(run.run_id, { kind: "different", payload: { b: 2 }, idempotency_key: "key-1" });
     assert.equal(again.status, 202);
     assert.deepEqual([again.body.id, again.body.sequence], [first.body.id, first.body.sequence]);
-    const viaHeader = await steer(run.run_id, { kind: "k", payload: 1, idempotency_key: "body-key" }, { headers: { "idempotency-key": "key-1" } });
+    const viaHeader = await steer(
+      run.run_id,
+      { kind: "k", payload: 1, idempotency_key: "body-key" },
+      { headers: { "idempotency-key": "key-1" } },
+    );
     assert.equal(viaHeader.body.id, first.body.id, "the header wins over the body field");
     await steer(run.run_id, { kind: "stop", payload: null });
     await joinRun(run.run_id);
     const late = await steer(run.run_id, { kind: "k", payload: { a: 1 }, idempotency_key: "key-1" });
-    assert.deepEqual([late.status, late.body.id, late.body.status], [202, first.body.id, "consumed"], "a replay after the end is still 202, with the row's status now");
-    const rows = await server.database.db.query<{ n: number }>("select count(*)::int as n from steering_events where run_id = $1", [run.run_id]);
+    assert.deepEqual(
+      [late.status, late.body.id, late.body.status],
+      [202, first.body.id, "consumed"],
+      "a replay after the end is still 202, with the row's status now",
+    );
+    const rows = await server.database.db.query<{ n: number }>("select count(*)::int as n from steering_events where run_id = $1", [
+      run.run_id,
+    ]);
     assert.equal(rows[0]!.n, 2);
   });
 
   test("concurrent steers with one key create one row", async () => {
     const run = await create("steerable", { rounds: 50, waitMs: 5000 });
-    const answers = await Promise.all(Array.from({ length: 10 }, () => steer(run.run_id, { kind: "k", payload: 1, idempotency_key: "same" })));
+    const answers = await Promise.all(
+      Array.from({ length: 10 }, () => steer(run.run_id, { kind: "k", payload: 1, idempotency_key: "same" })),
+    );
     assert.ok(answers.every((a) => a.status === 202));
     assert.equal(new Set(answers.map((a) => a.body.id)).size, 1);
     await steer(run.run_id, { kind: "stop", payload: null });
@@ -173,11 +209,19 @@ describe("steering", () => {
     assert.deepEqual([big.status, big.body.code], [413, "payload_too_large"]);
     const bigMeta = await steer(run.run_id, { kind: "big", payload: "x".repeat(30_000), metadata: { pad: "y".repeat(3000) } });
     assert.equal(bigMeta.status, 413, "payload and metadata count together");
-    for (const body of [{ payload: 1 }, { kind: "k" }, { kind: "k", payload: 1, metadata: [1] }, { kind: "k", payload: 1, extra: true }, { kind: "", payload: 1 }]) {
+    for (const body of [
+      { payload: 1 },
+      { kind: "k" },
+      { kind: "k", payload: 1, metadata: [1] },
+      { kind: "k", payload: 1, extra: true },
+      { kind: "", payload: 1 },
+    ]) {
       assert.equal((await steer(run.run_id, body)).status, 422, JSON.stringify(body));
     }
     assert.equal((await steer(run.run_id, { kind: "k", payload: 1 }, { tenant: "someone-else" })).status, 404);
-    const rows = await server.database.db.query<{ n: number }>("select count(*)::int as n from steering_events where run_id = $1", [run.run_id]);
+    const rows = await server.database.db.query<{ n: number }>("select count(*)::int as n from steering_events where run_id = $1", [
+      run.run_id,
+    ]);
     assert.equal(rows[0]!.n, 0, "nothing was written");
     await steer(run.run_id, { kind: "stop", payload: null });
     await joinRun(run.run_id);
@@ -263,7 +307,10 @@ describe("steering", () => {
       const done = await joinRun(run.run_id);
       assert.deepEqual([done.status, done.attempt], ["succeeded", 2]);
       const superseded = ofKind(await events(run.run_id), "run.steer.superseded").map((e) => [e.data.steering_event_id, e.data.reason]);
-      assert.deepEqual(superseded, [[early.body.id, "unconsumed_at_final_boundary"], [reopened.body.id, "unconsumed_at_final_boundary"]]);
+      assert.deepEqual(superseded, [
+        [early.body.id, "unconsumed_at_final_boundary"],
+        [reopened.body.id, "unconsumed_at_final_boundary"],
+      ]);
     } finally {
       // A failed assertion must not leave the worker parked in a hook (the server could not stop).
       finalization.release();
@@ -291,9 +338,16 @@ describe("steering", () => {
     const stream = await LiveStream.open(server, run.run_id);
     try {
       const hello = (await steer(run.run_id, { kind: "message", payload: { message: "hello" } })).body;
-      const consumed = await stream.until((e) => e.kind === "run.steer.consumed" && e.data.steering_event_id === hello.id, "hello's run.steer.consumed");
+      const consumed = await stream.until(
+        (e) => e.kind === "run.steer.consumed" && e.data.steering_event_id === hello.id,
+        "hello's run.steer.consumed",
+      );
       assert.deepEqual([consumed.data.node, consumed.data.namespace, consumed.data.sequence], ["listen", [], 1]);
-      assert.equal((await server.request("GET", `/v1/runs/${run.run_id}`)).body.status, "running", "consumption is visible while the node still runs");
+      assert.equal(
+        (await server.request("GET", `/v1/runs/${run.run_id}`)).body.status,
+        "running",
+        "consumption is visible while the node still runs",
+      );
       // Three iterations after the one that drained hello find nothing new: waitForSteering answers
       // false (each after its timeout: 300 instant iterations would have ended the run).
       let idle = 0;
@@ -308,9 +362,16 @@ describe("steering", () => {
       assert.equal(done.status, "succeeded");
       assert.deepEqual(done.output.log, ["hello", "stop"]);
       const log = await events(run.run_id);
-      assert.deepEqual(ofKind(log, "run.steer.consumed").map((e) => e.data.steering_event_id), [hello.id, stop.body.id]);
+      assert.deepEqual(
+        ofKind(log, "run.steer.consumed").map((e) => e.data.steering_event_id),
+        [hello.id, stop.body.id],
+      );
       const iterations = log.map(iterationOf).filter((it) => it !== undefined);
-      assert.deepEqual(iterations.flatMap((it) => it.drained), [1, 2], "each message drained once");
+      assert.deepEqual(
+        iterations.flatMap((it) => it.drained),
+        [1, 2],
+        "each message drained once",
+      );
       const wokeForNothing = iterations.filter((it) => it.woke && it.drained.length === 0);
       assert.deepEqual(wokeForNothing, [], "waitForSteering never answered true with nothing new to drain");
       assert.ok(iterations.length < 300, "the loop did not run out of iterations");
@@ -334,8 +395,14 @@ describe("steering", () => {
     const done = await joinRun(run.run_id);
     assert.deepEqual(done.output.log, [...Array.from({ length: 20 }, (_, i) => `m${i}`), "stop"]);
     const consumed = ofKind(await events(run.run_id), "run.steer.consumed");
-    assert.deepEqual(consumed.map((e) => e.data.steering_event_id), [...sent.map((e) => e.id), consumed.at(-1)!.data.steering_event_id]);
-    assert.deepEqual(consumed.map((e) => e.data.sequence), Array.from({ length: 21 }, (_, i) => i + 1));
+    assert.deepEqual(
+      consumed.map((e) => e.data.steering_event_id),
+      [...sent.map((e) => e.id), consumed.at(-1)!.data.steering_event_id],
+    );
+    assert.deepEqual(
+      consumed.map((e) => e.data.sequence),
+      Array.from({ length: 21 }, (_, i) => i + 1),
+    );
   });
 
   for (const { name, assistant, failWith, runAttempt } of [
@@ -351,7 +418,11 @@ describe("steering", () => {
         await stream.until((e) => e.kind === "run.steer.consumed" && e.data.steering_event_id === hello.id, "hello consumed");
         const fail = (await steer(run.run_id, { kind: "message", payload: { message: "fail" } })).body;
         // The next execution's first iteration drains both again (sequences 1 and 2).
-        const replay = await stream.until((e) => iterationOf(e)?.drained.includes(2) === true && stream.seen.filter((s) => iterationOf(s)?.drained.includes(2)).length === 2, "the re-execution's drain");
+        const replay = await stream.until(
+          (e) =>
+            iterationOf(e)?.drained.includes(2) === true && stream.seen.filter((s) => iterationOf(s)?.drained.includes(2)).length === 2,
+          "the re-execution's drain",
+        );
         const stop = (await steer(run.run_id, { kind: "message", payload: { message: "stop" } })).body;
         const done = await joinRun(run.run_id);
         assert.deepEqual([done.status, done.attempt], ["succeeded", runAttempt]);
@@ -360,10 +431,25 @@ describe("steering", () => {
         assert.equal(iterationOf(replay)!.iteration, 0);
         if (failWith === "plain") assert.equal(iterationOf(replay)!.node_attempt, 2, "LangGraph's second node attempt");
         const log = await events(run.run_id);
-        assert.deepEqual(ofKind(log, "run.steer.consumed").map((e) => e.data.steering_event_id), [hello.id, fail.id, stop.id], "one consumed event each");
-        const drains = log.map(iterationOf).filter((it) => it !== undefined).flatMap((it) => it.drained);
-        assert.deepEqual(drains.filter((sequence) => sequence === 3), [3], "stop drained once");
-        assert.deepEqual(drains.filter((sequence) => sequence === 1), [1, 1], "hello drained by each execution once");
+        assert.deepEqual(
+          ofKind(log, "run.steer.consumed").map((e) => e.data.steering_event_id),
+          [hello.id, fail.id, stop.id],
+          "one consumed event each",
+        );
+        const drains = log
+          .map(iterationOf)
+          .filter((it) => it !== undefined)
+          .flatMap((it) => it.drained);
+        assert.deepEqual(
+          drains.filter((sequence) => sequence === 3),
+          [3],
+          "stop drained once",
+        );
+        assert.deepEqual(
+          drains.filter((sequence) => sequence === 1),
+          [1, 1],
+          "hello drained by each execution once",
+        );
       } finally {
         stream.close();
       }
@@ -373,20 +459,40 @@ describe("steering", () => {
   for (const durability of ["sync", "exit"] as const) {
     test(`a worker that dies after a drain (durability ${durability}): the run's next attempt gets the messages again, consumed once`, async () => {
       const marker = join(mkdtempSync(join(tmpdir(), "rudder-hang-")), "marker");
-      const { body: run } = await server.request("POST", "/v1/runs", { body: { assistant_id: "drain_then_hang", input: { marker, expect: 2 }, durability } });
+      const { body: run } = await server.request("POST", "/v1/runs", {
+        body: { assistant_id: "drain_then_hang", input: { marker, expect: 2 }, durability },
+      });
       const stream = await LiveStream.open(server, run.run_id);
       try {
         await waitForStatus(run.run_id, "running");
         const sent = [(await steer(run.run_id, { kind: "a", payload: 1 })).body, (await steer(run.run_id, { kind: "b", payload: 2 })).body];
         await stream.until((e) => e.kind === "custom", "the drain before the hang");
         // The worker "dies": its lease lapses and is taken, as when its process is gone.
-        await server.database.db.query("update runs set lease_owner = 'a-dead-worker', lease_expires_at = now() - interval '1 second' where run_id = $1", [run.run_id]);
+        await server.database.db.query(
+          "update runs set lease_owner = 'a-dead-worker', lease_expires_at = now() - interval '1 second' where run_id = $1",
+          [run.run_id],
+        );
         const done = await joinRun(run.run_id);
         assert.deepEqual([done.status, done.attempt], ["succeeded", 2]);
-        assert.deepEqual(done.output.received.map((m: { sourceEventId: string }) => m.sourceEventId), sent.map((e) => e.id), "in the state once each, in order");
-        assert.deepEqual(ofKind(await events(run.run_id), "run.steer.consumed").map((e) => e.data.steering_event_id), sent.map((e) => e.id), "consumed once each");
-        const rows = await server.database.db.query<{ settled: boolean }>("select settled_at is not null as settled from steering_events where run_id = $1", [run.run_id]);
-        assert.deepEqual(rows.map((row) => row.settled), [true, true], "settled once the retry's writes were checkpointed");
+        assert.deepEqual(
+          done.output.received.map((m: { sourceEventId: string }) => m.sourceEventId),
+          sent.map((e) => e.id),
+          "in the state once each, in order",
+        );
+        assert.deepEqual(
+          ofKind(await events(run.run_id), "run.steer.consumed").map((e) => e.data.steering_event_id),
+          sent.map((e) => e.id),
+          "consumed once each",
+        );
+        const rows = await server.database.db.query<{ settled: boolean }>(
+          "select settled_at is not null as settled from steering_events where run_id = $1",
+          [run.run_id],
+        );
+        assert.deepEqual(
+          rows.map((row) => row.settled),
+          [true, true],
+          "settled once the retry's writes were checkpointed",
+        );
       } finally {
         stream.close();
       }
@@ -413,7 +519,10 @@ describe("steering", () => {
     await waitForStatus(run.run_id, "running");
     await steer(run.run_id, { kind: "deep", payload: "x" });
     const done = await joinRun(run.run_id);
-    assert.deepEqual(done.output.received.map((m: { kind: string }) => m.kind), ["deep"]);
+    assert.deepEqual(
+      done.output.received.map((m: { kind: string }) => m.kind),
+      ["deep"],
+    );
     const consumed = ofKind(await events(run.run_id), "run.steer.consumed")[0]!.data;
     assert.equal(consumed.node, "inner_drain");
     assert.equal((consumed.namespace as string[]).length, 1);
@@ -427,10 +536,18 @@ describe("steering", () => {
     const sent = [(await steer(run.run_id, { kind: "a", payload: 1 })).body, (await steer(run.run_id, { kind: "b", payload: 2 })).body];
     const done = await joinRun(run.run_id);
     assert.deepEqual([done.status, done.attempt], ["succeeded", 2]);
-    assert.deepEqual(done.output.received.map((m: { kind: string }) => m.kind), ["a", "b"], "the retry got them again");
+    assert.deepEqual(
+      done.output.received.map((m: { kind: string }) => m.kind),
+      ["a", "b"],
+      "the retry got them again",
+    );
     const log = await events(run.run_id);
     const consumed = ofKind(log, "run.steer.consumed").map((e) => e.data.steering_event_id);
-    assert.deepEqual(consumed, sent.map((e) => e.id), "consumed once each, at the first attempt's drain");
+    assert.deepEqual(
+      consumed,
+      sent.map((e) => e.id),
+      "consumed once each, at the first attempt's drain",
+    );
     assert.equal(ofKind(log, "run.steer.superseded").length, 0);
   });
 
@@ -443,7 +560,11 @@ describe("steering", () => {
     assert.equal(paused.status, "paused");
     assert.equal(paused.output.__interrupt__[0].value.seen, 1, "the node did read it before pausing");
     const pausedLog = await events(run.run_id);
-    assert.deepEqual(ofKind(pausedLog, "run.steer.consumed").map((e) => e.data.steering_event_id), [hint.id], "consumed at the drain, before the pause");
+    assert.deepEqual(
+      ofKind(pausedLog, "run.steer.consumed").map((e) => e.data.steering_event_id),
+      [hint.id],
+      "consumed at the drain, before the pause",
+    );
     const later = (await steer(run.run_id, { kind: "later", payload: "and the logs" })).body;
 
     const next = (await server.request("POST", `/v1/runs/${run.run_id}/resume`, { body: { resume: "yes" } })).body;
@@ -451,17 +572,35 @@ describe("steering", () => {
     assert.equal(done.status, "succeeded");
     assert.deepEqual(
       done.output.received.map((m: { payload: unknown; sourceEventId: string }) => [m.payload, m.sourceEventId]),
-      [["use the cache", hint.id], ["and the logs", later.id]],
+      [
+        ["use the cache", hint.id],
+        ["and the logs", later.id],
+      ],
       "the re-execution's first drain: the event it drained before the interrupt, then the new one",
     );
     const aLog = await events(run.run_id);
     assert.equal(ofKind(aLog, "run.steer.consumed").length, 1, "no second consumed event on the paused run");
-    assert.deepEqual(ofKind(aLog, "run.steer.superseded").map((e) => e.data.steering_event_id), [later.id], "only the pending one moved");
+    assert.deepEqual(
+      ofKind(aLog, "run.steer.superseded").map((e) => e.data.steering_event_id),
+      [later.id],
+      "only the pending one moved",
+    );
     const bLog = await events(next.run_id);
     const consumedBy = ofKind(pausedLog, "run.steer.consumed")[0]!.data.task_id;
-    assert.deepEqual(ofKind(bLog, "node_started").map((e) => [e.data.node, e.data.task_id]), [["ask", consumedBy]], "LangGraph runs the interrupted task again under its task id");
-    assert.deepEqual(ofKind(bLog, "run.steer.accepted").map((e) => e.data.source_event_id), [later.id]);
-    assert.deepEqual(ofKind(bLog, "run.steer.consumed").map((e) => e.data.source_event_id), [later.id], "the replayed one is not reported consumed again");
+    assert.deepEqual(
+      ofKind(bLog, "node_started").map((e) => [e.data.node, e.data.task_id]),
+      [["ask", consumedBy]],
+      "LangGraph runs the interrupted task again under its task id",
+    );
+    assert.deepEqual(
+      ofKind(bLog, "run.steer.accepted").map((e) => e.data.source_event_id),
+      [later.id],
+    );
+    assert.deepEqual(
+      ofKind(bLog, "run.steer.consumed").map((e) => e.data.source_event_id),
+      [later.id],
+      "the replayed one is not reported consumed again",
+    );
   });
 
   test("drain, complete, a later node interrupts, resume: nothing is handed out again", async () => {
@@ -478,7 +617,11 @@ describe("steering", () => {
     const next = (await server.request("POST", `/v1/runs/${run.run_id}/resume`, { body: { resume: "go" } })).body;
     const done = await joinRun(next.run_id);
     assert.equal(done.status, "succeeded");
-    assert.deepEqual(done.output.received.map((m: { node: string; sourceEventId: string }) => [m.node, m.sourceEventId]), [["read", x.id]], "in the state once");
+    assert.deepEqual(
+      done.output.received.map((m: { node: string; sourceEventId: string }) => [m.node, m.sourceEventId]),
+      [["read", x.id]],
+      "in the state once",
+    );
     assert.equal(ofKind(await events(run.run_id), "run.steer.consumed").length, 1);
     assert.equal((await events(next.run_id)).filter((e) => e.kind.startsWith("run.steer.")).length, 0);
   });
@@ -512,11 +655,23 @@ describe("steering", () => {
     assert.equal(transfers.length, 2);
     assert.deepEqual(
       transfers.map((e) => [e.data.steering_event_id, e.data.source_event_id, e.data.reason, e.data.superseded_by_run_id]),
-      [[s1.id, s1.id, "resume_transfer", b.run_id], [s2.id, s2.id, "resume_transfer", b.run_id]],
+      [
+        [s1.id, s1.id, "resume_transfer", b.run_id],
+        [s2.id, s2.id, "resume_transfer", b.run_id],
+      ],
     );
     const bAccepted = ofKind(await events(b.run_id), "run.steer.accepted");
-    assert.deepEqual(bAccepted.map((e) => [e.data.sequence, e.data.kind, e.data.source_event_id]), [[1, "one", s1.id], [2, "two", s2.id]]);
-    assert.deepEqual(transfers.map((e) => e.data.replacement_steering_event_id), bAccepted.map((e) => e.data.steering_event_id));
+    assert.deepEqual(
+      bAccepted.map((e) => [e.data.sequence, e.data.kind, e.data.source_event_id]),
+      [
+        [1, "one", s1.id],
+        [2, "two", s2.id],
+      ],
+    );
+    assert.deepEqual(
+      transfers.map((e) => e.data.replacement_steering_event_id),
+      bAccepted.map((e) => e.data.steering_event_id),
+    );
     const bPaused = await joinRun(b.run_id);
     assert.equal(bPaused.status, "paused");
     const s3 = (await steer(b.run_id, { kind: "three", payload: 3 })).body;
@@ -528,16 +683,25 @@ describe("steering", () => {
     const c = (await server.request("POST", `/v1/runs/${b.run_id}/resume`, { body: { resume: "a2" } })).body;
     const done = await joinRun(c.run_id);
     assert.equal(done.status, "succeeded");
-    assert.deepEqual(done.output.received.map((m: { kind: string; sequence: number; sourceEventId: string }) => [m.kind, m.sequence, m.sourceEventId]), [
-      ["one", 1, s1.id],
-      ["two", 2, s2.id],
-      ["three", 3, s3.id],
-    ]);
+    assert.deepEqual(
+      done.output.received.map((m: { kind: string; sequence: number; sourceEventId: string }) => [m.kind, m.sequence, m.sourceEventId]),
+      [
+        ["one", 1, s1.id],
+        ["two", 2, s2.id],
+        ["three", 3, s3.id],
+      ],
+    );
     const consumed = ofKind(await events(c.run_id), "run.steer.consumed");
-    assert.deepEqual(consumed.map((e) => e.data.source_event_id), [s1.id, s2.id, s3.id]);
+    assert.deepEqual(
+      consumed.map((e) => e.data.source_event_id),
+      [s1.id, s2.id, s3.id],
+    );
     assert.ok((consumed[0]!.data.queue_latency_seconds as number) >= 0.6, "latency runs from the first acceptance, pauses included");
     const cAccepted = ofKind(await events(c.run_id), "run.steer.accepted");
-    assert.deepEqual(cAccepted.map((e) => e.data.source_event_id), [s1.id, s2.id, s3.id]);
+    assert.deepEqual(
+      cAccepted.map((e) => e.data.source_event_id),
+      [s1.id, s2.id, s3.id],
+    );
     const rows = await server.database.db.query<{ created_at: Date | string; source_event_id: string }>(
       "select created_at, source_event_id::text as source_event_id from steering_events where run_id = $1 order by sequence",
       [c.run_id],

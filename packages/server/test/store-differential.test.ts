@@ -39,7 +39,15 @@ const filter = fc.option(
   { nil: undefined },
 );
 const command: fc.Arbitrary<Command> = fc.oneof(
-  { weight: 4, arbitrary: fc.record({ op: fc.constant("put" as const), ns, key, value: fc.record({ n: fc.integer({ min: 0, max: 4 }), s: fc.constantFrom("x", "y") }) }) },
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      op: fc.constant("put" as const),
+      ns,
+      key,
+      value: fc.record({ n: fc.integer({ min: 0, max: 4 }), s: fc.constantFrom("x", "y") }),
+    }),
+  },
   { weight: 1, arbitrary: fc.record({ op: fc.constant("delete" as const), ns, key }) },
   { weight: 2, arbitrary: fc.record({ op: fc.constant("get" as const), ns, key }) },
   { weight: 2, arbitrary: fc.record({ op: fc.constant("search" as const), prefix: fc.constantFrom(...PREFIXES), filter }) },

@@ -69,7 +69,11 @@ describe(`store (${TEST_DRIVER})`, () => {
     assert.deepEqual(keys(found), ["k"]);
     assert.equal(after, null);
 
-    const refused = await batch(server, [put(["batch", "atomic"], "a", { n: 1 }), put(["batch", "atomic"], "b", { n: 2 }), search(["batch"], { filter: { n: { $regex: "x" } } })]);
+    const refused = await batch(server, [
+      put(["batch", "atomic"], "a", { n: 1 }),
+      put(["batch", "atomic"], "b", { n: 2 }),
+      search(["batch"], { filter: { n: { $regex: "x" } } }),
+    ]);
     assertProblem(refused, 422, "validation_error");
     assert.match(refused.body.detail, /operations\/2\/filter/);
     const [left] = await results(server, [search(["batch", "atomic"])]);
@@ -92,14 +96,20 @@ describe(`store (${TEST_DRIVER})`, () => {
       [[search(["a"], { limit: 1001 })], /operations\/0\/limit/],
       [[search(["a"], { filter: { n: { $gt: { nested: 1 } } } })], /operations\/0\/filter\/n\/\$gt/],
       [[{ kind: "list_namespaces", max_depth: 0 }], /operations\/0\/max_depth/],
-      [[put(["a"], "x".repeat(1024), { x: 1 }), put(["é".repeat(256)], "é".repeat(1000), { x: 1 })], /operations\/1: namespace and key together/],
+      [
+        [put(["a"], "x".repeat(1024), { x: 1 }), put(["é".repeat(256)], "é".repeat(1000), { x: 1 })],
+        /operations\/1: namespace and key together/,
+      ],
     ];
     for (const [operations, detail] of cases) {
       const response = await batch(server, operations as Op[]);
       assertProblem(response, 422, "validation_error");
       assert.match(response.body.detail, detail, JSON.stringify(operations).slice(0, 200));
     }
-    const tooMany = await batch(server, Array.from({ length: 1001 }, (_, i) => get(["a"], `k${i}`)));
+    const tooMany = await batch(
+      server,
+      Array.from({ length: 1001 }, (_, i) => get(["a"], `k${i}`)),
+    );
     assertProblem(tooMany, 422, "validation_error");
     const notArray = await server.request("POST", "/v1/store/batch", { body: { operations: {} } });
     assertProblem(notArray, 422, "validation_error");
@@ -139,7 +149,10 @@ describe(`store (${TEST_DRIVER})`, () => {
     const [everything] = await results(server, [search([], { limit: 1000 })]);
     assert.ok(keys(everything).includes("list"), "[] is the whole store");
 
-    const viaGet = await server.request("GET", `/v1/store/search?namespace=shop/fruit&filter=${encodeURIComponent('{"price":{"$lte":5}}')}&limit=10`);
+    const viaGet = await server.request(
+      "GET",
+      `/v1/store/search?namespace=shop/fruit&filter=${encodeURIComponent('{"price":{"$lte":5}}')}&limit=10`,
+    );
     assert.equal(viaGet.status, 200);
     assert.deepEqual(keys(viaGet.body), ["pear", "apple"]);
     assertProblem(await server.request("GET", "/v1/store/search?namespace=shop//fruit"), 422, "validation_error");
@@ -172,43 +185,93 @@ describe(`store (${TEST_DRIVER})`, () => {
     const t = { tenant: "ns-tenant" };
     await results(
       server,
-      [put(["a", "b", "c"], "k", { x: 1 }), put(["a", "b", "d"], "k", { x: 1 }), put(["a", "x"], "k", { x: 1 }), put(["z", "b", "c"], "k", { x: 1 })],
+      [
+        put(["a", "b", "c"], "k", { x: 1 }),
+        put(["a", "b", "d"], "k", { x: 1 }),
+        put(["a", "x"], "k", { x: 1 }),
+        put(["z", "b", "c"], "k", { x: 1 }),
+      ],
       t,
     );
     const list = (extra: Op) => ({ kind: "list_namespaces", ...extra });
     const [all, prefixed, suffixed, wild, depth, paged] = await results(
       server,
-      [list({}), list({ prefix: ["a", "b"] }), list({ suffix: ["c"] }), list({ prefix: ["*", "b"] }), list({ max_depth: 1 }), list({ limit: 2, offset: 1 })],
+      [
+        list({}),
+        list({ prefix: ["a", "b"] }),
+        list({ suffix: ["c"] }),
+        list({ prefix: ["*", "b"] }),
+        list({ max_depth: 1 }),
+        list({ limit: 2, offset: 1 }),
+      ],
       t,
     );
-    assert.deepEqual(all, [["a", "b", "c"], ["a", "b", "d"], ["a", "x"], ["z", "b", "c"]]);
-    assert.deepEqual(prefixed, [["a", "b", "c"], ["a", "b", "d"]]);
-    assert.deepEqual(suffixed, [["a", "b", "c"], ["z", "b", "c"]]);
-    assert.deepEqual(wild, [["a", "b", "c"], ["a", "b", "d"], ["z", "b", "c"]]);
+    assert.deepEqual(all, [
+      ["a", "b", "c"],
+      ["a", "b", "d"],
+      ["a", "x"],
+      ["z", "b", "c"],
+    ]);
+    assert.deepEqual(prefixed, [
+      ["a", "b", "c"],
+      ["a", "b", "d"],
+    ]);
+    assert.deepEqual(suffixed, [
+      ["a", "b", "c"],
+      ["z", "b", "c"],
+    ]);
+    assert.deepEqual(wild, [
+      ["a", "b", "c"],
+      ["a", "b", "d"],
+      ["z", "b", "c"],
+    ]);
     assert.deepEqual(depth, [["a"], ["z"]]);
-    assert.deepEqual(paged, [["a", "b", "d"], ["a", "x"]]);
+    assert.deepEqual(paged, [
+      ["a", "b", "d"],
+      ["a", "x"],
+    ]);
   });
 
   test("TTL: an expired item is gone from every read at once; reads refresh; the sweeper deletes; defaults apply", async () => {
     const t = { tenant: "ttl-tenant" };
     const db = server.database.db;
-    await results(server, [put(["ttl"], "short", { text: "ephemeral note" }, { ttl: 10 }), put(["ttl"], "forever", { text: "ephemeral too" })], t);
+    await results(
+      server,
+      [put(["ttl"], "short", { text: "ephemeral note" }, { ttl: 10 }), put(["ttl"], "forever", { text: "ephemeral too" })],
+      t,
+    );
     const expiry = async (key: string) =>
-      (await db.query<{ e: string | null }>("select expires_at::text as e from store_items where tenant_id = $1 and key = $2", ["ttl-tenant", key]))[0]?.e;
+      (
+        await db.query<{ e: string | null }>("select expires_at::text as e from store_items where tenant_id = $1 and key = $2", [
+          "ttl-tenant",
+          key,
+        ])
+      )[0]?.e;
     assert.equal(await expiry("forever"), null, "no ttl and no default: never expires");
     // Bring the expiry close, then read with and without refresh.
-    await db.query("update store_items set expires_at = now() + interval '1 minute' where tenant_id = $1 and key = 'short'", ["ttl-tenant"]);
+    await db.query("update store_items set expires_at = now() + interval '1 minute' where tenant_id = $1 and key = 'short'", [
+      "ttl-tenant",
+    ]);
     const close = await expiry("short");
     await results(server, [get(["ttl"], "short", { refresh_ttl: false })], t);
     assert.equal(await expiry("short"), close, "refresh_ttl false leaves the expiry");
     await results(server, [get(["ttl"], "short")], t);
-    const refreshed = (await db.query<{ left: number }>("select extract(epoch from expires_at - now())::float8 as left from store_items where key = 'short' and tenant_id = $1", ["ttl-tenant"]))[0]!.left;
+    const refreshed = (
+      await db.query<{ left: number }>(
+        "select extract(epoch from expires_at - now())::float8 as left from store_items where key = 'short' and tenant_id = $1",
+        ["ttl-tenant"],
+      )
+    )[0]!.left;
     assert.ok(refreshed > 9 * 60, `refresh_on_read restarts the 10 minutes (left ${refreshed}s)`);
-    await db.query("update store_items set expires_at = now() + interval '1 minute' where tenant_id = $1 and key = 'short'", ["ttl-tenant"]);
+    await db.query("update store_items set expires_at = now() + interval '1 minute' where tenant_id = $1 and key = 'short'", [
+      "ttl-tenant",
+    ]);
     await results(server, [search(["ttl"], { query: "ephemeral" })], t);
     assert.notEqual(await expiry("short"), close, "a search refreshes what it returns");
 
-    await db.query("update store_items set expires_at = now() - interval '1 second' where tenant_id = $1 and key = 'short'", ["ttl-tenant"]);
+    await db.query("update store_items set expires_at = now() - interval '1 second' where tenant_id = $1 and key = 'short'", [
+      "ttl-tenant",
+    ]);
     const [item, listed, found, spaces] = await results(
       server,
       [get(["ttl"], "short"), search(["ttl"]), search(["ttl"], { query: "ephemeral" }), { kind: "list_namespaces", prefix: ["ttl"] }],
@@ -219,12 +282,18 @@ describe(`store (${TEST_DRIVER})`, () => {
     assert.deepEqual(keys(found), ["forever"]);
     assert.deepEqual(spaces, [["ttl"]]);
     // A put over an expired, unswept item makes a new item.
-    await db.query("update store_items set expires_at = now() - interval '1 second' where tenant_id = $1 and key = 'forever'", ["ttl-tenant"]);
+    await db.query("update store_items set expires_at = now() - interval '1 second' where tenant_id = $1 and key = 'forever'", [
+      "ttl-tenant",
+    ]);
     await new StoreSweeper(db, 60_000, () => {}).sweep();
     const rows = await db.query<{ key: string }>("select key from store_items where tenant_id = $1", ["ttl-tenant"]);
     assert.deepEqual(rows, [], "the sweeper deleted both expired rows");
 
-    const withDefault = await startTestServer({ database: server.database, worker: false, config: { store: { ...DEFAULT_STORE_CONFIG, defaultTtl: 5, refreshOnRead: false } } });
+    const withDefault = await startTestServer({
+      database: server.database,
+      worker: false,
+      config: { store: { ...DEFAULT_STORE_CONFIG, defaultTtl: 5, refreshOnRead: false } },
+    });
     try {
       await results(withDefault, [put(["ttl"], "d", { x: 1 }), put(["ttl"], "none", { x: 1 }, { ttl: null })], t);
       const minutes = await db.query<{ key: string; ttl_minutes: number | null }>(
@@ -242,7 +311,11 @@ describe(`store (${TEST_DRIVER})`, () => {
 
   test("sweepers in parallel delete each expired row once", async () => {
     const db = server.database.db;
-    await results(server, Array.from({ length: 50 }, (_, i) => put(["sweep"], `k${i}`, { i }, { ttl: 1 })), { tenant: "sweep-tenant" });
+    await results(
+      server,
+      Array.from({ length: 50 }, (_, i) => put(["sweep"], `k${i}`, { i }, { ttl: 1 })),
+      { tenant: "sweep-tenant" },
+    );
     await db.query("update store_items set expires_at = now() - interval '1 second' where tenant_id = 'sweep-tenant'");
     const counts = await Promise.all([1, 2, 3].map(() => new StoreSweeper(db, 60_000, () => {}).sweep()));
     const swept = (await db.query<{ n: number }>("select count(*)::int as n from store_items where tenant_id = 'sweep-tenant'"))[0]!.n;
@@ -286,7 +359,14 @@ describe(`store (${TEST_DRIVER})`, () => {
     const viaGet = await server.request("GET", "/v1/store/search?query=secret", a);
     assert.deepEqual(keys(viaGet.body), ["k"]);
     // A's delete of the same address leaves B's item.
-    await results(server, [{ kind: "delete", namespace: ["shared", "ns"], key: "k" }, { kind: "delete", namespace: ["only-b"], key: "x" }], a);
+    await results(
+      server,
+      [
+        { kind: "delete", namespace: ["shared", "ns"], key: "k" },
+        { kind: "delete", namespace: ["only-b"], key: "x" },
+      ],
+      a,
+    );
     const [bItem, bOther] = await results(server, [get(["shared", "ns"], "k"), get(["only-b"], "x")], b);
     assert.equal((bItem as { value: Op }).value.owner, "b");
     assert.notEqual(bOther, null);
@@ -297,7 +377,8 @@ describe(`store (${TEST_DRIVER})`, () => {
     assert.ok(openapi.paths["/v1/store/batch"]?.post, "POST /v1/store/batch");
     assert.ok(openapi.paths["/v1/store/search"]?.get, "GET /v1/store/search");
     const text = JSON.stringify(openapi.paths["/v1/store/batch"].post);
-    for (const kind of ["put", "get", "delete", "search", "list_namespaces"]) assert.ok(text.includes(`"const":"${kind}"`) || text.includes(`"enum":["${kind}"]`), kind);
+    for (const kind of ["put", "get", "delete", "search", "list_namespaces"])
+      assert.ok(text.includes(`"const":"${kind}"`) || text.includes(`"enum":["${kind}"]`), kind);
   });
 
   test("graph code and HTTP share the tenant's store; a graph never reaches another tenant's", async () => {
@@ -347,7 +428,11 @@ describe(`store semantic search (${TEST_DRIVER})`, () => {
       search(["docs"], { query: "soccer goal" }),
       search(["docs"], { query: "pizza", filter: { text: { $ne: "I had pasta for dinner" } } }),
     ]);
-    return { food: food as { key: string; score: number }[], sport: sport as { key: string; score: number }[], filtered: filtered as { key: string }[] };
+    return {
+      food: food as { key: string; score: number }[],
+      sport: sport as { key: string; score: number }[],
+      filtered: filtered as { key: string }[],
+    };
   }
 
   function assertRanking({ food, sport, filtered }: Awaited<ReturnType<typeof rankingOn>>) {
@@ -427,7 +512,17 @@ describe("store configuration", () => {
   test("store.index and store.ttl resolve; defaults apply; bad shapes stop startup with a ConfigError", async () => {
     assert.deepEqual(configWith(undefined)(), DEFAULT_STORE_CONFIG);
     const resolved = configWith({ index: { embed: "./embed.ts:embed", dims: 8 }, ttl: { default_ttl: 1.5, refresh_on_read: false } })();
-    assert.deepEqual([resolved.index?.exportName, resolved.index?.dims, resolved.index?.fields, resolved.defaultTtl, resolved.refreshOnRead, resolved.sweepIntervalMinutes], ["embed", 8, ["$"], 1.5, false, 60]);
+    assert.deepEqual(
+      [
+        resolved.index?.exportName,
+        resolved.index?.dims,
+        resolved.index?.fields,
+        resolved.defaultTtl,
+        resolved.refreshOnRead,
+        resolved.sweepIntervalMinutes,
+      ],
+      ["embed", 8, ["$"], 1.5, false, 60],
+    );
     assert.ok(resolved.index?.file.endsWith("/embed.ts"));
     for (const bad of [
       "x",

@@ -50,17 +50,32 @@ describe("threads", () => {
     const tenant = `list-${randomUUID()}`;
     const ids: string[] = [];
     for (let i = 0; i < 5; i++) {
-      const created = await server.request("POST", "/v1/threads", { tenant, body: { metadata: { i, even: i % 2 === 0, tags: ["a", `t${i}`] } } });
+      const created = await server.request("POST", "/v1/threads", {
+        tenant,
+        body: { metadata: { i, even: i % 2 === 0, tags: ["a", `t${i}`] } },
+      });
       ids.push(created.body.thread_id);
     }
     const all = await server.request("GET", "/v1/threads", { tenant });
-    assert.deepEqual(all.body.map((t: { thread_id: string }) => t.thread_id), [...ids].reverse());
+    assert.deepEqual(
+      all.body.map((t: { thread_id: string }) => t.thread_id),
+      [...ids].reverse(),
+    );
     const page = await server.request("GET", "/v1/threads?limit=2&offset=1", { tenant });
-    assert.deepEqual(page.body.map((t: { thread_id: string }) => t.thread_id), [ids[3], ids[2]]);
+    assert.deepEqual(
+      page.body.map((t: { thread_id: string }) => t.thread_id),
+      [ids[3], ids[2]],
+    );
     const even = await server.request("GET", `/v1/threads?metadata=${encodeURIComponent('{"even":true}')}`, { tenant });
-    assert.deepEqual(even.body.map((t: { metadata: { i: number } }) => t.metadata.i), [4, 2, 0]);
+    assert.deepEqual(
+      even.body.map((t: { metadata: { i: number } }) => t.metadata.i),
+      [4, 2, 0],
+    );
     const tagged = await server.request("GET", `/v1/threads?metadata=${encodeURIComponent('{"tags":["t3"]}')}`, { tenant });
-    assert.deepEqual(tagged.body.map((t: { metadata: { i: number } }) => t.metadata.i), [3]);
+    assert.deepEqual(
+      tagged.body.map((t: { metadata: { i: number } }) => t.metadata.i),
+      [3],
+    );
   });
 
   test("tenant isolation: tenant B cannot read, patch, delete, list or read the state of A's thread", async () => {
@@ -119,7 +134,15 @@ describe("threads", () => {
     test("a new thread's state is empty", async () => {
       const fresh = (await server.request("POST", "/v1/threads", { body: {} })).body.thread_id;
       const state = await server.request("GET", `/v1/threads/${fresh}/state`);
-      assert.deepEqual(state.body, { values: {}, next: [], tasks: [], checkpoint: null, parent_checkpoint: null, metadata: {}, created_at: null });
+      assert.deepEqual(state.body, {
+        values: {},
+        next: [],
+        tasks: [],
+        checkpoint: null,
+        parent_checkpoint: null,
+        metadata: {},
+        created_at: null,
+      });
       assert.deepEqual((await server.request("GET", `/v1/threads/${fresh}/history`)).body, []);
     });
 
@@ -135,17 +158,27 @@ describe("threads", () => {
     });
 
     test("history is newest first, honours limit and before, and reads any checkpoint", async () => {
-      await graph.invoke(new Command({ resume: { approved: true } }), { configurable: { thread_id: threadId }, metadata: { graph_id: "approval" } });
+      await graph.invoke(new Command({ resume: { approved: true } }), {
+        configurable: { thread_id: threadId },
+        metadata: { graph_id: "approval" },
+      });
       const history = await server.request("GET", `/v1/threads/${threadId}/history`);
       assert.equal(history.status, 200);
       const steps = history.body.map((s: { metadata: { step: number } }) => s.metadata.step);
-      assert.deepEqual(steps, [...steps].sort((a, b) => b - a), "newest first");
+      assert.deepEqual(
+        steps,
+        [...steps].sort((a, b) => b - a),
+        "newest first",
+      );
       assert.equal(history.body[0].values.outcome, "done: Plan for: ship it");
       assert.deepEqual(history.body[0].next, []);
 
       const limited = await server.request("GET", `/v1/threads/${threadId}/history?limit=2`);
       assert.equal(limited.body.length, 2);
-      const before = await server.request("GET", `/v1/threads/${threadId}/history?limit=2&before=${limited.body[1].checkpoint.checkpoint_id}`);
+      const before = await server.request(
+        "GET",
+        `/v1/threads/${threadId}/history?limit=2&before=${limited.body[1].checkpoint.checkpoint_id}`,
+      );
       assert.deepEqual(before.body[0].checkpoint, history.body[2].checkpoint);
 
       const old = history.body.find((s: { next: string[] }) => s.next.includes("review"));
@@ -158,7 +191,9 @@ describe("threads", () => {
     test("fork without values starts a lineage at the checkpoint; with values writes a new checkpoint", async () => {
       const history = (await server.request("GET", `/v1/threads/${threadId}/history`)).body;
       const atReview = history.find((s: { next: string[] }) => s.next.includes("review"));
-      const plain = await server.request("POST", `/v1/threads/${threadId}/fork`, { body: { checkpoint_id: atReview.checkpoint.checkpoint_id } });
+      const plain = await server.request("POST", `/v1/threads/${threadId}/fork`, {
+        body: { checkpoint_id: atReview.checkpoint.checkpoint_id },
+      });
       assert.equal(plain.status, 200);
       assert.deepEqual(plain.body, { configurable: atReview.checkpoint });
 
@@ -174,14 +209,19 @@ describe("threads", () => {
       assert.deepEqual(forked.body.next, ["review"]);
 
       // The new lineage runs on from the forked checkpoint.
-      await graph.invoke(new Command({ resume: { approved: true } }), { configurable: updated.body.configurable, metadata: { graph_id: "approval" } });
+      await graph.invoke(new Command({ resume: { approved: true } }), {
+        configurable: updated.body.configurable,
+        metadata: { graph_id: "approval" },
+      });
       const latest = await server.request("GET", `/v1/threads/${threadId}/state`);
       assert.equal(latest.body.values.outcome, "done: A better plan");
     });
 
     test("fork errors: unknown checkpoint 404, bad node 422, empty thread 409", async () => {
       assert.equal((await server.request("POST", `/v1/threads/${threadId}/fork`, { body: { checkpoint_id: "nope" } })).status, 404);
-      const badNode = await server.request("POST", `/v1/threads/${threadId}/fork`, { body: { values: { draft: "x" }, as_node: "no_such_node" } });
+      const badNode = await server.request("POST", `/v1/threads/${threadId}/fork`, {
+        body: { values: { draft: "x" }, as_node: "no_such_node" },
+      });
       assert.equal(badNode.status, 422, JSON.stringify(badNode.body));
       const fresh = (await server.request("POST", "/v1/threads", { body: {} })).body.thread_id;
       const empty = await server.request("POST", `/v1/threads/${fresh}/fork`, { body: {} });
@@ -202,10 +242,12 @@ describe("threads", () => {
       const doomed = (await server.request("POST", "/v1/threads", { body: {} })).body.thread_id;
       await graph.invoke({ request: "bye" }, { configurable: { thread_id: doomed }, metadata: { graph_id: "approval" } });
       const countRows = async () =>
-        (await server.database.db.query<{ n: number }>(
-          "select (select count(*) from checkpoints where thread_id = $1)::int + (select count(*) from checkpoint_writes where thread_id = $1)::int as n",
-          [doomed],
-        ))[0]!.n;
+        (
+          await server.database.db.query<{ n: number }>(
+            "select (select count(*) from checkpoints where thread_id = $1)::int + (select count(*) from checkpoint_writes where thread_id = $1)::int as n",
+            [doomed],
+          )
+        )[0]!.n;
       assert.ok((await countRows()) > 0);
       assert.equal((await server.request("DELETE", `/v1/threads/${doomed}`)).status, 204);
       assert.equal(await countRows(), 0);

@@ -31,12 +31,21 @@ test("upgrading a database that holds threads, runs and events to the steering s
   );
 
   const applied = await migrate(db);
-  assert.deepEqual(applied, loadMigrations().map((m) => m.id).filter((id) => id > BEFORE_STEERING));
+  assert.deepEqual(
+    applied,
+    loadMigrations()
+      .map((m) => m.id)
+      .filter((id) => id > BEFORE_STEERING),
+  );
   const [row] = await db.query<{ steering_closed: boolean; superseded_by_run_id: string | null; last_steering_sequence: number }>(
     "select steering_closed, superseded_by_run_id, last_steering_sequence from runs where run_id = $1",
     [pausedRun],
   );
-  assert.deepEqual(row, { steering_closed: false, superseded_by_run_id: null, last_steering_sequence: 0 }, "new columns start false/null/0");
+  assert.deepEqual(
+    row,
+    { steering_closed: false, superseded_by_run_id: null, last_steering_sequence: 0 },
+    "new columns start false/null/0",
+  );
   assert.equal((await migrationStatus(db)).pending.length, 0);
 
   const server = await startTestServer({ configFile: TESTING_CONFIG, database, worker: false });
@@ -47,10 +56,20 @@ test("upgrading a database that holds threads, runs and events to the steering s
     const steered = await server.request("POST", `/v1/runs/${pausedRun}/steer`, { body: { kind: "k", payload: 1 } });
     assert.deepEqual([steered.status, steered.body.sequence], [202, 1], "not treated as superseded");
     const events = (await server.request("GET", `/v1/runs/${pausedRun}/events`)).body;
-    assert.deepEqual(events.map((e: { sequence: number; kind: string }) => [e.sequence, e.kind]), [[1, "run_started"], [2, "run_paused"], [3, "run.steer.accepted"]]);
+    assert.deepEqual(
+      events.map((e: { sequence: number; kind: string }) => [e.sequence, e.kind]),
+      [
+        [1, "run_started"],
+        [2, "run_paused"],
+        [3, "run.steer.accepted"],
+      ],
+    );
     const cancelled = await server.request("POST", `/v1/runs/${pausedRun}/cancel`);
     assert.equal(cancelled.body.status, "cancelled", "cancel decides on the typed column, not metadata");
-    assert.equal((await server.request("POST", `/v1/runs/${doneRun}/steer`, { body: { kind: "k", payload: 1 } })).body.code, "run_terminal");
+    assert.equal(
+      (await server.request("POST", `/v1/runs/${doneRun}/steer`, { body: { kind: "k", payload: 1 } })).body.code,
+      "run_terminal",
+    );
   } finally {
     await server.close();
   }
@@ -77,15 +96,29 @@ test("upgrading from delivered-until-checkpoint steering: rows an older binary l
             ($3, 't1', $1, 2, 'old', '"b"', 'pending', null, null, null, null)`,
     [runId, delivered, pending],
   );
-  assert.deepEqual(await migrate(db), loadMigrations().map((m) => m.id).filter((id) => id > BEFORE_CONSUMPTION_AT_DRAIN));
+  assert.deepEqual(
+    await migrate(db),
+    loadMigrations()
+      .map((m) => m.id)
+      .filter((id) => id > BEFORE_CONSUMPTION_AT_DRAIN),
+  );
 
   const server = await startTestServer({ configFile: TESTING_CONFIG, database });
   try {
     const done = (await server.request("GET", `/v1/runs/${runId}/join?timeout=30`)).body;
     assert.deepEqual([done.status, done.attempt], ["succeeded", 2]);
-    assert.deepEqual(done.output.received.map((m: { payload: unknown }) => m.payload), ["a", "b"]);
-    const events = (await server.request("GET", `/v1/runs/${runId}/events`)).body as { kind: string; data: { steering_event_id: string } }[];
-    assert.deepEqual(events.filter((e) => e.kind === "run.steer.consumed").map((e) => e.data.steering_event_id), [delivered, pending]);
+    assert.deepEqual(
+      done.output.received.map((m: { payload: unknown }) => m.payload),
+      ["a", "b"],
+    );
+    const events = (await server.request("GET", `/v1/runs/${runId}/events`)).body as {
+      kind: string;
+      data: { steering_event_id: string };
+    }[];
+    assert.deepEqual(
+      events.filter((e) => e.kind === "run.steer.consumed").map((e) => e.data.steering_event_id),
+      [delivered, pending],
+    );
   } finally {
     await server.close();
   }

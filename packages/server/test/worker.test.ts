@@ -18,7 +18,7 @@ interface ClaimLog {
 /** The database, with each claim statement (the worker's queue read) recorded. */
 function recordingClaims(database: TestDatabase): { database: TestDatabase; log: ClaimLog } {
   const log: ClaimLog = { claims: [] };
-  const record = async <Row,>(target: Queryable, sql: string, params?: readonly unknown[]): Promise<Row[]> => {
+  const record = async <Row>(target: Queryable, sql: string, params?: readonly unknown[]): Promise<Row[]> => {
     const rows = await target.query<Row>(sql, params);
     if (sql.trimStart().startsWith("with candidate as")) log.claims.push(rows.length);
     return rows;
@@ -45,9 +45,25 @@ function recordingClaims(database: TestDatabase): { database: TestDatabase; log:
 
 function stateless(tenantId: string, input: unknown): NewRun {
   return {
-    tenantId, runId: randomUUID(), threadId: null, assistantId: "echo", graphId: "echo", input, command: null, context: {}, config: {},
-    metadata: {}, multitaskStrategy: "enqueue", durability: "sync", runTimeout: null, maxModelCalls: null, maxToolCalls: null,
-    maxTokens: null, maxCost: null, idempotencyKey: undefined, requestHash: randomUUID(),
+    tenantId,
+    runId: randomUUID(),
+    threadId: null,
+    assistantId: "echo",
+    graphId: "echo",
+    input,
+    command: null,
+    context: {},
+    config: {},
+    metadata: {},
+    multitaskStrategy: "enqueue",
+    durability: "sync",
+    runTimeout: null,
+    maxModelCalls: null,
+    maxToolCalls: null,
+    maxTokens: null,
+    maxCost: null,
+    idempotencyKey: undefined,
+    requestHash: randomUUID(),
   };
 }
 
@@ -75,7 +91,12 @@ describe(`the worker's claim loop on ${TEST_DRIVER}`, () => {
 
   test("with every notice lost, the poll still claims new runs", async () => {
     const inner = createLocalNotifier();
-    const deaf: Notifier = { publish: async () => {}, publishWithin: async () => {}, subscribe: (listener) => inner.subscribe(listener), close: () => inner.close() };
+    const deaf: Notifier = {
+      publish: async () => {},
+      publishWithin: async () => {},
+      subscribe: (listener) => inner.subscribe(listener),
+      close: () => inner.close(),
+    };
     const { database, log } = recordingClaims(await createTestDatabase());
     const server = await startTestServer({ configFile: TESTING_CONFIG, database, notifier: deaf, worker: { concurrency: 2, pollMs: 300 } });
     try {
@@ -105,7 +126,10 @@ describe(`the worker's claim loop on ${TEST_DRIVER}`, () => {
       assert.equal(joined.body.status, "cancelled");
       assert.equal(joined.body.error.code, "run_cancelled");
       const events = (await server.request("GET", `/v1/runs/${run.run_id}/events`)).body as { kind: string; data: { reason?: string } }[];
-      assert.deepEqual(events.map((event) => [event.kind, event.data.reason]), [["run_cancelled", "lease_expired"]]);
+      assert.deepEqual(
+        events.map((event) => [event.kind, event.data.reason]),
+        [["run_cancelled", "lease_expired"]],
+      );
       assert.equal((await server.request("GET", `/v1/threads/${threadId}`)).body.status, "idle");
     } finally {
       await server.close();
@@ -128,7 +152,10 @@ describe(`the worker's claim loop on ${TEST_DRIVER}`, () => {
         assert.equal(joined.body.attempt, 1, "claimed exactly once");
       }
       assert.equal(log.claims[0], 10, `the first claim takes ten runs: ${JSON.stringify(log.claims)}`);
-      assert.equal(log.claims.reduce((sum, taken) => sum + taken, 0), 25);
+      assert.equal(
+        log.claims.reduce((sum, taken) => sum + taken, 0),
+        25,
+      );
       assert.ok(Math.max(...log.claims) <= 10, "never more than the free slots");
     } finally {
       await server.close();

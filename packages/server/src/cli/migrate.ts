@@ -6,7 +6,8 @@ import type { CliValues } from "./options.ts";
 export async function runMigrate(values: CliValues): Promise<number> {
   const config = resolveConfig({ dataDir: values["data-dir"], config: values.config });
   const to = values.to === undefined ? undefined : Number(values.to);
-  if (to !== undefined && !(Number.isInteger(to) && to >= 0)) throw new MigrationError(`--to must be a revision number, not "${values.to}"`);
+  if (to !== undefined && !(Number.isInteger(to) && to >= 0))
+    throw new MigrationError(`--to must be a revision number, not "${values.to}"`);
   const db = await openDatabase(config);
   try {
     if (values.status) {

@@ -15,7 +15,9 @@ export async function runDev(values: CliValues): Promise<number> {
   const db = await openDatabase(config);
   // The embedded database is this process's alone: leases in it belong to a process that died.
   const exclusiveDatabase = db.driver === "pglite";
-  const server = await startOrClose(db, () => startServer({ config, db, schema: "migrate", worker: {}, exclusiveDatabase, logFormat: "pretty" }));
+  const server = await startOrClose(db, () =>
+    startServer({ config, db, schema: "migrate", worker: {}, exclusiveDatabase, logFormat: "pretty" }),
+  );
   const token = await mintToken(secret, { tenantId: "default", roles: ["admin"], subject: "rudder-dev", expiresIn: "30d" });
   process.stdout.write(
     [
@@ -40,7 +42,9 @@ export async function runServe(values: CliValues): Promise<number> {
   const config = resolveConfig(flagsOf(values));
   const { jwtSecret, jwksFile, jwksUrl, apiKeys } = config.auth;
   if (!jwtSecret && !jwksFile && !jwksUrl && apiKeys.length === 0) {
-    throw new ConfigError("no way to authenticate clients: set RUDDER_JWT_SECRET, RUDDER_JWKS_FILE or RUDDER_JWKS_URL, or configure auth.api_keys");
+    throw new ConfigError(
+      "no way to authenticate clients: set RUDDER_JWT_SECRET, RUDDER_JWKS_FILE or RUDDER_JWKS_URL, or configure auth.api_keys",
+    );
   }
   applyGraphEnv(config);
   const db = await openDatabase(config);
@@ -58,14 +62,23 @@ export async function runWorker(values: CliValues): Promise<number> {
   const server = await startOrClose(db, () => startServer({ config, db, schema: "require-current", api: false, worker: {} }));
   const metrics = server.metricsUrl ? `; metrics at ${server.metricsUrl}/metrics` : "";
   const cron = server.scheduler ? "on" : "off (RUDDER_CRON_ENABLED=false)";
-  process.stdout.write(`rudder worker: ${server.worker?.id} executing up to ${config.workerConcurrency} runs at once; cron executor ${cron}${metrics}\n`);
+  process.stdout.write(
+    `rudder worker: ${server.worker?.id} executing up to ${config.workerConcurrency} runs at once; cron executor ${cron}${metrics}\n`,
+  );
   return waitForShutdown(server, db);
 }
 
 function flagsOf(values: CliValues) {
   const port = values.port === undefined ? undefined : Number(values.port);
   if (port !== undefined && !Number.isInteger(port)) throw new ConfigError(`--port must be a whole number, not "${values.port}"`);
-  return { config: values.config, port, host: values.host, dataDir: values["data-dir"], logFormat: values["log-format"], metricsPort: values["metrics-port"] };
+  return {
+    config: values.config,
+    port,
+    host: values.host,
+    dataDir: values["data-dir"],
+    logFormat: values["log-format"],
+    metricsPort: values["metrics-port"],
+  };
 }
 
 /** The secret the dev server signs its tokens with, kept in the data dir across restarts. */

@@ -13,10 +13,15 @@ export async function runToken(values: CliValues): Promise<number> {
   if (!values.tenant) throw new ConfigError("--tenant is required");
   const tenantProblem = tenantIdProblem(values.tenant);
   if (tenantProblem) throw new ConfigError(`--tenant ${tenantProblem}`);
-  const roles = (values.roles ?? "").split(",").map((role) => role.trim()).filter(Boolean);
+  const roles = (values.roles ?? "")
+    .split(",")
+    .map((role) => role.trim())
+    .filter(Boolean);
   const unknown = roles.filter((role) => !isRole(role));
   if (roles.length === 0 || unknown.length > 0) {
-    throw new ConfigError(`--roles must list some of viewer, operator, developer, admin${unknown.length ? ` (unknown: ${unknown.join(", ")})` : ""}`);
+    throw new ConfigError(
+      `--roles must list some of viewer, operator, developer, admin${unknown.length ? ` (unknown: ${unknown.join(", ")})` : ""}`,
+    );
   }
   const hasDevSecret = existsSync(join(config.dataDir, "dev-secret"));
   const secret = config.auth.jwtSecret ?? (hasDevSecret ? devSecret(config.dataDir) : undefined);

@@ -185,7 +185,8 @@ function logFormat(raw: string | undefined): RudderConfig["logFormat"] {
 function metricsPort(raw: string): number | undefined {
   if (raw === "off") return undefined;
   const port = Number(raw);
-  if (!/^\d+$/.test(raw) || port > 65535) throw new ConfigError(`the metrics port (--metrics-port or RUDDER_METRICS_PORT) must be 0 to 65535 or "off", not "${raw}"`);
+  if (!/^\d+$/.test(raw) || port > 65535)
+    throw new ConfigError(`the metrics port (--metrics-port or RUDDER_METRICS_PORT) must be 0 to 65535 or "off", not "${raw}"`);
   return port;
 }
 
@@ -251,7 +252,8 @@ function parseStore(raw: unknown, configDir: string, configFile: string | undefi
   if (raw.index !== undefined) {
     const spec = raw.index;
     if (!isObject(spec)) throw new ConfigError(`"store.index" in ${configFile} must be an object {embed, dims, fields?}`);
-    if (typeof spec.embed !== "string" || spec.embed === "") throw new ConfigError(`"store.index.embed" in ${configFile} must be a string "path:export"`);
+    if (typeof spec.embed !== "string" || spec.embed === "")
+      throw new ConfigError(`"store.index.embed" in ${configFile} must be a string "path:export"`);
     if (typeof spec.dims !== "number" || !Number.isInteger(spec.dims) || spec.dims < 1 || spec.dims > 16000) {
       throw new ConfigError(`"store.index.dims" in ${configFile} must be a whole number from 1 to 16000`);
     }
@@ -270,7 +272,8 @@ function parseStore(raw: unknown, configDir: string, configFile: string | undefi
   const refreshOnRead = ttl.refresh_on_read ?? true;
   if (typeof refreshOnRead !== "boolean") throw new ConfigError(`"store.ttl.refresh_on_read" in ${configFile} must be true or false`);
   const sweep = ttl.sweep_interval_minutes ?? DEFAULT_STORE_CONFIG.sweepIntervalMinutes;
-  if (typeof sweep !== "number" || !(sweep > 0)) throw new ConfigError(`"store.ttl.sweep_interval_minutes" in ${configFile} must be a positive number`);
+  if (typeof sweep !== "number" || !(sweep > 0))
+    throw new ConfigError(`"store.ttl.sweep_interval_minutes" in ${configFile} must be a positive number`);
   return { index, defaultTtl, refreshOnRead, sweepIntervalMinutes: sweep };
 }
 

@@ -18,7 +18,11 @@ const LIMIT_NAMES: Record<keyof Usage, string> = {
 export class BudgetExceededError extends Error {
   override readonly name = "BudgetExceededError";
   readonly retryable = false;
-  constructor(readonly limit: keyof Usage, spent: number, max: number) {
+  constructor(
+    readonly limit: keyof Usage,
+    spent: number,
+    max: number,
+  ) {
     super(`${LIMIT_NAMES[limit]} budget of ${max} exhausted (spent ${spent})`);
   }
 }

@@ -115,7 +115,10 @@ export interface RunFacts {
  */
 export function transitionFor(run: RunFacts, trigger: RunTrigger): TransitionRule | Refusal {
   if (run.superseded_by_run_id !== null && trigger === "cancel") {
-    return { refused: "run_superseded", detail: `run ${run.run_id} was resumed as run ${run.superseded_by_run_id}; cancel that run instead` };
+    return {
+      refused: "run_superseded",
+      detail: `run ${run.run_id} was resumed as run ${run.superseded_by_run_id}; cancel that run instead`,
+    };
   }
   if (run.superseded_by_run_id !== null && trigger === "resume") {
     return { refused: "run_resume_conflict", detail: `run ${run.run_id} was already resumed as run ${run.superseded_by_run_id}` };
@@ -129,7 +132,8 @@ export const isRefusal = (decision: TransitionRule | Refusal): decision is Refus
 
 function refusalDetail(run: RunFacts, trigger: RunTrigger): string {
   const allowed = RUN_TRANSITIONS.filter((rule) => rule.trigger === trigger).flatMap((rule) => rule.from);
-  const verb = { cancel: "cancelled", resume: "resumed", redrive: "redriven" }[trigger as "cancel" | "resume" | "redrive"] ?? `given ${trigger}`;
+  const verb =
+    { cancel: "cancelled", resume: "resumed", redrive: "redriven" }[trigger as "cancel" | "resume" | "redrive"] ?? `given ${trigger}`;
   return `run ${run.run_id} is ${run.status}; only ${[...new Set(allowed)].join(", ")} runs can be ${verb}`;
 }
 
@@ -143,7 +147,11 @@ const CANCEL_MESSAGES: Record<CancelReason, string> = {
 };
 
 /** The error object a run cancelled for `reason` ends with. */
-export const cancelError = (reason: CancelReason): RunError => ({ code: "run_cancelled", message: CANCEL_MESSAGES[reason], retryable: false });
+export const cancelError = (reason: CancelReason): RunError => ({
+  code: "run_cancelled",
+  message: CANCEL_MESSAGES[reason],
+  retryable: false,
+});
 
 /** The `run_cancelled` event of a run cancelled for `reason` from `from`. */
 export const cancelledEvent = (reason: CancelReason, from: RunStatus): LifecycleEvent => ({
@@ -201,34 +209,65 @@ export interface AttemptOutcome {
  * the graph did (cancel, timeout, shutdown, a run that keeps killing its workers); a retryable
  * error is retried with exponential backoff until the attempts run out.
  */
-export function attemptOutcome(run: AttemptFacts, result: AttemptResult, stopped: Exclude<StopReason, "lease_lost"> | undefined, policy: RetryPolicy): AttemptOutcome {
+export function attemptOutcome(
+  run: AttemptFacts,
+  result: AttemptResult,
+  stopped: Exclude<StopReason, "lease_lost"> | undefined,
+  policy: RetryPolicy,
+): AttemptOutcome {
   // A run is stopped as cancelled only once it reads cancelling (at its claim or on a heartbeat).
   const from: RunStatus = stopped === "cancelled" ? "cancelling" : run.status;
-  const outcome = (trigger: RunTrigger, fields: { output?: unknown; error?: RunError | null; retryDelayMs?: number }, event: LifecycleEvent): AttemptOutcome => {
+  const outcome = (
+    trigger: RunTrigger,
+    fields: { output?: unknown; error?: RunError | null; retryDelayMs?: number },
+    event: LifecycleEvent,
+  ): AttemptOutcome => {
     const rule = transitionFor({ run_id: "", status: from, superseded_by_run_id: null }, trigger);
     if (isRefusal(rule)) throw new Error(`no transition ${from} --${trigger}-->: ${rule.detail}`);
-    return { trigger, rule, status: nextStatus(rule, from), output: fields.output ?? null, error: fields.error ?? null, retryDelayMs: fields.retryDelayMs ?? 0, event };
+    return {
+      trigger,
+      rule,
+      status: nextStatus(rule, from),
+      output: fields.output ?? null,
+      error: fields.error ?? null,
+      retryDelayMs: fields.retryDelayMs ?? 0,
+      event,
+    };
   };
   if (stopped === "attempts_exhausted") {
     const error: RunError = { code: "dead_letter", message: `its worker was lost on each of ${run.attempt - 1} attempts`, retryable: true };
     return outcome("give_up", { error }, { kind: "run_dead_letter", data: { error } });
   }
   if (stopped === "timed_out") {
-    const error: RunError = { code: "run_timed_out", message: `the run exceeded its run_timeout of ${run.run_timeout} s`, retryable: false };
+    const error: RunError = {
+      code: "run_timed_out",
+      message: `the run exceeded its run_timeout of ${run.run_timeout} s`,
+      retryable: false,
+    };
     return outcome("time_out", { error }, { kind: "run_timed_out", data: { error } });
   }
-  if (stopped === "cancelled") return outcome("stop_cancelled", { error: cancelError("cancel_requested") }, cancelledEvent("cancel_requested", from));
+  if (stopped === "cancelled")
+    return outcome("stop_cancelled", { error: cancelError("cancel_requested") }, cancelledEvent("cancel_requested", from));
   if (stopped === "shutdown") {
     // Handed back untouched: the next claim is a new attempt that continues from the checkpoint.
-    return outcome("hand_back", {}, { kind: "run_retrying", data: { attempt: run.attempt, reason: "worker_shutdown", delay_ms: 0, error: null } });
+    return outcome(
+      "hand_back",
+      {},
+      { kind: "run_retrying", data: { attempt: run.attempt, reason: "worker_shutdown", delay_ms: 0, error: null } },
+    );
   }
   if (result.kind === "succeeded") return outcome("succeed", { output: result.output }, { kind: "run_succeeded", data: {} });
-  if (result.kind === "paused") return outcome("pause", { output: result.output }, { kind: "run_paused", data: { interrupts: result.interrupts } });
+  if (result.kind === "paused")
+    return outcome("pause", { output: result.output }, { kind: "run_paused", data: { interrupts: result.interrupts } });
   const error = runErrorOf(result.error);
   if (!isRetryableError(result.error)) return outcome("fail", { error }, { kind: "run_failed", data: { error } });
   if (run.attempt < policy.maxAttempts) {
     const delay = retryDelayMs(run.attempt, policy.retryBaseMs);
-    return outcome("retry", { error, retryDelayMs: delay }, { kind: "run_retrying", data: { attempt: run.attempt, reason: "error", delay_ms: delay, error } });
+    return outcome(
+      "retry",
+      { error, retryDelayMs: delay },
+      { kind: "run_retrying", data: { attempt: run.attempt, reason: "error", delay_ms: delay, error } },
+    );
   }
   const dead: RunError = { code: "dead_letter", message: `gave up after ${run.attempt} attempts: ${error.message}`, retryable: true };
   return outcome("give_up", { error: dead }, { kind: "run_dead_letter", data: { error: dead } });

@@ -3,7 +3,15 @@ import type { RunError, RunStatus } from "@rudder/api";
 import { storableText } from "./storable-json.ts";
 
 // Run states, strategies, durabilities and the run error object are part of the wire contract.
-export { DURABILITIES, MULTITASK_STRATEGIES, RUN_STATUSES, type Durability, type MultitaskStrategy, type RunError, type RunStatus } from "@rudder/api";
+export {
+  DURABILITIES,
+  MULTITASK_STRATEGIES,
+  RUN_STATUSES,
+  type Durability,
+  type MultitaskStrategy,
+  type RunError,
+  type RunStatus,
+} from "@rudder/api";
 
 export const TERMINAL_STATUSES: ReadonlySet<RunStatus> = new Set(["succeeded", "failed", "cancelled", "timed_out", "dead_letter"]);
 

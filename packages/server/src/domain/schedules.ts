@@ -14,7 +14,8 @@ export function cronProblem(cron: string, timezone: string): string | undefined 
   const tzProblem = timezoneProblem(timezone);
   if (tzProblem) return tzProblem;
   const fields = cron.trim().split(/\s+/).filter(Boolean).length;
-  if (!CRON_FIELDS.includes(fields)) return `cron "${cron}" has ${fields} fields; it needs 5 (minute hour day month weekday), or 6 with leading seconds`;
+  if (!CRON_FIELDS.includes(fields))
+    return `cron "${cron}" has ${fields} fields; it needs 5 (minute hour day month weekday), or 6 with leading seconds`;
   let pattern: Cron;
   try {
     pattern = compile(cron, timezone);

@@ -17,7 +17,9 @@ export interface SteeringAdmissionFacts {
   readonly superseded_by_run_id: string | null;
 }
 
-export type SteeringAdmission = { readonly admitted: true } | { readonly admitted: false; readonly code: "run_superseded" | "run_terminal" | "run_finalizing"; readonly detail: string };
+export type SteeringAdmission =
+  | { readonly admitted: true }
+  | { readonly admitted: false; readonly code: "run_superseded" | "run_terminal" | "run_finalizing"; readonly detail: string };
 
 /**
  * The spec's admission table for a steer with a new key, one row per case, checked in order (a
@@ -106,7 +108,9 @@ export class UnsettledTasks {
     }
     const { checkpointNs, step } = target;
     if (step === undefined) return [];
-    return [...this.tasks].filter(([, task]) => task.ns === checkpointNs && task.step !== null && task.step <= step).map(([taskId]) => taskId);
+    return [...this.tasks]
+      .filter(([, task]) => task.ns === checkpointNs && task.step !== null && task.step <= step)
+      .map(([taskId]) => taskId);
   }
 
   settled(taskIds: readonly string[]): void {

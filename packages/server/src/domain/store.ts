@@ -26,7 +26,10 @@ export function parseNamespaceParam(raw: string | undefined): string[] {
 export function checkAddressSize(namespace: readonly string[], key: string, where: string): void {
   const bytes = new TextEncoder().encode(namespacePath(namespace)).length + new TextEncoder().encode(key).length;
   if (bytes > STORE_MAX_ADDRESS_BYTES) {
-    throw new ApiError("validation_error", `${where}: namespace and key together are ${bytes} UTF-8 bytes, more than ${STORE_MAX_ADDRESS_BYTES}`);
+    throw new ApiError(
+      "validation_error",
+      `${where}: namespace and key together are ${bytes} UTF-8 bytes, more than ${STORE_MAX_ADDRESS_BYTES}`,
+    );
   }
 }
 
@@ -132,10 +135,14 @@ function extract(value: unknown, tokens: readonly string[], position: number): s
     }
   } else if (token.startsWith("{") && token.endsWith("}")) {
     if (typeof value !== "object" || value === null) return [];
-    for (const field of token.slice(1, -1).split(",").map((f) => f.trim())) {
+    for (const field of token
+      .slice(1, -1)
+      .split(",")
+      .map((f) => f.trim())) {
       let current: unknown = value;
       for (const part of tokenizeFieldPath(field)) {
-        current = typeof current === "object" && current !== null && part in current ? (current as Record<string, unknown>)[part] : undefined;
+        current =
+          typeof current === "object" && current !== null && part in current ? (current as Record<string, unknown>)[part] : undefined;
         if (current === undefined) break;
       }
       if (current !== undefined && current !== null) texts.push(...leafText(current));
@@ -153,7 +160,7 @@ function extract(value: unknown, tokens: readonly string[], position: number): s
 export function tokenizeFieldPath(path: string): string[] {
   const tokens: string[] = [];
   let current = "";
-  for (let i = 0; i < path.length; ) {
+  for (let i = 0; i < path.length;) {
     const char = path[i]!;
     if (char === "[" || char === "{") {
       if (current) tokens.push(current);

@@ -22,7 +22,10 @@ export async function validateGraphInput(graph: RunnableGraph, input: unknown): 
     }
     const unknown = Object.keys(input).filter((key) => !channels.includes(key));
     if (unknown.length > 0 && channels.length > 0) {
-      throw new ApiError("validation_error", `input has unknown key(s) ${unknown.join(", ")}; the graph's input channels are ${channels.join(", ")}`);
+      throw new ApiError(
+        "validation_error",
+        `input has unknown key(s) ${unknown.join(", ")}; the graph's input channels are ${channels.join(", ")}`,
+      );
     }
   }
   if (typeof described._validateInput === "function") {

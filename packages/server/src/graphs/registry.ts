@@ -74,9 +74,7 @@ async function importExport(spec: GraphSpec): Promise<unknown> {
   }
   if (!(spec.exportName in module)) {
     const available = Object.keys(module).join(", ") || "none";
-    throw new GraphLoadError(
-      `graph "${spec.graphId}": ${spec.file} has no export "${spec.exportName}" (its exports: ${available})`,
-    );
+    throw new GraphLoadError(`graph "${spec.graphId}": ${spec.file} has no export "${spec.exportName}" (its exports: ${available})`);
   }
   return module[spec.exportName];
 }
@@ -121,7 +119,6 @@ function isGraphLike(value: unknown): boolean {
   return (
     (typeof value === "object" || typeof value === "function") &&
     value !== null &&
-    (typeof (value as { invoke?: unknown }).invoke === "function" ||
-      typeof (value as { compile?: unknown }).compile === "function")
+    (typeof (value as { invoke?: unknown }).invoke === "function" || typeof (value as { compile?: unknown }).compile === "function")
   );
 }

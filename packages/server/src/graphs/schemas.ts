@@ -49,7 +49,9 @@ function describe(graph: RunnableGraph): GraphSchemas {
 /** The input of a graph without types: its channels, any value each; a graph without channels takes any object. */
 function channelSchema(channels: string[] | undefined): JsonSchema {
   if (!channels || channels.length === 0) return { type: "object" };
-  const properties = Object.fromEntries(channels.map((channel) => [channel, channel === "messages" ? { type: "array", description: MESSAGES_DESCRIPTION } : {}]));
+  const properties = Object.fromEntries(
+    channels.map((channel) => [channel, channel === "messages" ? { type: "array", description: MESSAGES_DESCRIPTION } : {}]),
+  );
   return { type: "object", properties, additionalProperties: false };
 }
 

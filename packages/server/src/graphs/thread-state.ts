@@ -114,9 +114,7 @@ function fromSnapshot(snapshot: StateSnapshot): ThreadState {
 }
 
 function fromTuple(tuple: CheckpointTuple): ThreadState {
-  const values = Object.fromEntries(
-    Object.entries(tuple.checkpoint.channel_values).filter(([channel]) => !channel.startsWith("__")),
-  );
+  const values = Object.fromEntries(Object.entries(tuple.checkpoint.channel_values).filter(([channel]) => !channel.startsWith("__")));
   return {
     values,
     next: [],

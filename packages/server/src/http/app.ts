@@ -47,7 +47,9 @@ export type App = FastifyInstance<
   TypeBoxTypeProvider
 >;
 
-type ValidatorFactory = NonNullable<NonNullable<NonNullable<FastifyServerOptions["schemaController"]>["compilersFactory"]>["buildValidator"]>;
+type ValidatorFactory = NonNullable<
+  NonNullable<NonNullable<FastifyServerOptions["schemaController"]>["compilersFactory"]>["buildValidator"]
+>;
 
 const REQUEST_ID = /^[\w.:-]{1,128}$/;
 
@@ -89,7 +91,11 @@ export async function buildApp(options: AppOptions): Promise<App> {
   app.addHook("onRequest", async (request, reply) => {
     const started = performance.now();
     reply.raw.once("close", () => {
-      const labels = { method: request.method, route: request.is404 ? "unmatched" : (request.routeOptions.url ?? "unmatched"), status: String(reply.raw.statusCode) };
+      const labels = {
+        method: request.method,
+        route: request.is404 ? "unmatched" : (request.routeOptions.url ?? "unmatched"),
+        status: String(reply.raw.statusCode),
+      };
       metrics.httpRequests.inc(labels);
       metrics.httpDuration.observe(labels, (performance.now() - started) / 1000);
     });

@@ -20,7 +20,10 @@ export async function corsHook(request: FastifyRequest, reply: FastifyReply): Pr
   if (!preflight) return;
   const asked = request.headers["access-control-request-headers"];
   reply.header("access-control-allow-methods", ALLOWED_METHODS);
-  reply.header("access-control-allow-headers", typeof asked === "string" && /^[\w\-, ]{1,1000}$/.test(asked) ? asked : DEFAULT_ALLOWED_HEADERS);
+  reply.header(
+    "access-control-allow-headers",
+    typeof asked === "string" && /^[\w\-, ]{1,1000}$/.test(asked) ? asked : DEFAULT_ALLOWED_HEADERS,
+  );
   reply.header("access-control-max-age", "600");
   await reply.status(204).send();
 }

@@ -27,7 +27,13 @@ export class RequestLogController extends LogController {
 
 /** What the completion line of a request says; SSE streams (which Fastify does not see end) log the same. */
 export function requestFields(request: FastifyRequest, status: number, elapsedMs: number) {
-  return { method: request.method, path: pathOf(request), route: request.routeOptions.url ?? null, status, response_time_ms: Math.round(elapsedMs * 10) / 10 };
+  return {
+    method: request.method,
+    path: pathOf(request),
+    route: request.routeOptions.url ?? null,
+    status,
+    response_time_ms: Math.round(elapsedMs * 10) / 10,
+  };
 }
 
 /** The URL without its query string: a query may carry what does not belong in logs. */

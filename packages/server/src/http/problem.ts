@@ -74,6 +74,7 @@ function clientErrorByStatus(status: number | undefined): ErrorCode | undefined 
 
 function describeIssue(message: string | undefined, keyword: string, params: Record<string, unknown>): string {
   if (keyword === "additionalProperties") return `has unknown property "${String(params.additionalProperty)}"`;
-  if (keyword === "format" && params.format === "uuid") return "must be a canonical UUID (lowercase 8-4-4-4-12 hex, as the server writes ids)";
+  if (keyword === "format" && params.format === "uuid")
+    return "must be a canonical UUID (lowercase 8-4-4-4-12 hex, as the server writes ids)";
   return message ?? keyword;
 }

@@ -34,7 +34,11 @@ export async function streamRunEvents(
     for (const event of events) out.write(`id: ${event.sequence}\nevent: ${event.kind}\ndata: ${JSON.stringify(event)}\n\n`);
   };
   try {
-    const updates = services.runService.follow(options.tenantId, runId, { after: options.after, recheckMs: services.streamHeartbeatMs, signal: closed.signal });
+    const updates = services.runService.follow(options.tenantId, runId, {
+      after: options.after,
+      recheckMs: services.streamHeartbeatMs,
+      signal: closed.signal,
+    });
     for await (const update of updates) {
       if (update.type === "events") write(update.events);
       else if (update.type === "quiet") out.write(": heartbeat\n\n");

@@ -50,14 +50,23 @@ export class A2ATaskService {
     const graph = await this.graphs.get(assistant.graph_id);
     const channels = graph ? graphInputChannels(graph) : undefined;
     const field = assistant.metadata.a2a_text_field;
-    return { channels, messagesChannel: channels?.includes("messages") ?? false, textField: typeof field === "string" && field ? field : DEFAULT_TEXT_FIELD };
+    return {
+      channels,
+      messagesChannel: channels?.includes("messages") ?? false,
+      textField: typeof field === "string" && field ? field : DEFAULT_TEXT_FIELD,
+    };
   }
 
   current(tenantId: string, assistantId: string, taskId: string): Promise<TaskRun | undefined> {
     return currentTaskRun(this.db, tenantId, assistantId, taskId);
   }
 
-  list(tenantId: string, assistantId: string, filter: TaskFilter, page: { limit: number; offset: number }): Promise<{ runs: TaskRun[]; total: number }> {
+  list(
+    tenantId: string,
+    assistantId: string,
+    filter: TaskFilter,
+    page: { limit: number; offset: number },
+  ): Promise<{ runs: TaskRun[]; total: number }> {
     return listTaskRuns(this.db, tenantId, assistantId, filter, page);
   }
 
@@ -71,11 +80,21 @@ export class A2ATaskService {
     const fingerprint = fingerprintOf(start);
     const replay = await this.replay(tenantId, assistant.assistant_id, key, fingerprint);
     if (replay) return replay;
-    const threadId = start.contextId === undefined ? (await this.threads.create(tenantId, { a2a_assistant_id: assistant.assistant_id })).thread_id : await this.context(tenantId, start.contextId);
+    const threadId =
+      start.contextId === undefined
+        ? (await this.threads.create(tenantId, { a2a_assistant_id: assistant.assistant_id })).thread_id
+        : await this.context(tenantId, start.contextId);
     const runId = randomUUID();
     const metadata = { a2a_task_id: runId, a2a_message_id: start.messageId, a2a_fingerprint: fingerprint };
     try {
-      const { run } = await this.runService.create(tenantId, threadId, { assistant_id: assistant.assistant_id, input: start.input, metadata }, key, undefined, runId);
+      const { run } = await this.runService.create(
+        tenantId,
+        threadId,
+        { assistant_id: assistant.assistant_id, input: start.input, metadata },
+        key,
+        undefined,
+        runId,
+      );
       return (await this.current(tenantId, assistant.assistant_id, run.metadata.a2a_task_id as string))!;
     } catch (error) {
       // The thread was made for this run only: without the run it would be an empty leftover.
@@ -94,7 +113,8 @@ export class A2ATaskService {
     try {
       return (await this.threads.get(tenantId, contextId)).thread_id;
     } catch (error) {
-      if (error instanceof ApiError && error.code === "not_found") throw new ApiError("validation_error", `contextId ${contextId} names no context of this tenant`);
+      if (error instanceof ApiError && error.code === "not_found")
+        throw new ApiError("validation_error", `contextId ${contextId} names no context of this tenant`);
       throw error;
     }
   }
@@ -103,7 +123,8 @@ export class A2ATaskService {
   private async replay(tenantId: string, assistantId: string, key: string, fingerprint: string): Promise<TaskRun | undefined> {
     const found = await taskRunByIdempotencyKey(this.db, tenantId, key);
     if (!found) return undefined;
-    if (found.fingerprint !== fingerprint) throw new ApiError("validation_error", "this messageId was already sent with a different message; give every message its own id");
+    if (found.fingerprint !== fingerprint)
+      throw new ApiError("validation_error", "this messageId was already sent with a different message; give every message its own id");
     return (await this.current(tenantId, assistantId, found.run.task_id)) ?? found.run;
   }
 
@@ -122,7 +143,11 @@ export class A2ATaskService {
    * `events` is false) as they commit, then the run once it is terminal or paused. Ends early,
    * without `settled`, when `signal` aborts.
    */
-  async *follow(tenantId: string, run: TaskRun, options: { events: boolean; signal: AbortSignal }): AsyncGenerator<TaskUpdate, void, undefined> {
+  async *follow(
+    tenantId: string,
+    run: TaskRun,
+    options: { events: boolean; signal: AbortSignal },
+  ): AsyncGenerator<TaskUpdate, void, undefined> {
     for await (const update of this.runService.follow(tenantId, run.run_id, options)) {
       if (update.type === "events") yield update;
       if (update.type === "settled") yield { type: "settled", run: taskRunOf(update.run, run.task_id) };
@@ -150,5 +175,7 @@ function idempotencyKeyOf(assistantId: string, messageId: string): string {
 }
 
 function fingerprintOf(start: TaskStart): string {
-  return createHash("sha256").update(canonicalJson({ input: start.input, context_id: start.contextId ?? null })).digest("hex");
+  return createHash("sha256")
+    .update(canonicalJson({ input: start.input, context_id: start.contextId ?? null }))
+    .digest("hex");
 }

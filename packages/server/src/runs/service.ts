@@ -23,9 +23,7 @@ export interface RunLimits {
 
 /** What a follower of a run sees: new events, a quiet interval, or the run's end (terminal or paused). */
 export type FollowUpdate =
-  | { readonly type: "events"; readonly events: RunEvent[] }
-  | { readonly type: "quiet" }
-  | { readonly type: "settled"; readonly run: Run };
+  { readonly type: "events"; readonly events: RunEvent[] } | { readonly type: "quiet" } | { readonly type: "settled"; readonly run: Run };
 
 export interface FollowOptions {
   /** Events after this sequence (default 0: from the start). */
@@ -226,7 +224,10 @@ export class RunService {
   /** Waits until the run is terminal or paused; 408 join_timeout when the wait ends first. */
   async join(tenantId: string, runId: string, timeoutSeconds: number, signal?: AbortSignal): Promise<Run> {
     const deadline = AbortSignal.timeout(timeoutSeconds * 1000);
-    for await (const update of this.follow(tenantId, runId, { events: false, signal: signal ? AbortSignal.any([signal, deadline]) : deadline })) {
+    for await (const update of this.follow(tenantId, runId, {
+      events: false,
+      signal: signal ? AbortSignal.any([signal, deadline]) : deadline,
+    })) {
       if (update.type === "settled") return update.run;
     }
     const run = await this.own(this.db, tenantId, runId);
@@ -239,7 +240,10 @@ export class RunService {
    * `superseded_by_run_id` is set) or left paused (cancelled); undefined when `signal` aborts first.
    */
   async waitWhilePaused(tenantId: string, runId: string, signal: AbortSignal): Promise<Run | undefined> {
-    for await (const _wakeup of wakeups(this.notifier, (n) => n.topic === "run_changed" && n.runId === runId, { intervalMs: RECHECK_MS, signal })) {
+    for await (const _wakeup of wakeups(this.notifier, (n) => n.topic === "run_changed" && n.runId === runId, {
+      intervalMs: RECHECK_MS,
+      signal,
+    })) {
       const run = await this.own(this.db, tenantId, runId);
       if (run.status !== "paused" || run.superseded_by_run_id) return publicRun(run);
     }
@@ -264,7 +268,11 @@ export class RunService {
     return this.db.transaction(async (tx) => {
       const old = await this.own(tx, tenantId, runId, { lock: true });
       await this.transition(tx, old, "resume");
-      const successor = await runRows.insertSuccessor(tx, runId, randomUUID(), { resume: command.resume, update: command.update ?? null, goto: command.goto ?? null });
+      const successor = await runRows.insertSuccessor(tx, runId, randomUUID(), {
+        resume: command.resume,
+        update: command.update ?? null,
+        goto: command.goto ?? null,
+      });
       // A stateless run checkpoints under its own id: its state goes to the run that continues it.
       if (old.thread_id === null) await runRows.moveRunCheckpoints(tx, runId, successor.run_id);
       const moved = await migrateToSuccessor(tx, runId, successor.run_id);

@@ -18,7 +18,10 @@ export class SteeringService {
   async steer(tenantId: string, runId: string, body: SteerBody, headerKey: string | undefined): Promise<SteerAccepted> {
     const size = steeringSize(body.payload, body.metadata);
     if (size > this.maxBytes) {
-      throw new ApiError("payload_too_large", `steering payload plus metadata is ${size} bytes; the limit is ${this.maxBytes}. Nothing was written.`);
+      throw new ApiError(
+        "payload_too_large",
+        `steering payload plus metadata is ${size} bytes; the limit is ${this.maxBytes}. Nothing was written.`,
+      );
     }
     const request: SteerRequest = {
       kind: body.kind,
@@ -27,15 +30,24 @@ export class SteeringService {
       // The header wins over the body field when both are sent.
       idempotencyKey: headerKey ?? body.idempotency_key,
     };
-    const event = await this.db.transaction((tx) => this.accept(tx, tenantId, runId, request)).catch(async (error: unknown) => {
-      // A concurrent request with the same key committed first: answer as its replay.
-      if ((error as { code?: string }).code === "23505" && request.idempotencyKey !== undefined) {
-        const existing = await findSteeringByKey(this.db, tenantId, runId, request.idempotencyKey);
-        if (existing) return existing;
-      }
-      throw error;
-    });
-    return { id: event.id, run_id: event.run_id, sequence: event.sequence, kind: event.kind, status: event.status, created_at: event.created_at };
+    const event = await this.db
+      .transaction((tx) => this.accept(tx, tenantId, runId, request))
+      .catch(async (error: unknown) => {
+        // A concurrent request with the same key committed first: answer as its replay.
+        if ((error as { code?: string }).code === "23505" && request.idempotencyKey !== undefined) {
+          const existing = await findSteeringByKey(this.db, tenantId, runId, request.idempotencyKey);
+          if (existing) return existing;
+        }
+        throw error;
+      });
+    return {
+      id: event.id,
+      run_id: event.run_id,
+      sequence: event.sequence,
+      kind: event.kind,
+      status: event.status,
+      created_at: event.created_at,
+    };
   }
 
   /**

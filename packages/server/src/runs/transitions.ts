@@ -1,4 +1,12 @@
-import { CANCEL_REASON_OF, cancelError, cancelledEvent, nextStatus, type LifecycleEvent, type RunTrigger, type TransitionRule } from "../domain/run-lifecycle.ts";
+import {
+  CANCEL_REASON_OF,
+  cancelError,
+  cancelledEvent,
+  nextStatus,
+  type LifecycleEvent,
+  type RunTrigger,
+  type TransitionRule,
+} from "../domain/run-lifecycle.ts";
 import type { RunStatus } from "../domain/runs.ts";
 import type { Notifier } from "../notify/notifier.ts";
 import type { Metrics } from "../observability/metrics.ts";

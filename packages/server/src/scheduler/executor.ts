@@ -35,7 +35,13 @@ export interface SchedulerOptions {
   readonly loop?: boolean | undefined;
 }
 
-export const DEFAULT_SCHEDULER_OPTIONS: SchedulerOptions = { batchSize: 50, parallelBatches: 4, pollMs: 30_000, misfireGraceMs: 10_000, retryMs: 1_000 };
+export const DEFAULT_SCHEDULER_OPTIONS: SchedulerOptions = {
+  batchSize: 50,
+  parallelBatches: 4,
+  pollMs: 30_000,
+  misfireGraceMs: 10_000,
+  retryMs: 1_000,
+};
 
 export interface SchedulerDeps {
   readonly db: Db;
@@ -130,12 +136,18 @@ export class Scheduler {
       await advanceSchedule(tx, schedule.tenant_id, schedule.schedule_id, schedule.due, { nextRunAt, scheduledAt, runId: run.run_id });
       await tx.query("release savepoint fire_schedule");
       const metrics = this.deps.metrics;
-      if (metrics) tx.afterCommit(() => metrics.scheduleFireLag.observe(Math.max(0, (this.options.now?.() ?? new Date()).getTime() - scheduledAt.getTime()) / 1000));
+      if (metrics)
+        tx.afterCommit(() =>
+          metrics.scheduleFireLag.observe(Math.max(0, (this.options.now?.() ?? new Date()).getTime() - scheduledAt.getTime()) / 1000),
+        );
     } catch (error) {
       if (!(error instanceof ApiError && REFUSALS.has(error.code))) throw error;
       await tx.query("rollback to savepoint fire_schedule");
       const refusal: ScheduleError = { code: error.code, message: error.message, scheduled_at: scheduledAt.toISOString() };
-      this.deps.log.warn({ scheduleId: schedule.schedule_id, tenantId: schedule.tenant_id, scheduledAt: refusal.scheduled_at, code: error.code }, `schedule skipped a due time: ${error.message}`);
+      this.deps.log.warn(
+        { scheduleId: schedule.schedule_id, tenantId: schedule.tenant_id, scheduledAt: refusal.scheduled_at, code: error.code },
+        `schedule skipped a due time: ${error.message}`,
+      );
       await advanceSchedule(tx, schedule.tenant_id, schedule.schedule_id, schedule.due, { nextRunAt, error: refusal });
     }
   }

@@ -26,7 +26,8 @@ export class ScheduleService {
     const timezone = body.timezone ?? "UTC";
     requireValid(body.cron, timezone);
     await this.assistants.get(tenantId, body.assistant_id).catch((error: unknown) => {
-      if (error instanceof ApiError && error.code === "not_found") throw new ApiError("validation_error", `assistant_id "${body.assistant_id}" names no assistant`);
+      if (error instanceof ApiError && error.code === "not_found")
+        throw new ApiError("validation_error", `assistant_id "${body.assistant_id}" names no assistant`);
       throw error;
     });
     const threadId = body.thread_id ?? null;

@@ -43,12 +43,19 @@ export async function currentTaskRun(db: Queryable, tenantId: string, assistantI
 
 /** A run of a task, by the run's id. */
 export async function taskRunById(db: Queryable, tenantId: string, runId: string): Promise<TaskRun | undefined> {
-  const [row] = await db.query<TaskRunRow>(`select ${COLUMNS} from runs where tenant_id = $1 and run_id = $2 and ${IS_TASK_RUN}`, [tenantId, runId]);
+  const [row] = await db.query<TaskRunRow>(`select ${COLUMNS} from runs where tenant_id = $1 and run_id = $2 and ${IS_TASK_RUN}`, [
+    tenantId,
+    runId,
+  ]);
   return row && toTaskRun(row);
 }
 
 /** The first run of the task a send with this Idempotency-Key started, and the fingerprint of that send's message. */
-export async function taskRunByIdempotencyKey(db: Queryable, tenantId: string, key: string): Promise<{ run: TaskRun; fingerprint: string | null } | undefined> {
+export async function taskRunByIdempotencyKey(
+  db: Queryable,
+  tenantId: string,
+  key: string,
+): Promise<{ run: TaskRun; fingerprint: string | null } | undefined> {
   const [row] = await db.query<TaskRunRow & { fingerprint: string | null }>(
     `select ${COLUMNS}, metadata->>'a2a_fingerprint' as fingerprint from runs where tenant_id = $1 and idempotency_key = $2 and ${IS_TASK_RUN}`,
     [tenantId, key],
@@ -70,11 +77,10 @@ export async function listTaskRuns(
     and ($3::uuid is null or thread_id = $3::uuid) and ($4::text[] is null or status = any($4::text[]))
     and ($5::timestamptz is null or updated_at >= $5::timestamptz)`;
   const params = [tenantId, assistantId, filter.threadId ?? null, filter.statuses ?? null, filter.updatedSince ?? null];
-  const rows = await db.query<TaskRunRow>(`select ${COLUMNS} from runs where ${where} order by updated_at desc, run_id desc limit $6 offset $7`, [
-    ...params,
-    page.limit,
-    page.offset,
-  ]);
+  const rows = await db.query<TaskRunRow>(
+    `select ${COLUMNS} from runs where ${where} order by updated_at desc, run_id desc limit $6 offset $7`,
+    [...params, page.limit, page.offset],
+  );
   const [count] = await db.query<{ total: number }>(`select count(*)::int as total from runs where ${where}`, params);
   return { runs: rows.map(toTaskRun), total: count?.total ?? 0 };
 }

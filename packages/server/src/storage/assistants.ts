@@ -20,7 +20,16 @@ const toAssistant = (row: AssistantRow): Assistant => ({
 
 /** The parameters $1..$8 of an assistant row, in the order create and update bind them. */
 function rowParams(tenantId: string, assistantId: string, fields: AssistantFields): unknown[] {
-  return [tenantId, assistantId, fields.graph_id, fields.name, fields.description, json(fields.config), json(fields.context), json(fields.metadata)];
+  return [
+    tenantId,
+    assistantId,
+    fields.graph_id,
+    fields.name,
+    fields.description,
+    json(fields.config),
+    json(fields.context),
+    json(fields.metadata),
+  ];
 }
 
 /** Assistants a tenant created through the API (config-declared ones live in the catalog). */
@@ -41,10 +50,10 @@ export class AssistantRepository {
 
   /** `db`: a transaction to read in (PGlite has one connection: a read outside an open transaction would wait for it). */
   async get(tenantId: string, assistantId: string, db: Queryable = this.db): Promise<Assistant | undefined> {
-    const [row] = await db.query<AssistantRow>(
-      `select ${COLUMNS} from assistants where tenant_id = $1 and assistant_id = $2`,
-      [tenantId, assistantId],
-    );
+    const [row] = await db.query<AssistantRow>(`select ${COLUMNS} from assistants where tenant_id = $1 and assistant_id = $2`, [
+      tenantId,
+      assistantId,
+    ]);
     return row && toAssistant(row);
   }
 

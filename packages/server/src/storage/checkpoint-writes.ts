@@ -13,7 +13,9 @@ export interface CheckpointWrite {
   readonly writes: readonly (readonly unknown[])[];
 }
 
-export function checkpointWrite(row: [threadId: string, ns: string, checkpointId: string, parentId: string | null, type: string, bytes: Uint8Array, metadata: string]): CheckpointWrite {
+export function checkpointWrite(
+  row: [threadId: string, ns: string, checkpointId: string, parentId: string | null, type: string, bytes: Uint8Array, metadata: string],
+): CheckpointWrite {
   return { keys: [`c|${row[0]}|${row[1]}|${row[2]}`], checkpoints: [row], writes: [] };
 }
 
@@ -34,7 +36,7 @@ const MAX_ROWS = 500;
 
 /** Writes in order, as few statements as the rule "one row at most once per statement" allows. */
 export async function writeAll(db: Queryable, writes: readonly CheckpointWrite[]): Promise<void> {
-  for (let start = 0; start < writes.length; ) {
+  for (let start = 0; start < writes.length;) {
     const batch = distinctPrefix(writes, start);
     await writeOnce(db, batch);
     start += batch.length;
@@ -63,13 +65,27 @@ export class CheckpointWriteBatcher {
   private async drain(): Promise<void> {
     this.draining = true;
     while (this.queue.length > 0) {
-      const batch = this.queue.splice(0, distinctPrefix(this.queue.map((entry) => entry.write), 0).length);
+      const batch = this.queue.splice(
+        0,
+        distinctPrefix(
+          this.queue.map((entry) => entry.write),
+          0,
+        ).length,
+      );
       try {
-        await writeOnce(this.db, batch.map((entry) => entry.write));
+        await writeOnce(
+          this.db,
+          batch.map((entry) => entry.write),
+        );
         for (const entry of batch) entry.done();
       } catch (error) {
         if (batch.length === 1) batch[0]!.done(error);
-        else for (const entry of batch) await writeOnce(this.db, [entry.write]).then(() => entry.done(), (single: unknown) => entry.done(single ?? error));
+        else
+          for (const entry of batch)
+            await writeOnce(this.db, [entry.write]).then(
+              () => entry.done(),
+              (single: unknown) => entry.done(single ?? error),
+            );
       }
     }
     this.draining = false;
@@ -105,7 +121,8 @@ async function writeOnce(db: Queryable, writes: readonly CheckpointWrite[]): Pro
   const checkpointRows = writes.flatMap((write) => write.checkpoints);
   const writeRows = writes.flatMap((write) => write.writes);
   const statements: string[] = [];
-  if (checkpointRows.length > 0) statements.push(`${INSERT_CHECKPOINTS} values ${values(checkpointRows, CHECKPOINT_CASTS)} ${ON_CHECKPOINT_CONFLICT}`);
+  if (checkpointRows.length > 0)
+    statements.push(`${INSERT_CHECKPOINTS} values ${values(checkpointRows, CHECKPOINT_CASTS)} ${ON_CHECKPOINT_CONFLICT}`);
   if (writeRows.length > 0) statements.push(`${INSERT_WRITES} values ${values(writeRows, WRITE_CASTS)} ${ON_WRITE_CONFLICT}`);
   if (statements.length === 0) return;
   const sql = statements.length === 1 ? statements[0]! : `with checkpoints_written as (${statements[0]}) ${statements[1]}`;

@@ -232,7 +232,9 @@ export class RudderCheckpointSaver extends BaseCheckpointSaver {
     const attempt = attemptOf(config);
     if (!attempt) return false;
     if (attempt.knownEmpty && attempt.threadId === threadId) return true;
-    attempt.flushing = attempt.flushing.then(() => (attempt.deferred.length > 0 ? this.db.transaction((tx) => this.flushDeferred(tx, attempt)) : undefined));
+    attempt.flushing = attempt.flushing.then(() =>
+      attempt.deferred.length > 0 ? this.db.transaction((tx) => this.flushDeferred(tx, attempt)) : undefined,
+    );
     await attempt.flushing;
     return false;
   }
@@ -286,9 +288,7 @@ export class RudderCheckpointSaver extends BaseCheckpointSaver {
       const parent = tuple.parentConfig?.configurable ?? {};
       const mine = rows.filter(
         (row) =>
-          row.thread_id === parent.thread_id &&
-          row.checkpoint_ns === parent.checkpoint_ns &&
-          row.checkpoint_id === parent.checkpoint_id,
+          row.thread_id === parent.thread_id && row.checkpoint_ns === parent.checkpoint_ns && row.checkpoint_id === parent.checkpoint_id,
       );
       if (mine.length === 0) continue; // nothing was pending: leave the channel absent, as PostgresSaver does
       const sends = await Promise.all(mine.map((row) => this.serde.loadsTyped(row.value_type, toBytes(row.value))));

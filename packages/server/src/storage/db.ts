@@ -124,11 +124,22 @@ async function poolTransaction<T>(pool: pg.Pool, work: (tx: Transaction) => Prom
 }
 
 /** Node's errors for a peer that cannot be reached or went away. */
-const NETWORK_ERROR_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "ECONNABORTED", "ETIMEDOUT", "EPIPE", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH"]);
+const NETWORK_ERROR_CODES = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ECONNABORTED",
+  "ETIMEDOUT",
+  "EPIPE",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+]);
 /** SQLSTATEs of a server that is shutting down, restarting or refusing connections (class 08: connection exception). */
 const UNAVAILABLE_SQLSTATES = new Set(["57P01", "57P02", "57P03", "53300"]);
 /** What `pg` says, without a code, when a connection ends or never opens. */
-const CONNECTION_LOST = /^Connection terminated|timeout exceeded when trying to connect|connection error and is not queryable|Client was closed and is not queryable/;
+const CONNECTION_LOST =
+  /^Connection terminated|timeout exceeded when trying to connect|connection error and is not queryable|Client was closed and is not queryable/;
 
 /**
  * A failure of the connection rather than of the statement: the database is down, restarting or

@@ -30,4 +30,3 @@ export async function appendEvents(db: Queryable, runId: string, events: readonl
   );
   return rows.map((row) => row.sequence);
 }
-

@@ -120,16 +120,37 @@ export async function insertRun(db: Queryable, run: NewRun, queuedRunQuota: numb
      on conflict (tenant_id, idempotency_key) where idempotency_key is not null do nothing
      returning ${RUN_COLUMNS}`,
     [
-      run.runId, run.tenantId, run.threadId, run.assistantId, run.graphId, json(run.input ?? null), json(run.command),
-      json(run.context), json(run.config), json(run.metadata), run.multitaskStrategy, run.durability, run.runTimeout,
-      run.maxModelCalls, run.maxToolCalls, run.maxTokens, run.maxCost, run.idempotencyKey ?? null, run.requestHash, queuedRunQuota,
+      run.runId,
+      run.tenantId,
+      run.threadId,
+      run.assistantId,
+      run.graphId,
+      json(run.input ?? null),
+      json(run.command),
+      json(run.context),
+      json(run.config),
+      json(run.metadata),
+      run.multitaskStrategy,
+      run.durability,
+      run.runTimeout,
+      run.maxModelCalls,
+      run.maxToolCalls,
+      run.maxTokens,
+      run.maxCost,
+      run.idempotencyKey ?? null,
+      run.requestHash,
+      queuedRunQuota,
     ],
   );
   return row && toClaimed(row);
 }
 
 /** The run an Idempotency-Key of the tenant already names, with the fingerprint of its request. */
-export async function findByIdempotencyKey(db: Queryable, tenantId: string, key: string): Promise<(ClaimedRun & { request_hash: string | null }) | undefined> {
+export async function findByIdempotencyKey(
+  db: Queryable,
+  tenantId: string,
+  key: string,
+): Promise<(ClaimedRun & { request_hash: string | null }) | undefined> {
   const [row] = await db.query<RunRow>(`select ${RUN_COLUMNS} from runs where tenant_id = $1 and idempotency_key = $2`, [tenantId, key]);
   return row && toClaimed(row);
 }
@@ -144,7 +165,9 @@ export async function lockThread(tx: Queryable, tenantId: string, threadId: stri
 }
 
 export async function countPending(db: Queryable, tenantId: string): Promise<number> {
-  const [row] = await db.query<{ queued: number }>("select count(*)::int as queued from runs where tenant_id = $1 and status = 'pending'", [tenantId]);
+  const [row] = await db.query<{ queued: number }>("select count(*)::int as queued from runs where tenant_id = $1 and status = 'pending'", [
+    tenantId,
+  ]);
   return row?.queued ?? 0;
 }
 
@@ -157,7 +180,12 @@ export async function lockRunsOfThread(tx: Queryable, threadId: string, statuses
   return rows.map(toClaimed);
 }
 
-export async function getRun(db: Queryable, tenantId: string, runId: string, options: { lock?: boolean } = {}): Promise<ClaimedRun | undefined> {
+export async function getRun(
+  db: Queryable,
+  tenantId: string,
+  runId: string,
+  options: { lock?: boolean } = {},
+): Promise<ClaimedRun | undefined> {
   const [row] = await db.query<RunRow>(
     `select ${RUN_COLUMNS} from runs where tenant_id = $1 and run_id = $2${options.lock ? " for update" : ""}`,
     [tenantId, runId],
@@ -165,7 +193,12 @@ export async function getRun(db: Queryable, tenantId: string, runId: string, opt
   return row && toClaimed(row);
 }
 
-export async function listRunsOfThread(db: Queryable, tenantId: string, threadId: string, page: { limit: number; offset: number }): Promise<ClaimedRun[]> {
+export async function listRunsOfThread(
+  db: Queryable,
+  tenantId: string,
+  threadId: string,
+  page: { limit: number; offset: number },
+): Promise<ClaimedRun[]> {
   const rows = await db.query<RunRow>(
     `select ${RUN_COLUMNS} from runs where tenant_id = $1 and thread_id = $2
       order by created_at desc, run_id desc limit $3 offset $4`,
@@ -183,7 +216,12 @@ export interface RunListFilter {
 }
 
 /** The tenant's runs, newest first, filtered. */
-export async function listRuns(db: Queryable, tenantId: string, filter: RunListFilter, page: { limit: number; offset: number }): Promise<ClaimedRun[]> {
+export async function listRuns(
+  db: Queryable,
+  tenantId: string,
+  filter: RunListFilter,
+  page: { limit: number; offset: number },
+): Promise<ClaimedRun[]> {
   const rows = await db.query<RunRow>(
     `select ${RUN_COLUMNS} from runs
       where tenant_id = $1 and ($2::text is null or status = $2) and ($3::text is null or assistant_id = $3)
@@ -217,7 +255,13 @@ export type Claim = ClaimedRun & { readonly claimableSeconds: number };
  * race claims nothing and the caller tries again. The new statuses come from the lifecycle's
  * claim rule (`to` and `thread`).
  */
-export async function claimRuns(db: Queryable, owner: string, leaseMs: number, limit: number, rule: { to: RunStatus; thread: ThreadStatus }): Promise<Claim[]> {
+export async function claimRuns(
+  db: Queryable,
+  owner: string,
+  leaseMs: number,
+  limit: number,
+  rule: { to: RunStatus; thread: ThreadStatus },
+): Promise<Claim[]> {
   try {
     const rows = await db.query<RunRow & { claimable_seconds: number }>(
       `with candidate as (
@@ -287,7 +331,11 @@ export interface SettleFields {
  * superseding) and whether its thread has a run waiting (a claim may now find it). The caller
  * locks the thread first (`lockThread`).
  */
-export async function settleAttempt(tx: Queryable, lease: Lease, fields: SettleFields): Promise<{ steered: boolean; threadHasQueued: boolean } | undefined> {
+export async function settleAttempt(
+  tx: Queryable,
+  lease: Lease,
+  fields: SettleFields,
+): Promise<{ steered: boolean; threadHasQueued: boolean } | undefined> {
   const [row] = await tx.query<{ steered: boolean; thread_has_queued: boolean }>(
     `with settled as (
        update runs set status = $4, output = $5::jsonb, error = $6::jsonb, lease_owner = null, lease_expires_at = null,
@@ -309,8 +357,16 @@ export async function settleAttempt(tx: Queryable, lease: Lease, fields: SettleF
             exists (select 1 from runs p where p.thread_id = settled.thread_id and p.status = 'pending') as thread_has_queued
        from settled`,
     [
-      lease.runId, lease.attempt, lease.owner, fields.status, json(fields.output ?? null), json(fields.error),
-      fields.finishes, fields.retryDelayMs, json(fields.usage), fields.threadStatus,
+      lease.runId,
+      lease.attempt,
+      lease.owner,
+      fields.status,
+      json(fields.output ?? null),
+      json(fields.error),
+      fields.finishes,
+      fields.retryDelayMs,
+      json(fields.usage),
+      fields.threadStatus,
     ],
   );
   return row && { steered: row.steered, threadHasQueued: row.thread_has_queued };
@@ -344,7 +400,12 @@ export async function setThreadStatus(tx: Queryable, threadId: string, status: T
  * The run that continues a resumed one: same thread, assistant, graph, context, config and
  * limits, `metadata.resumed_from_run_id`; and the old run's typed link to it.
  */
-export async function insertSuccessor(tx: Queryable, runId: string, newRunId: string, command: NonNullable<ClaimedRun["command"]>): Promise<ClaimedRun> {
+export async function insertSuccessor(
+  tx: Queryable,
+  runId: string,
+  newRunId: string,
+  command: NonNullable<ClaimedRun["command"]>,
+): Promise<ClaimedRun> {
   const [row] = await tx.query<RunRow>(
     `insert into runs (run_id, tenant_id, thread_id, assistant_id, graph_id, input, command, context, config, metadata,
                        multitask_strategy, durability, run_timeout, max_model_calls, max_tool_calls, max_tokens, max_cost, request_hash)

@@ -93,7 +93,12 @@ export async function insertSchedule(db: Queryable, schedule: NewSchedule): Prom
   return toSchedule(row!);
 }
 
-export async function findSchedule(db: Queryable, tenantId: string, scheduleId: string, options: { lock?: boolean } = {}): Promise<Schedule | undefined> {
+export async function findSchedule(
+  db: Queryable,
+  tenantId: string,
+  scheduleId: string,
+  options: { lock?: boolean } = {},
+): Promise<Schedule | undefined> {
   const [row] = await db.query<ScheduleRow>(
     `select ${COLUMNS} from schedules where tenant_id = $1 and schedule_id = $2${options.lock ? " for update" : ""}`,
     [tenantId, scheduleId],
@@ -111,7 +116,12 @@ export async function listSchedules(db: Queryable, tenantId: string, page: { lim
 }
 
 /** Replaces the definition; the last firing (last_run_at, last_run_id, last_error) stays. */
-export async function updateSchedule(db: Queryable, tenantId: string, scheduleId: string, changes: ScheduleChanges): Promise<Schedule | undefined> {
+export async function updateSchedule(
+  db: Queryable,
+  tenantId: string,
+  scheduleId: string,
+  changes: ScheduleChanges,
+): Promise<Schedule | undefined> {
   const [row] = await db.query<ScheduleRow>(
     `update schedules set cron = $3, timezone = $4, input = $5::jsonb, metadata = $6::jsonb, enabled = $7, next_run_at = $8, updated_at = now()
       where tenant_id = $1 and schedule_id = $2 returning ${COLUMNS}`,
@@ -156,7 +166,13 @@ export type ScheduleAdvance =
  * Moves a claimed schedule past the due time it held (`due`: the row must still be at it, so an
  * advance can never apply twice), recording the run it created or why none was.
  */
-export async function advanceSchedule(tx: Queryable, tenantId: string, scheduleId: string, due: Date, advance: ScheduleAdvance): Promise<boolean> {
+export async function advanceSchedule(
+  tx: Queryable,
+  tenantId: string,
+  scheduleId: string,
+  due: Date,
+  advance: ScheduleAdvance,
+): Promise<boolean> {
   const rows =
     "runId" in advance
       ? await tx.query(

@@ -162,10 +162,10 @@ export class SteeringRepository {
   }
 
   async list(tenantId: string, runId: string): Promise<SteeringEvent[]> {
-    const rows = await this.db.query<SteeringRow>(`select ${COLUMNS} from steering_events where tenant_id = $1 and run_id = $2 order by sequence`, [
-      tenantId,
-      runId,
-    ]);
+    const rows = await this.db.query<SteeringRow>(
+      `select ${COLUMNS} from steering_events where tenant_id = $1 and run_id = $2 order by sequence`,
+      [tenantId, runId],
+    );
     return rows.map(toEvent);
   }
 }
@@ -207,16 +207,32 @@ export async function migrateToSuccessor(tx: Queryable, oldRunId: string, newRun
     .map(toEvent)
     .sort((a, b) => a.sequence - b.sequence);
   if (rows.length === 0) return 0;
-  const moved = rows.map((row, index) => ({ ...row, id: randomUUID(), run_id: newRunId, sequence: index + 1, status: "pending" as const, source_event_id: row.source_event_id ?? row.id }));
+  const moved = rows.map((row, index) => ({
+    ...row,
+    id: randomUUID(),
+    run_id: newRunId,
+    sequence: index + 1,
+    status: "pending" as const,
+    source_event_id: row.source_event_id ?? row.id,
+  }));
   await tx.query(
     `insert into steering_events (id, tenant_id, run_id, sequence, kind, payload, metadata, idempotency_key, status, source_event_id, created_at)
      select m.id, s.tenant_id, $1, m.sequence, s.kind, s.payload, s.metadata, s.idempotency_key, 'pending', m.source_event_id, s.created_at
        from jsonb_to_recordset($2::jsonb) as m(old_id uuid, id uuid, sequence int, source_event_id uuid)
        join steering_events s on s.id = m.old_id`,
-    [newRunId, json(moved.map((row, index) => ({ old_id: rows[index]!.id, id: row.id, sequence: row.sequence, source_event_id: row.source_event_id })))],
+    [
+      newRunId,
+      json(
+        moved.map((row, index) => ({ old_id: rows[index]!.id, id: row.id, sequence: row.sequence, source_event_id: row.source_event_id })),
+      ),
+    ],
   );
   await tx.query("update runs set last_steering_sequence = $2 where run_id = $1", [newRunId, moved.length]);
-  await appendEvents(tx, oldRunId, rows.map((row, index) => supersededEvent(row, "resume_transfer", { runId: newRunId, eventId: moved[index]!.id })));
+  await appendEvents(
+    tx,
+    oldRunId,
+    rows.map((row, index) => supersededEvent(row, "resume_transfer", { runId: newRunId, eventId: moved[index]!.id })),
+  );
   await appendEvents(tx, newRunId, moved.map(acceptedEvent));
   return rows.length;
 }
@@ -226,7 +242,16 @@ export async function migrateToSuccessor(tx: Queryable, oldRunId: string, newRun
  * task, $7 first read of the execution, $8 the attempt's taker id.
  */
 function readParams(holder: SteeringHolder, reader: SteeringReader): unknown[] {
-  return [holder.tenantId, holder.runId, holder.attempt, holder.owner, holder.checkpointThreadId, reader.taskId, reader.firstOfExecution, holder.takerId];
+  return [
+    holder.tenantId,
+    holder.runId,
+    holder.attempt,
+    holder.owner,
+    holder.checkpointThreadId,
+    reader.taskId,
+    reader.firstOfExecution,
+    holder.takerId,
+  ];
 }
 
 /**
@@ -249,7 +274,8 @@ const TAKEN_BY = `consumed_task_id = $6, consumed_node = $9, consumed_ns = $10, 
                   consumed_attempt = $3, taken_by = $8`;
 
 /** The columns of the CTEs that return `steeringColumns("s")` and `consumed_at`. */
-const READ_COLUMNS = "id, tenant_id, run_id, sequence, kind, payload, metadata, idempotency_key, status, source_event_id, created_at, consumed_at";
+const READ_COLUMNS =
+  "id, tenant_id, run_id, sequence, kind, payload, metadata, idempotency_key, status, source_event_id, created_at, consumed_at";
 
 type ReadRow = SteeringRow & { is_new: boolean; latency?: number | null };
 
@@ -261,7 +287,11 @@ type ReadRow = SteeringRow & { is_new: boolean; latency?: number | null };
  * `consumed` by this task now. Only the new ones need a run.steer.consumed (`consumedEvents`).
  * A run that is not `running` under this lease gets nothing: cancel wins.
  */
-export async function takeSteering(tx: Queryable, holder: SteeringHolder, reader: SteeringReader): Promise<{ again: SteeringEvent[]; consumed: ConsumedRow[] }> {
+export async function takeSteering(
+  tx: Queryable,
+  holder: SteeringHolder,
+  reader: SteeringReader,
+): Promise<{ again: SteeringEvent[]; consumed: ConsumedRow[] }> {
   const rows = await tx.query<ReadRow>(
     `with fence as (
        select run_id from runs where ${HOLDS_RUN} for update
@@ -306,7 +336,10 @@ export async function peekSteering(db: Queryable, holder: SteeringHolder, reader
 }
 
 /** run.steer.consumed for each row a drain consumed, with the task that consumed it. */
-export function consumedEvents(rows: readonly ConsumedRow[], reader: Pick<SteeringReader, "node" | "namespace" | "taskId">): PendingEvent[] {
+export function consumedEvents(
+  rows: readonly ConsumedRow[],
+  reader: Pick<SteeringReader, "node" | "namespace" | "taskId">,
+): PendingEvent[] {
   return rows.map((row) => ({
     kind: "run.steer.consumed",
     data: {

@@ -117,7 +117,13 @@ export async function getItem(
 export type SearchRanking =
   | { readonly kind: "none" }
   | { readonly kind: "text"; readonly text: string }
-  | { readonly kind: "vector"; readonly text: string; readonly embedding: readonly number[]; readonly norm: number; readonly pgvector: boolean };
+  | {
+      readonly kind: "vector";
+      readonly text: string;
+      readonly embedding: readonly number[];
+      readonly norm: number;
+      readonly pgvector: boolean;
+    };
 
 export interface SearchRequest {
   readonly prefix: readonly string[];
@@ -161,7 +167,12 @@ function filterCondition(params: Params, condition: FilterCondition): string {
 export async function searchItems(db: Queryable, tenantId: string, request: SearchRequest): Promise<StoreSearchHit[]> {
   const params = new Params();
   const tenant = params.add(tenantId);
-  const where = [`tenant_id = ${tenant}`, ALIVE, prefixCondition(params, request.prefix), ...request.conditions.map((c) => filterCondition(params, c))];
+  const where = [
+    `tenant_id = ${tenant}`,
+    ALIVE,
+    prefixCondition(params, request.prefix),
+    ...request.conditions.map((c) => filterCondition(params, c)),
+  ];
   let tier = "0";
   let score = "null::float8";
   const { ranking } = request;

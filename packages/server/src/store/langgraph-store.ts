@@ -66,5 +66,11 @@ function fromWire(result: StoreResult): Item | SearchItem[] | string[][] | null 
 }
 
 function toItem(item: StoreItem): Item {
-  return { namespace: item.namespace, key: item.key, value: item.value, createdAt: new Date(item.created_at), updatedAt: new Date(item.updated_at) };
+  return {
+    namespace: item.namespace,
+    key: item.key,
+    value: item.value,
+    createdAt: new Date(item.created_at),
+    updatedAt: new Date(item.updated_at),
+  };
 }

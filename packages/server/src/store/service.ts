@@ -7,9 +7,26 @@ import {
   type StoreSearchOperation,
 } from "@rudder/api";
 import { ApiError } from "../domain/errors.ts";
-import { checkAddressSize, checkEmbeddings, effectiveTtl, parseFilter, textsAtPath, vectorNorm, type FilterCondition } from "../domain/store.ts";
+import {
+  checkAddressSize,
+  checkEmbeddings,
+  effectiveTtl,
+  parseFilter,
+  textsAtPath,
+  vectorNorm,
+  type FilterCondition,
+} from "../domain/store.ts";
 import type { Db, Queryable } from "../storage/db.ts";
-import { deleteItem, getItem, hasPgvector, listNamespaces, putItem, searchItems, type PutRow, type SearchRanking } from "../storage/store.ts";
+import {
+  deleteItem,
+  getItem,
+  hasPgvector,
+  listNamespaces,
+  putItem,
+  searchItems,
+  type PutRow,
+  type SearchRanking,
+} from "../storage/store.ts";
 
 /** What the store needs of an embedder: LangChain's `Embeddings` has these two methods. */
 export interface Embedder {
@@ -102,7 +119,12 @@ export class StoreService {
         };
       case "get":
         checkAddressSize(operation.namespace, operation.key, where);
-        return { kind: "get", namespace: operation.namespace, key: operation.key, refresh: operation.refresh_ttl ?? this.settings.refreshOnRead };
+        return {
+          kind: "get",
+          namespace: operation.namespace,
+          key: operation.key,
+          refresh: operation.refresh_ttl ?? this.settings.refreshOnRead,
+        };
       case "delete":
         checkAddressSize(operation.namespace, operation.key, where);
         return { kind: "delete", namespace: operation.namespace, key: operation.key };
@@ -144,7 +166,9 @@ export class StoreService {
     const queries = new Map<string, { embedding: number[]; norm: number }>();
     const index = this.settings.index;
     if (!index) return queries;
-    const puts = prepared.flatMap((op, position) => (op.kind === "put" && op.row.searchText !== null ? [{ position, text: op.row.searchText }] : []));
+    const puts = prepared.flatMap((op, position) =>
+      op.kind === "put" && op.row.searchText !== null ? [{ position, text: op.row.searchText }] : [],
+    );
     const texts = [...new Set(prepared.flatMap((op) => (op.kind === "search" && op.query !== undefined ? [op.query] : [])))];
     const [documents, queryVectors] = await Promise.all([
       puts.length === 0 ? [] : callEmbedder(() => index.embedder.embedDocuments(puts.map((put) => put.text))),
@@ -172,7 +196,12 @@ export class StoreService {
     return results;
   }
 
-  private async runOne(q: Queryable, tenantId: string, op: Prepared, queries: Map<string, { embedding: number[]; norm: number }>): Promise<StoreResult> {
+  private async runOne(
+    q: Queryable,
+    tenantId: string,
+    op: Prepared,
+    queries: Map<string, { embedding: number[]; norm: number }>,
+  ): Promise<StoreResult> {
     switch (op.kind) {
       case "put":
         await putItem(q, tenantId, op.row);

@@ -27,12 +27,28 @@ export class BudgetCallbackHandler extends BaseCallbackHandler {
     super();
   }
 
-  override handleChatModelStart(_llm: Serialized, _messages: unknown, runId: string, _parent?: string, _extra?: unknown, _tags?: string[], metadata?: Record<string, unknown>): void {
+  override handleChatModelStart(
+    _llm: Serialized,
+    _messages: unknown,
+    runId: string,
+    _parent?: string,
+    _extra?: unknown,
+    _tags?: string[],
+    metadata?: Record<string, unknown>,
+  ): void {
     this.meter.beforeModelCall();
     if (typeof metadata?.ls_model_name === "string") this.modelOf.set(runId, metadata.ls_model_name);
   }
 
-  override handleLLMStart(_llm: Serialized, _prompts: string[], runId: string, _parent?: string, _extra?: unknown, _tags?: string[], metadata?: Record<string, unknown>): void {
+  override handleLLMStart(
+    _llm: Serialized,
+    _prompts: string[],
+    runId: string,
+    _parent?: string,
+    _extra?: unknown,
+    _tags?: string[],
+    metadata?: Record<string, unknown>,
+  ): void {
     this.meter.beforeModelCall();
     if (typeof metadata?.ls_model_name === "string") this.modelOf.set(runId, metadata.ls_model_name);
   }
@@ -54,7 +70,8 @@ function tokensOf(result: LLMResult): { input: number; output: number } {
   let input = 0;
   let output = 0;
   for (const generation of result.generations.flat()) {
-    const usage = (generation as { message?: { usage_metadata?: { input_tokens?: number; output_tokens?: number } } }).message?.usage_metadata;
+    const usage = (generation as { message?: { usage_metadata?: { input_tokens?: number; output_tokens?: number } } }).message
+      ?.usage_metadata;
     input += usage?.input_tokens ?? 0;
     output += usage?.output_tokens ?? 0;
   }

@@ -30,9 +30,11 @@ export class EventBuffer {
     if (this.pending.length === 0) return;
     const batch = this.pending;
     this.pending = [];
-    this.writing = this.writing.then(() => this.write(batch)).catch((error: unknown) => {
-      this.failure ??= error;
-    });
+    this.writing = this.writing
+      .then(() => this.write(batch))
+      .catch((error: unknown) => {
+        this.failure ??= error;
+      });
   }
 
   /** Waits for every batch started so far; throws the first write failure. */

@@ -63,7 +63,9 @@ export async function executeAttempt(
   try {
     const graph = await deps.graphs.get(run.graph_id, config);
     if (!graph) throw new Error(`graph ${run.graph_id} is not loaded on this worker`);
-    const input = run.command ? new Command({ ...run.command, update: run.command.update ?? undefined, goto: run.command.goto ?? undefined }) : run.input;
+    const input = run.command
+      ? new Command({ ...run.command, update: run.command.update ?? undefined, goto: run.command.goto ?? undefined })
+      : run.input;
     const streamMode: StreamMode[] = recordsCheckpoints(run.config) ? [...STREAM_MODES, CHECKPOINT_MODE] : [...STREAM_MODES];
     const stream = await graph.stream(input, { ...config, streamMode, durability: run.durability });
     for await (const [mode, chunk] of stream as AsyncIterable<[StreamMode, unknown]>) {
@@ -88,7 +90,12 @@ export async function executeAttempt(
  * The LangGraph config of a run: its thread, context, merged config and identifying metadata;
  * with a meter, the budget callbacks and the recorder `recordUsage` finds.
  */
-export function runConfig(run: ClaimedRun, signal?: AbortSignal, meter?: UsageMeter, prices: Readonly<Record<string, ModelPrice>> = {}): LangGraphRunnableConfig {
+export function runConfig(
+  run: ClaimedRun,
+  signal?: AbortSignal,
+  meter?: UsageMeter,
+  prices: Readonly<Record<string, ModelPrice>> = {},
+): LangGraphRunnableConfig {
   const configurable = (run.config.configurable as Record<string, unknown> | undefined) ?? {};
   const recorder: UsageRecorder | undefined = meter && { record: (usage) => meter.record(usage) };
   return {
@@ -117,7 +124,11 @@ export const checkpointThreadId = (run: Pick<ClaimedRun, "thread_id" | "run_id">
  * were dropped when it ended), unless it resumes a paused run, whose checkpoints it was given.
  */
 export function attemptCheckpoints(run: ClaimedRun): AttemptCheckpoints {
-  return new AttemptCheckpoints(checkpointThreadId(run), run.durability === "exit", run.thread_id === null && run.attempt === 1 && run.command === null);
+  return new AttemptCheckpoints(
+    checkpointThreadId(run),
+    run.durability === "exit",
+    run.thread_id === null && run.attempt === 1 && run.command === null,
+  );
 }
 
 /** At an interrupt LangGraph emits a values chunk holding only `__interrupt__`: keep the state before it. */
@@ -135,7 +146,14 @@ function interruptsIn(update: unknown): unknown[] {
 function toEvent(mode: StreamMode, chunk: unknown): PendingEvent {
   switch (mode) {
     case "checkpoints": {
-      const checkpoint = chunk as { config?: PyConfig; parentConfig?: PyConfig; values?: unknown; metadata?: Record<string, unknown>; next?: string[]; tasks?: unknown[] };
+      const checkpoint = chunk as {
+        config?: PyConfig;
+        parentConfig?: PyConfig;
+        values?: unknown;
+        metadata?: Record<string, unknown>;
+        next?: string[];
+        tasks?: unknown[];
+      };
       return {
         kind: "checkpoint",
         data: {
@@ -164,7 +182,12 @@ function toEvent(mode: StreamMode, chunk: unknown): PendingEvent {
       if ("result" in task || "error" in task) {
         return {
           kind: "node_completed",
-          data: { node: task.name, task_id: task.id, error: task.error ? storableText(String((task.error as Error).message ?? task.error)) : null, interrupts: task.interrupts ?? [] },
+          data: {
+            node: task.name,
+            task_id: task.id,
+            error: task.error ? storableText(String((task.error as Error).message ?? task.error)) : null,
+            interrupts: task.interrupts ?? [],
+          },
         };
       }
       return { kind: "node_started", data: { node: task.name, task_id: task.id, triggers: task.triggers ?? [] } };

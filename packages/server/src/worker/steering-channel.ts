@@ -10,7 +10,14 @@ import type { Db } from "../storage/db.ts";
 import { appendEvents } from "../storage/events.ts";
 import type { Lease } from "../storage/lease.ts";
 import type { ClaimedRun } from "../storage/runs.ts";
-import { consumedEvents, peekSteering, settleConsumed, takeSteering, type SteeringHolder, type SteeringReader } from "../storage/steering.ts";
+import {
+  consumedEvents,
+  peekSteering,
+  settleConsumed,
+  takeSteering,
+  type SteeringHolder,
+  type SteeringReader,
+} from "../storage/steering.ts";
 
 export interface SteeringChannelDeps {
   readonly db: Db;
@@ -31,7 +38,11 @@ export interface SteeringChannelDeps {
  * durable storage; a `steering` notice only wakes a waiting node early, and a lost one costs at
  * most one poll interval.
  */
-export function steeringChannel(run: ClaimedRun, lease: Lease, deps: SteeringChannelDeps): { channel: SteeringChannel; commitHook: CheckpointCommitHook } {
+export function steeringChannel(
+  run: ClaimedRun,
+  lease: Lease,
+  deps: SteeringChannelDeps,
+): { channel: SteeringChannel; commitHook: CheckpointCommitHook } {
   const holder: SteeringHolder = {
     tenantId: run.tenant_id,
     runId: run.run_id,
@@ -84,7 +95,10 @@ export function steeringChannel(run: ClaimedRun, lease: Lease, deps: SteeringCha
     async wait(context, timeoutMs, signal) {
       const deadline = AbortSignal.timeout(timeoutMs);
       const until = signal ? AbortSignal.any([signal, deadline]) : deadline;
-      for await (const _ of wakeups(deps.notifier, (n) => n.topic === "steering" && n.runId === run.run_id, { intervalMs: deps.pollMs, signal: until })) {
+      for await (const _ of wakeups(deps.notifier, (n) => n.topic === "steering" && n.runId === run.run_id, {
+        intervalMs: deps.pollMs,
+        signal: until,
+      })) {
         if ((await peek(context)).length > 0) return true;
       }
       return false;

@@ -159,13 +159,23 @@ export class Worker {
   }
 
   private async claim(limit: number): Promise<Claim[]> {
-    const claimed = await claimRuns(this.deps.db, this.id, this.options.leaseMs, limit, { to: CLAIM_RULE.to as "running", thread: CLAIM_RULE.thread! }).catch((error: unknown) => {
+    const claimed = await claimRuns(this.deps.db, this.id, this.options.leaseMs, limit, {
+      to: CLAIM_RULE.to as "running",
+      thread: CLAIM_RULE.thread!,
+    }).catch((error: unknown) => {
       this.deps.log.warn({ err: error }, "claiming runs failed; retrying");
       return [];
     });
     for (const run of claimed) {
       this.deps.metrics?.claimWait.observe(run.claimableSeconds);
-      const log = this.deps.log.child({ run_id: run.run_id, attempt: run.attempt, worker_id: this.id, tenant_id: run.tenant_id, thread_id: run.thread_id, graph_id: run.graph_id });
+      const log = this.deps.log.child({
+        run_id: run.run_id,
+        attempt: run.attempt,
+        worker_id: this.id,
+        tenant_id: run.tenant_id,
+        thread_id: run.thread_id,
+        graph_id: run.graph_id,
+      });
       const processing = this.process(run, log)
         .catch((error: unknown) => log.error({ err: error }, "run processing failed"))
         .finally(() => {
@@ -224,25 +234,27 @@ export class Worker {
       if (run.status === "cancelling") stop("cancelled");
       // Reclaimed after its worker died once too often: a run that keeps killing workers stops here.
       if (run.attempt > this.options.maxAttempts) stop("attempts_exhausted");
-      const result = controller.signal.aborted ? ({ kind: "threw", error: new Error("cancelled") } as const) : await executeAttempt(run, {
-        graphs: this.deps.graphs,
-        store: new TenantStore(this.deps.store, run.tenant_id),
-        emit: (event) => buffer.push(event),
-        signal: controller.signal,
-        meter,
-        prices: this.deps.prices,
-        checkpoints,
-        ...steeringChannel(run, lease, {
-          db: this.deps.db,
-          notifier: this.deps.notifier,
-          metrics: this.deps.metrics,
-          pollMs: this.options.steeringPollMs,
-          flushEvents: () => {
-            buffer.flush();
-            return buffer.settled();
-          },
-        }),
-      });
+      const result = controller.signal.aborted
+        ? ({ kind: "threw", error: new Error("cancelled") } as const)
+        : await executeAttempt(run, {
+            graphs: this.deps.graphs,
+            store: new TenantStore(this.deps.store, run.tenant_id),
+            emit: (event) => buffer.push(event),
+            signal: controller.signal,
+            meter,
+            prices: this.deps.prices,
+            checkpoints,
+            ...steeringChannel(run, lease, {
+              db: this.deps.db,
+              notifier: this.deps.notifier,
+              metrics: this.deps.metrics,
+              pollMs: this.options.steeringPollMs,
+              flushEvents: () => {
+                buffer.flush();
+                return buffer.settled();
+              },
+            }),
+          });
       watch.stop();
       const events = await buffer.take().catch(() => {
         stop("lease_lost");
@@ -251,7 +263,10 @@ export class Worker {
       const status = await this.settle(run, lease, result, controller.reason, { events, meter, checkpoints });
       const seconds = (performance.now() - claimedAt) / 1000;
       if (status === undefined) {
-        log.warn({ reason: controller.reason ?? "lease_lost" }, "attempt ended without a settle: the lease was lost, another worker owns the run");
+        log.warn(
+          { reason: controller.reason ?? "lease_lost" },
+          "attempt ended without a settle: the lease was lost, another worker owns the run",
+        );
         return;
       }
       this.deps.metrics?.attemptDuration.observe({ status, graph_id: run.graph_id }, seconds);
@@ -347,7 +362,8 @@ export class Worker {
       if (metrics) {
         tx.afterCommit(() => {
           metrics.runStatusChanged(outcome.status, run.graph_id);
-          if (outcome.status === "pending") metrics.retries.inc({ reason: outcome.trigger === "hand_back" ? "worker_shutdown" : "error", graph_id: run.graph_id });
+          if (outcome.status === "pending")
+            metrics.retries.inc({ reason: outcome.trigger === "hand_back" ? "worker_shutdown" : "error", graph_id: run.graph_id });
           metrics.supersededSteering(superseded.length, "unconsumed_at_final_boundary");
         });
       }

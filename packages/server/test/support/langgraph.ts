@@ -5,7 +5,11 @@ import type { TestServer } from "./server.ts";
 
 /** A LangGraph SDK client for (tenant, roles), with a bearer token; no retries, so a refusal is seen at once. */
 export async function lgClient(server: TestServer, tenant = "t1", roles: Role[] = ["admin"]): Promise<Client> {
-  return new Client({ apiUrl: server.url, defaultHeaders: { authorization: `Bearer ${await server.token(tenant, roles)}` }, callerOptions: { maxRetries: 0 } });
+  return new Client({
+    apiUrl: server.url,
+    defaultHeaders: { authorization: `Bearer ${await server.token(tenant, roles)}` },
+    callerOptions: { maxRetries: 0 },
+  });
 }
 
 /** One streamed part as the SDK yields it. */

@@ -5,7 +5,10 @@ import type { Role } from "../../src/domain/roles.ts";
 import type { TestServer } from "./server.ts";
 
 /** What an elicitation handler sees and answers. */
-export type ElicitationAnswer = (request: { message: string; requestedSchema?: unknown }) => { action: "accept" | "decline" | "cancel"; content?: Record<string, unknown> };
+export type ElicitationAnswer = (request: { message: string; requestedSchema?: unknown }) => {
+  action: "accept" | "decline" | "cancel";
+  content?: Record<string, unknown>;
+};
 
 export interface McpClientOptions {
   tenant?: string;
@@ -19,12 +22,21 @@ export interface McpClientOptions {
 }
 
 /** The official MCP SDK client, connected (initialized) to Rudder's /mcp with a bearer token of (tenant, roles). */
-export async function mcpClient(server: Pick<TestServer, "url" | "token">, options: McpClientOptions = {}): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
+export async function mcpClient(
+  server: Pick<TestServer, "url" | "token">,
+  options: McpClientOptions = {},
+): Promise<{ client: Client; transport: StreamableHTTPClientTransport }> {
   const token = await server.token(options.tenant, options.roles);
-  const client = new Client({ name: "rudder-test", version: "1.0.0" }, { capabilities: options.elicitation ? { elicitation: { form: {} } } : {} });
+  const client = new Client(
+    { name: "rudder-test", version: "1.0.0" },
+    { capabilities: options.elicitation ? { elicitation: { form: {} } } : {} },
+  );
   if (options.elicitation) {
     const answer = options.elicitation;
-    client.setRequestHandler(ElicitRequestSchema, async (request) => answer(request.params as { message: string; requestedSchema?: unknown }) as ElicitResult);
+    client.setRequestHandler(
+      ElicitRequestSchema,
+      async (request) => answer(request.params as { message: string; requestedSchema?: unknown }) as ElicitResult,
+    );
   }
   const transport = new StreamableHTTPClientTransport(new URL(options.url ?? `${server.url}/mcp`), {
     requestInit: { headers: { authorization: `Bearer ${token}` } },
@@ -40,7 +52,11 @@ export async function rawMcp(
   body: unknown,
   options: { token?: string | null; headers?: Record<string, string>; method?: string; rawBody?: string; signal?: AbortSignal } = {},
 ): Promise<{ status: number; headers: Headers; text: string; messages: Record<string, unknown>[] }> {
-  const headers: Record<string, string> = { "content-type": "application/json", accept: "application/json, text/event-stream", ...options.headers };
+  const headers: Record<string, string> = {
+    "content-type": "application/json",
+    accept: "application/json, text/event-stream",
+    ...options.headers,
+  };
   if (options.token) headers.authorization = `Bearer ${options.token}`;
   const response = await fetch(`${url}/mcp`, {
     method: options.method ?? "POST",

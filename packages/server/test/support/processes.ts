@@ -73,7 +73,10 @@ export class Processes {
   /** The tail of what each child wrote to stderr and logged, for failure messages. */
   stderr(): string {
     return this.children
-      .map(({ name, stderr, logs }) => `--- ${name} stderr ---\n${stderr.join("").slice(-3000)}\n--- ${name} log ---\n${logs.join("\n").slice(-3000)}`)
+      .map(
+        ({ name, stderr, logs }) =>
+          `--- ${name} stderr ---\n${stderr.join("").slice(-3000)}\n--- ${name} log ---\n${logs.join("\n").slice(-3000)}`,
+      )
       .join("\n");
   }
 
@@ -115,7 +118,10 @@ const exited = (child: ChildProcessWithoutNullStreams) => child.exitCode !== nul
  * A private PostgreSQL database and the processes' environment for it; undefined (the test marked
  * skipped) on PGlite. The database stays open for the test's own SQL.
  */
-export async function setUpProcesses(t: TestContext, secret: string): Promise<{ database: TestDatabase; processes: Processes } | undefined> {
+export async function setUpProcesses(
+  t: TestContext,
+  secret: string,
+): Promise<{ database: TestDatabase; processes: Processes } | undefined> {
   if (TEST_DRIVER === "pglite") {
     t.skip(SKIP_REASON);
     return undefined;
@@ -134,7 +140,12 @@ export async function startApi(processes: Processes, configFile: string, env: Re
 }
 
 /** `rudder worker` named `name`; resolves with its worker id once it executes. */
-export async function startWorker(processes: Processes, name: string, configFile: string, env: Record<string, string> = {}): Promise<string> {
+export async function startWorker(
+  processes: Processes,
+  name: string,
+  configFile: string,
+  env: Record<string, string> = {},
+): Promise<string> {
   const banner = await processes.start(name, ["worker", "--config", configFile], /rudder worker: \S+ executing/, env);
   const id = /rudder worker: (\S+) executing/.exec(banner)?.[1];
   assert.ok(id, banner);

@@ -96,8 +96,7 @@ export async function startTestServer(
     token,
     async request(method, path, requestOptions = {}) {
       const headers: Record<string, string> = { ...requestOptions.headers };
-      const bearer =
-        requestOptions.token === undefined ? await token(requestOptions.tenant, requestOptions.roles) : requestOptions.token;
+      const bearer = requestOptions.token === undefined ? await token(requestOptions.tenant, requestOptions.roles) : requestOptions.token;
       if (bearer !== null) headers.authorization = `Bearer ${bearer}`;
       let body: string | undefined = requestOptions.rawBody;
       if (requestOptions.body !== undefined) body = JSON.stringify(requestOptions.body);

@@ -91,7 +91,10 @@ export interface SseConnection {
  * Opens `url` as an event stream (GET, Accept text/event-stream) with `headers`, and Last-Event-ID
  * when `lastEventId` is given. Throws unless the server answers 200 with text/event-stream.
  */
-export async function openSse(url: string, options: { headers?: Record<string, string>; lastEventId?: string } = {}): Promise<SseConnection> {
+export async function openSse(
+  url: string,
+  options: { headers?: Record<string, string>; lastEventId?: string } = {},
+): Promise<SseConnection> {
   const controller = new AbortController();
   const headers: Record<string, string> = { accept: "text/event-stream", ...options.headers };
   if (options.lastEventId !== undefined) headers["last-event-id"] = options.lastEventId;

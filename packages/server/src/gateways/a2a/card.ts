@@ -17,7 +17,10 @@ const OUTPUT_MODES = ["application/json", "text/plain"];
  * request by the `A2A-Version` header), streaming without push notifications, bearer tokens, and
  * one skill, the assistant itself.
  */
-export function agentCard(assistant: Assistant, describe: { endpoint: string; inputChannels: readonly string[] | undefined; target: InputTarget }): AgentCard {
+export function agentCard(
+  assistant: Assistant,
+  describe: { endpoint: string; inputChannels: readonly string[] | undefined; target: InputTarget },
+): AgentCard {
   const name = assistant.name || assistant.assistant_id;
   const description = assistant.description || `Rudder assistant ${assistant.assistant_id} (graph ${assistant.graph_id})`;
   const jsonRpc = (protocolVersion: string) => ({ url: describe.endpoint, protocolBinding: "JSONRPC", tenant: "", protocolVersion });
@@ -32,7 +35,11 @@ export function agentCard(assistant: Assistant, describe: { endpoint: string; in
       bearer: {
         scheme: {
           $case: "httpAuthSecurityScheme",
-          value: { scheme: "Bearer", bearerFormat: "JWT or API key", description: "A Rudder token of the tenant: viewer reads tasks, operator sends and cancels" },
+          value: {
+            scheme: "Bearer",
+            bearerFormat: "JWT or API key",
+            description: "A Rudder token of the tenant: viewer reads tasks, operator sends and cancels",
+          },
         },
       },
     },
@@ -57,8 +64,12 @@ export function agentCard(assistant: Assistant, describe: { endpoint: string; in
 
 /** What a caller must send, said in the skill: where text goes and which fields a data part may set. */
 function inputHelp(channels: readonly string[] | undefined, target: InputTarget): string {
-  const text = target.messagesChannel ? "Text becomes a user message on the graph's messages channel" : `Text sets the input field "${target.textField}"`;
-  const fields = channels?.length ? `; a data part sets any of the input fields ${channels.join(", ")}` : "; a data part's fields merge into the input";
+  const text = target.messagesChannel
+    ? "Text becomes a user message on the graph's messages channel"
+    : `Text sets the input field "${target.textField}"`;
+  const fields = channels?.length
+    ? `; a data part sets any of the input fields ${channels.join(", ")}`
+    : "; a data part's fields merge into the input";
   return `${text}${fields}. A completed task's artifact holds the graph's output (data) and its answer (text).`;
 }
 

@@ -101,13 +101,16 @@ export class RudderA2AHandler implements A2ARequestHandler {
   async listTasks(params: ListTasksRequest): Promise<ListTasksResponse> {
     return this.guard(async () => {
       const limit = params.pageSize ?? DEFAULT_PAGE_SIZE;
-      if (!Number.isInteger(limit) || limit < 1 || limit > MAX_PAGE_SIZE) throw new RequestMalformedError(`pageSize must be 1 to ${MAX_PAGE_SIZE}`);
+      if (!Number.isInteger(limit) || limit < 1 || limit > MAX_PAGE_SIZE)
+        throw new RequestMalformedError(`pageSize must be 1 to ${MAX_PAGE_SIZE}`);
       const offset = decodePageToken(params.pageToken);
       const statuses = params.status ? runStatusesOf(params.status) : undefined;
       const since = params.statusTimestampAfter;
-      if (since !== undefined && since !== "" && Number.isNaN(Date.parse(since))) throw new RequestMalformedError("statusTimestampAfter must be an ISO 8601 timestamp");
+      if (since !== undefined && since !== "" && Number.isNaN(Date.parse(since)))
+        throw new RequestMalformedError("statusTimestampAfter must be an ISO 8601 timestamp");
       // An id that is no context's, or a state no run is in, matches nothing.
-      if ((params.contextId && !UUID.test(params.contextId)) || statuses?.length === 0) return { tasks: [], nextPageToken: "", pageSize: limit, totalSize: 0 };
+      if ((params.contextId && !UUID.test(params.contextId)) || statuses?.length === 0)
+        return { tasks: [], nextPageToken: "", pageSize: limit, totalSize: 0 };
       const { runs, total } = await this.tasks.list(
         this.call.tenantId,
         this.call.assistant.assistant_id,
@@ -115,7 +118,12 @@ export class RudderA2AHandler implements A2ARequestHandler {
         { limit, offset },
       );
       const tasks = runs.map(taskOf).map((task) => (params.includeArtifacts ? task : { ...task, artifacts: [] }));
-      return { tasks, nextPageToken: offset + runs.length < total ? encodePageToken(offset + runs.length) : "", pageSize: limit, totalSize: total };
+      return {
+        tasks,
+        nextPageToken: offset + runs.length < total ? encodePageToken(offset + runs.length) : "",
+        pageSize: limit,
+        totalSize: total,
+      };
     });
   }
 
@@ -127,7 +135,8 @@ export class RudderA2AHandler implements A2ARequestHandler {
       if (isTerminalTask(run)) throw new TaskNotCancelableError(`task ${run.task_id} is already ${stateLabel(run.status)}`);
       await this.tasks.cancel(this.call.tenantId, run).catch(async (error: unknown) => {
         // The run ended between the read and the cancel.
-        if (error instanceof ApiError && error.code === "conflict") throw new TaskNotCancelableError(`task ${run.task_id} has already ended`);
+        if (error instanceof ApiError && error.code === "conflict")
+          throw new TaskNotCancelableError(`task ${run.task_id} has already ended`);
         throw error;
       });
       const waited = AbortSignal.any([this.call.signal, AbortSignal.timeout(CANCEL_WAIT_MS)]);
@@ -183,7 +192,8 @@ export class RudderA2AHandler implements A2ARequestHandler {
     if (!message.messageId) throw new RequestMalformedError("message.messageId is required");
     if (params.configuration?.taskPushNotificationConfig) throw pushNotSupported();
     if (message.taskId) return this.answer(message);
-    if (message.contextId && !UUID.test(message.contextId)) throw new RequestMalformedError(`contextId ${message.contextId} names no context of this tenant`);
+    if (message.contextId && !UUID.test(message.contextId))
+      throw new RequestMalformedError(`contextId ${message.contextId} names no context of this tenant`);
     return this.tasks.start(this.call.tenantId, this.call.assistant, {
       input: inputFromParts(message.parts, this.call.target),
       contextId: message.contextId || undefined,
@@ -198,7 +208,8 @@ export class RudderA2AHandler implements A2ARequestHandler {
     }
     if (run.status === "paused") return this.tasks.resume(this.call.tenantId, run, resumeValueFromParts(message.parts));
     const state = stateLabel(run.status);
-    if (isTerminalTask(run)) throw new UnsupportedOperationError(`task ${run.task_id} is ${state} and takes no more messages; send a new message in its context`);
+    if (isTerminalTask(run))
+      throw new UnsupportedOperationError(`task ${run.task_id} is ${state} and takes no more messages; send a new message in its context`);
     throw new UnsupportedOperationError(`task ${run.task_id} is ${state}: a message continues a task only when it is input-required`);
   }
 
@@ -234,7 +245,11 @@ export class RudderA2AHandler implements A2ARequestHandler {
     if (error instanceof A2AError) return error;
     if (error instanceof ApiError) return INVALID_PARAMS.has(error.code) ? new RequestMalformedError(error.message) : rudderError(error);
     this.call.log.error({ err: error }, "A2A request failed");
-    return new JsonRpcTransportError({ jsonrpc: "2.0", id: null, error: { code: INTERNAL_ERROR_CODE, message: "the server failed to handle this request" } });
+    return new JsonRpcTransportError({
+      jsonrpc: "2.0",
+      id: null,
+      error: { code: INTERNAL_ERROR_CODE, message: "the server failed to handle this request" },
+    });
   }
 }
 
@@ -248,7 +263,9 @@ function rudderError(error: ApiError): JsonRpcTransportError {
 }
 
 function pushNotSupported(): Error {
-  return new PushNotificationNotSupportedError("push notifications are not supported: stream with SendStreamingMessage or SubscribeToTask, or poll GetTask");
+  return new PushNotificationNotSupportedError(
+    "push notifications are not supported: stream with SendStreamingMessage or SubscribeToTask, or poll GetTask",
+  );
 }
 
 /** Page tokens are opaque to clients; here they carry the offset of the next page. */

@@ -15,7 +15,12 @@ export interface InputTarget {
 
 export const DEFAULT_TEXT_FIELD = "input";
 
-export const textPart = (text: string): Part => ({ content: { $case: "text", value: text }, metadata: undefined, filename: "", mediaType: "text/plain" });
+export const textPart = (text: string): Part => ({
+  content: { $case: "text", value: text },
+  metadata: undefined,
+  filename: "",
+  mediaType: "text/plain",
+});
 
 export const dataPart = (value: Record<string, unknown>): Part => ({
   content: { $case: "data", value },

@@ -73,9 +73,13 @@ export const a2aRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
       config: { permission: "read" },
       schema: {
         tags,
-        summary: "A2A JSON-RPC 2.0: SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask, SubscribeToTask (1.0) or their 0.3 names",
+        summary:
+          "A2A JSON-RPC 2.0: SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask, SubscribeToTask (1.0) or their 0.3 names",
         params: AssistantParam,
-        response: { 200: Type.Unknown({ description: "a JSON-RPC response, or text/event-stream of them for streaming methods" }), ...problems(401, 403, 404, 413) },
+        response: {
+          200: Type.Unknown({ description: "a JSON-RPC response, or text/event-stream of them for streaming methods" }),
+          ...problems(401, 403, 404, 413),
+        },
       },
     },
     async (request, reply) => {
@@ -123,19 +127,29 @@ const isVersion1 = (request: FastifyRequest) => headerValue(request.headers["a2a
 function parseJsonRpc(
   request: FastifyRequest,
 ): { ok: true; request: Record<string, unknown>; id: string | number | null } | { ok: false; response: JsonRpcResponse } {
-  const failure = (code: number, message: string, id: string | number | null = null) => ({ ok: false as const, response: { jsonrpc: "2.0", id, error: { code, message } } });
+  const failure = (code: number, message: string, id: string | number | null = null) => ({
+    ok: false as const,
+    response: { jsonrpc: "2.0", id, error: { code, message } },
+  });
   const mediaType = request.headers["content-type"]?.split(";")[0]?.trim().toLowerCase();
-  if (mediaType !== undefined && mediaType !== "application/json") return failure(CONTENT_TYPE_NOT_SUPPORTED, `unsupported Content-Type "${mediaType}"; send application/json`);
+  if (mediaType !== undefined && mediaType !== "application/json")
+    return failure(CONTENT_TYPE_NOT_SUPPORTED, `unsupported Content-Type "${mediaType}"; send application/json`);
   let body: unknown;
   try {
     body = JSON.parse(typeof request.body === "string" ? request.body : "");
   } catch {
     return failure(PARSE_ERROR, "the body is not valid JSON");
   }
-  if (typeof body !== "object" || body === null || Array.isArray(body)) return failure(INVALID_REQUEST, "the body must be one JSON-RPC request object (batches are not supported)");
+  if (typeof body !== "object" || body === null || Array.isArray(body))
+    return failure(INVALID_REQUEST, "the body must be one JSON-RPC request object (batches are not supported)");
   const candidate = body as Record<string, unknown>;
   const id = typeof candidate.id === "string" || (typeof candidate.id === "number" && Number.isInteger(candidate.id)) ? candidate.id : null;
-  if (candidate.jsonrpc !== "2.0" || typeof candidate.method !== "string" || !candidate.method || ("id" in candidate && candidate.id !== null && id === null)) {
+  if (
+    candidate.jsonrpc !== "2.0" ||
+    typeof candidate.method !== "string" ||
+    !candidate.method ||
+    ("id" in candidate && candidate.id !== null && id === null)
+  ) {
     return failure(INVALID_REQUEST, 'a JSON-RPC request needs jsonrpc "2.0", a method name and a string, integer or null id', id);
   }
   return { ok: true, request: candidate, id };
@@ -179,7 +193,11 @@ async function streamAnswer(
 }
 
 /** The iterator's next result; `beat` runs each time a heartbeat interval passes while it is awaited. */
-async function nextWithHeartbeats<T>(iterator: AsyncIterator<T, void>, intervalMs: number, beat: () => void): Promise<IteratorResult<T, void>> {
+async function nextWithHeartbeats<T>(
+  iterator: AsyncIterator<T, void>,
+  intervalMs: number,
+  beat: () => void,
+): Promise<IteratorResult<T, void>> {
   const next = iterator.next();
   for (;;) {
     let timer: NodeJS.Timeout | undefined;
@@ -198,11 +216,14 @@ async function nextWithHeartbeats<T>(iterator: AsyncIterator<T, void>, intervalM
  */
 function withInterruptFinal(response: JsonRpcResponse): JsonRpcResponse {
   const result = response.result as { kind?: unknown; status?: { state?: unknown }; final?: boolean } | undefined;
-  if (result?.kind === "status-update" && result.status?.state === "input-required") return { ...response, result: { ...result, final: true } };
+  if (result?.kind === "status-update" && result.status?.state === "input-required")
+    return { ...response, result: { ...result, final: true } };
   return response;
 }
 
-function isStream(answer: JsonRpcResponse | AsyncGenerator<JsonRpcResponse, void, undefined>): answer is AsyncGenerator<JsonRpcResponse, void, undefined> {
+function isStream(
+  answer: JsonRpcResponse | AsyncGenerator<JsonRpcResponse, void, undefined>,
+): answer is AsyncGenerator<JsonRpcResponse, void, undefined> {
   return typeof (answer as AsyncGenerator<JsonRpcResponse>)[Symbol.asyncIterator] === "function";
 }
 

@@ -30,7 +30,8 @@ export function runStatusesOf(state: TaskState): RunStatus[] {
 }
 
 /** A task state as people read it: `completed`, `input-required`. */
-export const stateLabel = (status: RunStatus): string => TaskState[taskStateOf(status)].replace("TASK_STATE_", "").toLowerCase().replace("_", "-");
+export const stateLabel = (status: RunStatus): string =>
+  TaskState[taskStateOf(status)].replace("TASK_STATE_", "").toLowerCase().replace("_", "-");
 
 /** A task whose state no message or cancel can change any more. */
 export const isTerminalTask = (run: Pick<TaskRun, "status">): boolean => isTerminal(run.status);
@@ -134,12 +135,20 @@ export class TaskEventMapper {
   }
 
   private statusUpdate(status: TaskStatus): StreamResponse {
-    return { payload: { $case: "statusUpdate", value: { taskId: this.task.task_id, contextId: this.task.thread_id ?? "", status, metadata: undefined } } };
+    return {
+      payload: {
+        $case: "statusUpdate",
+        value: { taskId: this.task.task_id, contextId: this.task.thread_id ?? "", status, metadata: undefined },
+      },
+    };
   }
 
   private artifactUpdate(value: Artifact, append: boolean, lastChunk: boolean): StreamResponse {
     return {
-      payload: { $case: "artifactUpdate", value: { taskId: this.task.task_id, contextId: this.task.thread_id ?? "", artifact: value, append, lastChunk, metadata: undefined } },
+      payload: {
+        $case: "artifactUpdate",
+        value: { taskId: this.task.task_id, contextId: this.task.thread_id ?? "", artifact: value, append, lastChunk, metadata: undefined },
+      },
     };
   }
 }

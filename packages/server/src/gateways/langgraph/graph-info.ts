@@ -11,7 +11,11 @@ interface Described {
 /** A JSON Schema object with one property per channel; values are unconstrained (LangGraph's Annotations carry no JSON types). */
 function objectSchema(title: string, channels: readonly string[] | undefined): Record<string, unknown> | null {
   if (!channels) return null;
-  return { title, type: "object", properties: Object.fromEntries(channels.filter((name) => !name.startsWith("__")).map((name) => [name, {}])) };
+  return {
+    title,
+    type: "object",
+    properties: Object.fromEntries(channels.filter((name) => !name.startsWith("__")).map((name) => [name, {}])),
+  };
 }
 
 /**

@@ -188,9 +188,19 @@ export function requestedStreamModes(mode: LgStreamMode | LgStreamMode[] | null 
 }
 
 /** The modes this facade can serve from the run's event log. */
-export const SERVED_STREAM_MODES: readonly LgStreamMode[] = ["values", "updates", "messages", "messages-tuple", "custom", "tasks", "checkpoints", "debug"];
+export const SERVED_STREAM_MODES: readonly LgStreamMode[] = [
+  "values",
+  "updates",
+  "messages",
+  "messages-tuple",
+  "custom",
+  "tasks",
+  "checkpoints",
+  "debug",
+];
 
-export const unservedStreamModes = (modes: readonly LgStreamMode[]): LgStreamMode[] => modes.filter((mode) => !SERVED_STREAM_MODES.includes(mode));
+export const unservedStreamModes = (modes: readonly LgStreamMode[]): LgStreamMode[] =>
+  modes.filter((mode) => !SERVED_STREAM_MODES.includes(mode));
 
 /** The stream modes a run was created with (recorded in its kwargs), for a join without `stream_mode`. */
 export function streamModesOf(run: Pick<Run, "config">): LgStreamMode[] {
@@ -203,7 +213,8 @@ export function streamModesOf(run: Pick<Run, "config">): LgStreamMode[] {
  * first); `n` continues after the event with id `n` (ids are the run's event sequences; the
  * metadata event is `0`).
  */
-export const replayAfter = (lastEventId: number | undefined): number | undefined => (lastEventId === undefined || lastEventId < 0 ? undefined : lastEventId);
+export const replayAfter = (lastEventId: number | undefined): number | undefined =>
+  lastEventId === undefined || lastEventId < 0 ? undefined : lastEventId;
 
 /** One SSE event of this surface. */
 export interface LgSseEvent {
@@ -258,7 +269,9 @@ export class LgEventMapper {
         if (typeof step === "number") this.step = step;
         return [
           ...(this.modes.has("checkpoints") ? [{ id, event: "checkpoints", data }] : []),
-          ...(this.modes.has("debug") ? [{ id, event: "debug", data: { type: "checkpoint", timestamp: event.created_at, step: this.step, payload: data } }] : []),
+          ...(this.modes.has("debug")
+            ? [{ id, event: "debug", data: { type: "checkpoint", timestamp: event.created_at, step: this.step, payload: data } }]
+            : []),
         ];
       }
       case "run_failed":
@@ -275,7 +288,9 @@ export class LgEventMapper {
   private task(id: string, event: RunEvent, type: "task" | "task_result", payload: JsonObject): LgSseEvent[] {
     return [
       ...(this.modes.has("tasks") ? [{ id, event: "tasks", data: payload }] : []),
-      ...(this.modes.has("debug") ? [{ id, event: "debug", data: { type, timestamp: event.created_at, step: this.step + 1, payload } }] : []),
+      ...(this.modes.has("debug")
+        ? [{ id, event: "debug", data: { type, timestamp: event.created_at, step: this.step + 1, payload } }]
+        : []),
     ];
   }
 
@@ -288,7 +303,9 @@ export class LgEventMapper {
       const messageId = typeof message.id === "string" ? message.id : `run-message-${id}`;
       const previous = this.partial.get(messageId);
       if (!previous) out.push({ id, event: "messages/metadata", data: { [messageId]: { metadata } } });
-      const merged = previous ? { ...previous, ...message, content: concatContent(previous.content, message.content) } : { ...message, id: messageId };
+      const merged = previous
+        ? { ...previous, ...message, content: concatContent(previous.content, message.content) }
+        : { ...message, id: messageId };
       this.partial.set(messageId, merged);
       out.push({ id, event: "messages/partial", data: [merged] });
     }
@@ -311,4 +328,5 @@ function concatContent(before: unknown, chunk: unknown): unknown {
 }
 
 /** One event in SSE wire format (LangGraph's field order: event, data, id). */
-export const formatSse = (event: LgSseEvent): string => `event: ${event.event}\ndata: ${JSON.stringify(event.data ?? null)}\nid: ${event.id}\n\n`;
+export const formatSse = (event: LgSseEvent): string =>
+  `event: ${event.event}\ndata: ${JSON.stringify(event.data ?? null)}\nid: ${event.id}\n\n`;

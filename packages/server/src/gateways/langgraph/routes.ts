@@ -71,7 +71,8 @@ const truthy = (value: string | boolean | undefined) => value === true || value 
 /** `cancel_on_disconnect` lets a reader cancel the run: only for callers who may cancel. */
 function cancelOnDisconnect(request: FastifyRequest, value: string | boolean | undefined): boolean {
   if (!truthy(value)) return false;
-  if (!grants(request.principal.roles, "operate")) throw new ApiError("forbidden", 'cancel_on_disconnect needs a role that grants "operate"');
+  if (!grants(request.principal.roles, "operate"))
+    throw new ApiError("forbidden", 'cancel_on_disconnect needs a role that grants "operate"');
   return true;
 }
 
@@ -81,12 +82,19 @@ function cancelOnDisconnect(request: FastifyRequest, value: string | boolean | u
  * Rudder runs with the same ids; streams read the same event log). Auth and roles are `/v1`'s.
  * Store and crons routes come with the store and schedules (docs/langgraph-api.md).
  */
-export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices; version: string }> = async (app, { services, version }) => {
+export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices; version: string }> = async (
+  app,
+  { services, version },
+) => {
   const { runService, threads, assistants } = services;
   for (const schema of [LgAssistant, LgThread, LgThreadState, LgRun, LgCheckpoint]) app.addSchema(schema);
   const tags = ["langgraph"];
 
-  app.get("/ok", { config: { public: true }, schema: { tags, summary: "LangGraph liveness", security: [], response: { 200: LgOk } } }, async () => ({ ok: true }));
+  app.get(
+    "/ok",
+    { config: { public: true }, schema: { tags, summary: "LangGraph liveness", security: [], response: { 200: LgOk } } },
+    async () => ({ ok: true }),
+  );
 
   app.get(
     "/info",
@@ -100,7 +108,12 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
     "/assistants/search",
     {
       config: { permission: "read" },
-      schema: { tags, summary: "Search assistants", body: LgAssistantSearchBody, response: { 200: Type.Array(Type.Ref("LgAssistant")), ...problems(401, 403, 422) } },
+      schema: {
+        tags,
+        summary: "Search assistants",
+        body: LgAssistantSearchBody,
+        response: { 200: Type.Array(Type.Ref("LgAssistant")), ...problems(401, 403, 422) },
+      },
     },
     async (request) => {
       const body = request.body;
@@ -110,7 +123,9 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
       const tenantId = request.principal.tenantId;
       if (body.name == null) return (await assistants.list(tenantId, { ...filter, limit, offset })).map(lgAssistant);
       // The catalog does not filter by name: filter a wide page, then paginate what matched.
-      const named = (await assistants.list(tenantId, { ...filter, limit: 1000, offset: 0 })).filter((assistant) => assistant.name === body.name);
+      const named = (await assistants.list(tenantId, { ...filter, limit: 1000, offset: 0 })).filter(
+        (assistant) => assistant.name === body.name,
+      );
       return named.slice(offset, offset + limit).map(lgAssistant);
     },
   );
@@ -124,7 +139,15 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
 
   app.get(
     "/assistants/:assistant_id",
-    { config: { permission: "read" }, schema: { tags, summary: "Get an assistant (a graph id works too)", params: AssistantIdParams, response: { 200: Type.Ref("LgAssistant"), ...problems(401, 403, 404, 422) } } },
+    {
+      config: { permission: "read" },
+      schema: {
+        tags,
+        summary: "Get an assistant (a graph id works too)",
+        params: AssistantIdParams,
+        response: { 200: Type.Ref("LgAssistant"), ...problems(401, 403, 404, 422) },
+      },
+    },
     async (request) => lgAssistant(await assistants.get(request.principal.tenantId, request.params.assistant_id)),
   );
 
@@ -132,14 +155,28 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
     "/assistants/:assistant_id/graph",
     {
       config: { permission: "read" },
-      schema: { tags, summary: "The assistant's graph: nodes and edges", params: AssistantIdParams, querystring: LgGraphQuery, response: { 200: LgAssistantGraph, ...problems(401, 403, 404, 422) } },
+      schema: {
+        tags,
+        summary: "The assistant's graph: nodes and edges",
+        params: AssistantIdParams,
+        querystring: LgGraphQuery,
+        response: { 200: LgAssistantGraph, ...problems(401, 403, 404, 422) },
+      },
     },
     async (request) => graphDrawing((await assistantGraph(request, request.params.assistant_id)).graph, request.query.xray),
   );
 
   app.get(
     "/assistants/:assistant_id/schemas",
-    { config: { permission: "read" }, schema: { tags, summary: "The assistant's graph schemas", params: AssistantIdParams, response: { 200: LgGraphSchemas, ...problems(401, 403, 404, 422) } } },
+    {
+      config: { permission: "read" },
+      schema: {
+        tags,
+        summary: "The assistant's graph schemas",
+        params: AssistantIdParams,
+        response: { 200: LgGraphSchemas, ...problems(401, 403, 404, 422) },
+      },
+    },
     async (request) => {
       const { assistant, graph } = await assistantGraph(request, request.params.assistant_id);
       return graphSchemas(assistant.graph_id, graph, await services.graphSchemas.schemasOf(assistant.graph_id));
@@ -156,20 +193,40 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
 
   app.post(
     "/threads",
-    { config: { permission: "operate" }, schema: { tags, summary: "Create a thread", body: LgThreadCreateBody, response: { 200: Type.Ref("LgThread"), ...problems(400, 401, 403, 422) } } },
+    {
+      config: { permission: "operate" },
+      schema: {
+        tags,
+        summary: "Create a thread",
+        body: LgThreadCreateBody,
+        response: { 200: Type.Ref("LgThread"), ...problems(400, 401, 403, 422) },
+      },
+    },
     async (request) => {
       const body = request.body;
-      if (body.thread_id != null) throw new ApiError("validation_error", "thread_id: Rudder names threads itself; create without one and use the id it returns");
+      if (body.thread_id != null)
+        throw new ApiError("validation_error", "thread_id: Rudder names threads itself; create without one and use the id it returns");
       if (body.ttl != null) throw new ApiError("validation_error", "ttl: thread TTLs are not supported");
       const { graph_id: _graphId, ...metadata } = body.metadata ?? {};
-      const thread = await threads.create(request.principal.tenantId, { ...metadata, ...(typeof _graphId === "string" ? { graph_id: _graphId } : {}) });
+      const thread = await threads.create(request.principal.tenantId, {
+        ...metadata,
+        ...(typeof _graphId === "string" ? { graph_id: _graphId } : {}),
+      });
       return lgThread(thread);
     },
   );
 
   app.post(
     "/threads/search",
-    { config: { permission: "read" }, schema: { tags, summary: "Search threads", body: LgThreadSearchBody, response: { 200: Type.Array(Type.Ref("LgThread")), ...problems(401, 403, 422) } } },
+    {
+      config: { permission: "read" },
+      schema: {
+        tags,
+        summary: "Search threads",
+        body: LgThreadSearchBody,
+        response: { 200: Type.Array(Type.Ref("LgThread")), ...problems(401, 403, 422) },
+      },
+    },
     async (request) => {
       const body = request.body;
       for (const field of ["values", "extract"] as const) {
@@ -185,7 +242,10 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
         const named = await Promise.all([...new Set(body.ids)].map((id) => threads.get(tenantId, id).catch(notFoundAsUndefined)));
         found = named
           .filter((thread): thread is Thread => thread !== undefined)
-          .filter((thread) => (status === undefined || thread.status === status) && (body.metadata == null || contains(thread.metadata, body.metadata)))
+          .filter(
+            (thread) =>
+              (status === undefined || thread.status === status) && (body.metadata == null || contains(thread.metadata, body.metadata)),
+          )
           .sort((a, b) => b.created_at.localeCompare(a.created_at))
           .slice(offset, offset + limit);
       } else {
@@ -197,7 +257,15 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
 
   app.get(
     "/threads/:thread_id",
-    { config: { permission: "read" }, schema: { tags, summary: "Get a thread", params: ThreadIdParams, response: { 200: Type.Ref("LgThread"), ...problems(401, 403, 404, 422) } } },
+    {
+      config: { permission: "read" },
+      schema: {
+        tags,
+        summary: "Get a thread",
+        params: ThreadIdParams,
+        response: { 200: Type.Ref("LgThread"), ...problems(401, 403, 404, 422) },
+      },
+    },
     async (request) => threadView(request.principal.tenantId, request.params.thread_id),
   );
 
@@ -205,7 +273,13 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
     "/threads/:thread_id",
     {
       config: { permission: "operate" },
-      schema: { tags, summary: "Update a thread's metadata (merged, as LangGraph does)", params: ThreadIdParams, body: LgThreadPatchBody, response: { 200: Type.Ref("LgThread"), ...problems(400, 401, 403, 404, 422) } },
+      schema: {
+        tags,
+        summary: "Update a thread's metadata (merged, as LangGraph does)",
+        params: ThreadIdParams,
+        body: LgThreadPatchBody,
+        response: { 200: Type.Ref("LgThread"), ...problems(400, 401, 403, 404, 422) },
+      },
     },
     async (request) => {
       const { tenantId } = request.principal;
@@ -218,7 +292,15 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
 
   app.delete(
     "/threads/:thread_id",
-    { config: { permission: "operate" }, schema: { tags, summary: "Delete a thread and its checkpoints", params: ThreadIdParams, response: { 204: Type.Null(), ...problems(401, 403, 404, 409, 422) } } },
+    {
+      config: { permission: "operate" },
+      schema: {
+        tags,
+        summary: "Delete a thread and its checkpoints",
+        params: ThreadIdParams,
+        response: { 204: Type.Null(), ...problems(401, 403, 404, 409, 422) },
+      },
+    },
     async (request, reply) => {
       await threads.delete(request.principal.tenantId, request.params.thread_id);
       return reply.status(204).send(null);
@@ -227,7 +309,16 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
 
   app.get(
     "/threads/:thread_id/state",
-    { config: { permission: "read" }, schema: { tags, summary: "The thread's latest state", params: ThreadIdParams, querystring: LgStateQuery, response: { 200: Type.Ref("LgThreadState"), ...problems(401, 403, 404, 422) } } },
+    {
+      config: { permission: "read" },
+      schema: {
+        tags,
+        summary: "The thread's latest state",
+        params: ThreadIdParams,
+        querystring: LgStateQuery,
+        response: { 200: Type.Ref("LgThreadState"), ...problems(401, 403, 404, 422) },
+      },
+    },
     async (request) => lgThreadState(await threads.stateOf(request.principal.tenantId, request.params.thread_id, undefined)),
   );
 
@@ -235,16 +326,29 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
     "/threads/:thread_id/state/:checkpoint_id",
     {
       config: { permission: "read" },
-      schema: { tags, summary: "The thread's state at a checkpoint", params: LgThreadCheckpointParams, querystring: LgStateQuery, response: { 200: Type.Ref("LgThreadState"), ...problems(401, 403, 404, 422) } },
+      schema: {
+        tags,
+        summary: "The thread's state at a checkpoint",
+        params: LgThreadCheckpointParams,
+        querystring: LgStateQuery,
+        response: { 200: Type.Ref("LgThreadState"), ...problems(401, 403, 404, 422) },
+      },
     },
-    async (request) => lgThreadState(await threads.stateOf(request.principal.tenantId, request.params.thread_id, request.params.checkpoint_id)),
+    async (request) =>
+      lgThreadState(await threads.stateOf(request.principal.tenantId, request.params.thread_id, request.params.checkpoint_id)),
   );
 
   app.post(
     "/threads/:thread_id/state",
     {
       config: { permission: "operate" },
-      schema: { tags, summary: "Update the thread's state (as a node would)", params: ThreadIdParams, body: LgUpdateStateBody, response: { 200: LgUpdateStateAnswer, ...problems(400, 401, 403, 404, 409, 422) } },
+      schema: {
+        tags,
+        summary: "Update the thread's state (as a node would)",
+        params: ThreadIdParams,
+        body: LgUpdateStateBody,
+        response: { 200: LgUpdateStateAnswer, ...problems(400, 401, 403, 404, 409, 422) },
+      },
     },
     async (request) => {
       const body = request.body;
@@ -266,13 +370,27 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
     "/threads/:thread_id/history",
     {
       config: { permission: "read" },
-      schema: { tags, summary: "The thread's checkpoints, newest first", params: ThreadIdParams, body: LgHistoryBody, response: { 200: Type.Array(Type.Ref("LgThreadState")), ...problems(401, 403, 404, 422) } },
+      schema: {
+        tags,
+        summary: "The thread's checkpoints, newest first",
+        params: ThreadIdParams,
+        body: LgHistoryBody,
+        response: { 200: Type.Array(Type.Ref("LgThreadState")), ...problems(401, 403, 404, 422) },
+      },
     },
     async (request) => {
       const body = request.body;
-      const states = await threads.history(request.principal.tenantId, request.params.thread_id, { limit: body.limit ?? 10, before: checkpointIdOf(body.before) });
+      const states = await threads.history(request.principal.tenantId, request.params.thread_id, {
+        limit: body.limit ?? 10,
+        before: checkpointIdOf(body.before),
+      });
       const metadata = body.metadata;
-      return states.filter((state) => !metadata || Object.entries(metadata).every(([key, value]) => JSON.stringify(state.metadata[key]) === JSON.stringify(value))).map(lgThreadState);
+      return states
+        .filter(
+          (state) =>
+            !metadata || Object.entries(metadata).every(([key, value]) => JSON.stringify(state.metadata[key]) === JSON.stringify(value)),
+        )
+        .map(lgThreadState);
     },
   );
 
@@ -303,7 +421,9 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
       const settled = await waitForRun(services, tenantId, run.run_id, closed.signal);
       if (!settled) {
         if (request.body.on_disconnect === "cancel") await runService.cancel(tenantId, run.run_id).catch(() => undefined);
-        throw new ApiError("unavailable", "the wait ended before the run did (the server is closing); join the run again", { retryAfterSeconds: 1 });
+        throw new ApiError("unavailable", "the wait ended before the run did (the server is closing); join the run again", {
+          retryAfterSeconds: 1,
+        });
       }
       return reply.header("content-location", runLocation(run)).send(waitBody(settled));
     } finally {
@@ -327,15 +447,37 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
   };
 
   const runResponse = { 200: Type.Ref("LgRun") };
-  const waitResponse = { 200: Type.Unknown({ description: "the run's last values; __interrupt__ when interrupted; __error__ when it failed" }) };
+  const waitResponse = {
+    200: Type.Unknown({ description: "the run's last values; __interrupt__ when interrupted; __error__ when it failed" }),
+  };
   const streamResponse = { 200: Type.String({ description: "text/event-stream" }) };
 
-  app.post("/threads/:thread_id/runs", { config: { permission: "operate" }, schema: createSchema("Create a run on a thread", true, runResponse) }, create);
-  app.post("/threads/:thread_id/runs/wait", { config: { permission: "operate" }, schema: createSchema("Create a run on a thread and wait for its values", true, waitResponse) }, wait);
-  app.post("/threads/:thread_id/runs/stream", { config: { permission: "operate" }, schema: createSchema("Create a run on a thread and stream it", true, streamResponse) }, stream);
+  app.post(
+    "/threads/:thread_id/runs",
+    { config: { permission: "operate" }, schema: createSchema("Create a run on a thread", true, runResponse) },
+    create,
+  );
+  app.post(
+    "/threads/:thread_id/runs/wait",
+    { config: { permission: "operate" }, schema: createSchema("Create a run on a thread and wait for its values", true, waitResponse) },
+    wait,
+  );
+  app.post(
+    "/threads/:thread_id/runs/stream",
+    { config: { permission: "operate" }, schema: createSchema("Create a run on a thread and stream it", true, streamResponse) },
+    stream,
+  );
   app.post("/runs", { config: { permission: "operate" }, schema: createSchema("Create a stateless run", false, runResponse) }, create);
-  app.post("/runs/wait", { config: { permission: "operate" }, schema: createSchema("Create a stateless run and wait for its values", false, waitResponse) }, wait);
-  app.post("/runs/stream", { config: { permission: "operate" }, schema: createSchema("Create a stateless run and stream it", false, streamResponse) }, stream);
+  app.post(
+    "/runs/wait",
+    { config: { permission: "operate" }, schema: createSchema("Create a stateless run and wait for its values", false, waitResponse) },
+    wait,
+  );
+  app.post(
+    "/runs/stream",
+    { config: { permission: "operate" }, schema: createSchema("Create a stateless run and stream it", false, streamResponse) },
+    stream,
+  );
 
   /** The run, when it belongs to the thread in the path (404 otherwise, as for another tenant's). */
   const runOfThread = async (tenantId: string, threadId: string, runId: string): Promise<Run> => {
@@ -348,12 +490,21 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
     "/threads/:thread_id/runs",
     {
       config: { permission: "read" },
-      schema: { tags, summary: "Runs of a thread, newest first", params: ThreadIdParams, querystring: LgListRunsQuery, response: { 200: Type.Array(Type.Ref("LgRun")), ...problems(401, 403, 404, 422) } },
+      schema: {
+        tags,
+        summary: "Runs of a thread, newest first",
+        params: ThreadIdParams,
+        querystring: LgListRunsQuery,
+        response: { 200: Type.Array(Type.Ref("LgRun")), ...problems(401, 403, 404, 422) },
+      },
     },
     async (request) => {
       const { tenantId } = request.principal;
       await threads.get(tenantId, request.params.thread_id);
-      const runs = await runService.listByThread(tenantId, request.params.thread_id, { limit: request.query.limit ?? 10, offset: request.query.offset ?? 0 });
+      const runs = await runService.listByThread(tenantId, request.params.thread_id, {
+        limit: request.query.limit ?? 10,
+        offset: request.query.offset ?? 0,
+      });
       const status = request.query.status;
       return runs.filter((run) => status === undefined || lgRunStatus(run.status) === status).map(lgRun);
     },
@@ -361,7 +512,15 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
 
   app.get(
     "/threads/:thread_id/runs/:run_id",
-    { config: { permission: "read" }, schema: { tags, summary: "Get a run", params: LgThreadRunParams, response: { 200: Type.Ref("LgRun"), ...problems(401, 403, 404, 422) } } },
+    {
+      config: { permission: "read" },
+      schema: {
+        tags,
+        summary: "Get a run",
+        params: LgThreadRunParams,
+        response: { 200: Type.Ref("LgRun"), ...problems(401, 403, 404, 422) },
+      },
+    },
     async (request) => lgRun(await runOfThread(request.principal.tenantId, request.params.thread_id, request.params.run_id)),
   );
 
@@ -369,7 +528,13 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
     "/threads/:thread_id/runs/:run_id/join",
     {
       config: { permission: "read" },
-      schema: { tags, summary: "Wait for the run; answers its last values", params: LgThreadRunParams, querystring: LgJoinQuery, response: { ...waitResponse, ...problems(401, 403, 404, 422, 503) } },
+      schema: {
+        tags,
+        summary: "Wait for the run; answers its last values",
+        params: LgThreadRunParams,
+        querystring: LgJoinQuery,
+        response: { ...waitResponse, ...problems(401, 403, 404, 422, 503) },
+      },
     },
     async (request) => {
       const { tenantId } = request.principal;
@@ -382,7 +547,9 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
         const settled = await waitForRun(services, tenantId, run.run_id, closed.signal);
         if (!settled) {
           if (cancelOnLeave) await runService.cancel(tenantId, run.run_id).catch(() => undefined);
-          throw new ApiError("unavailable", "the wait ended before the run did (the server is closing); join again", { retryAfterSeconds: 1 });
+          throw new ApiError("unavailable", "the wait ended before the run did (the server is closing); join again", {
+            retryAfterSeconds: 1,
+          });
         }
         return waitBody(settled);
       } finally {
@@ -417,8 +584,11 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
     response: { ...streamResponse, ...problems(401, 403, 404, 422) },
   });
 
-  app.get("/threads/:thread_id/runs/:run_id/stream", { config: { permission: "read" }, schema: joinStreamSchema(LgThreadRunParams) }, async (request, reply) =>
-    joinStream(request, reply, await runOfThread(request.principal.tenantId, request.params.thread_id, request.params.run_id)),
+  app.get(
+    "/threads/:thread_id/runs/:run_id/stream",
+    { config: { permission: "read" }, schema: joinStreamSchema(LgThreadRunParams) },
+    async (request, reply) =>
+      joinStream(request, reply, await runOfThread(request.principal.tenantId, request.params.thread_id, request.params.run_id)),
   );
 
   app.get("/runs/:run_id/stream", { config: { permission: "read" }, schema: joinStreamSchema(RunIdParams) }, async (request, reply) =>

@@ -1,7 +1,14 @@
 import type { CreateRunBody, JsonObject, LgRunCreateBody, LgStreamMode, Run } from "@rudder/api";
 import { ApiError } from "../../domain/errors.ts";
 import type { AppServices } from "../../http/services.ts";
-import { checkpointIdOf, LG_KWARGS_KEY, requestedStreamModes, rudderMultitask, unservedStreamModes, unsupportedRunFields } from "./mapping.ts";
+import {
+  checkpointIdOf,
+  LG_KWARGS_KEY,
+  requestedStreamModes,
+  rudderMultitask,
+  unservedStreamModes,
+  unsupportedRunFields,
+} from "./mapping.ts";
 
 /** Runs of a thread the facade looks at when deciding a command or a rollback. */
 const RECENT_RUNS = 100;
@@ -21,7 +28,8 @@ export async function startRun(
   if (refused.length) throw new ApiError("validation_error", `not supported on this server: ${refused.join("; ")}`);
   const modes = requestedStreamModes(body.stream_mode);
   const unserved = unservedStreamModes(modes);
-  if (unserved.length) throw new ApiError("validation_error", `stream_mode ${unserved.join(", ")} is not supported yet (docs/langgraph-api.md)`);
+  if (unserved.length)
+    throw new ApiError("validation_error", `stream_mode ${unserved.join(", ")} is not supported yet (docs/langgraph-api.md)`);
   const { runService, threads } = services;
   // LangGraph answers 404 for an unknown assistant or thread (Rudder's /v1 says 422 for the body's assistant).
   await services.assistants.get(tenantId, body.assistant_id);
@@ -34,7 +42,11 @@ export async function startRun(
       (run) => run.status === "paused" && run.superseded_by_run_id === null,
     );
     if (paused) {
-      const run = await runService.resume(tenantId, paused.run_id, { resume: command.resume, update: command.update ?? null, goto: command.goto ?? null });
+      const run = await runService.resume(tenantId, paused.run_id, {
+        resume: command.resume,
+        update: command.update ?? null,
+        goto: command.goto ?? null,
+      });
       return { run, modes };
     }
   }
@@ -73,7 +85,9 @@ export async function startRun(
  */
 async function checkpointBeforeActiveRuns(services: AppServices, tenantId: string, threadId: string): Promise<string | undefined> {
   const recent = await services.runService.listByThread(tenantId, threadId, { limit: RECENT_RUNS, offset: 0 });
-  const active = new Set(recent.filter((run) => run.status === "pending" || run.status === "running" || run.status === "cancelling").map((run) => run.run_id));
+  const active = new Set(
+    recent.filter((run) => run.status === "pending" || run.status === "running" || run.status === "cancelling").map((run) => run.run_id),
+  );
   if (active.size === 0) return undefined;
   for (const state of await services.threads.history(tenantId, threadId, { limit: 1000 })) {
     const writer = state.metadata.run_id;

@@ -39,11 +39,20 @@ export function elicitationFor(run: Run): Elicitation | undefined {
   const interrupts = isObject(run.output) && Array.isArray(run.output.__interrupt__) ? run.output.__interrupt__ : [];
   if (interrupts.length !== 1) return undefined;
   const value: unknown = isObject(interrupts[0]) && "value" in interrupts[0] ? interrupts[0].value : interrupts[0];
-  const asked = isObject(value) ? (typeof value.message === "string" ? value.message : typeof value.question === "string" ? value.question : undefined) : undefined;
+  const asked = isObject(value)
+    ? typeof value.message === "string"
+      ? value.message
+      : typeof value.question === "string"
+        ? value.question
+        : undefined
+    : undefined;
   const message = typeof value === "string" ? value : (asked ?? JSON.stringify(value));
   const form = isObject(value) && isFormSchema(value.requestedSchema) ? value.requestedSchema : undefined;
   const mode: AnswerMode = form ? "content" : "answer";
-  return { id: `${ID_PREFIX}${run.run_id}:${mode}`, params: { message, requestedSchema: (form ?? ANSWER_SCHEMA) as FormParams["requestedSchema"] } };
+  return {
+    id: `${ID_PREFIX}${run.run_id}:${mode}`,
+    params: { message, requestedSchema: (form ?? ANSWER_SCHEMA) as FormParams["requestedSchema"] },
+  };
 }
 
 /** The run and answer mode an elicitation id names; undefined for any other id. */

@@ -109,7 +109,8 @@ async function guard<T>(call: McpCall, work: () => Promise<T>): Promise<T> {
     return await work();
   } catch (error) {
     if (error instanceof McpError) throw error;
-    if (error instanceof ApiError) throw new McpError(ErrorCode.InternalError, `${error.code}: ${error.message}`, { code: error.code, retryable: error.retryable });
+    if (error instanceof ApiError)
+      throw new McpError(ErrorCode.InternalError, `${error.code}: ${error.message}`, { code: error.code, retryable: error.retryable });
     call.log.error({ err: error }, "MCP request failed");
     throw new McpError(ErrorCode.InternalError, "the server failed to handle this request");
   }
@@ -136,7 +137,9 @@ async function allTools(services: McpServices, tenantId: string): Promise<ToolEn
     const tool: Tool = {
       name,
       title: assistant.name,
-      description: assistant.description || `Runs the assistant "${assistant.name}" (${assistant.assistant_id}, graph ${assistant.graph_id}) and answers with its result.`,
+      description:
+        assistant.description ||
+        `Runs the assistant "${assistant.name}" (${assistant.assistant_id}, graph ${assistant.graph_id}) and answers with its result.`,
       inputSchema: input as Tool["inputSchema"],
       ...(outputSchema ? { outputSchema: outputSchema as Tool["outputSchema"] } : {}),
     };
@@ -146,12 +149,21 @@ async function allTools(services: McpServices, tenantId: string): Promise<ToolEn
 }
 
 function byCreation(a: Assistant, b: Assistant): number {
-  return a.created_at < b.created_at ? -1 : a.created_at > b.created_at ? 1 : a.assistant_id < b.assistant_id ? -1 : a.assistant_id > b.assistant_id ? 1 : 0;
+  return a.created_at < b.created_at
+    ? -1
+    : a.created_at > b.created_at
+      ? 1
+      : a.assistant_id < b.assistant_id
+        ? -1
+        : a.assistant_id > b.assistant_id
+          ? 1
+          : 0;
 }
 
 async function listTools(services: McpServices, call: McpCall, cursor: string | undefined): Promise<ListToolsResult> {
   const offset = decodeCursor(cursor);
-  if (offset === undefined) throw new McpError(ErrorCode.InvalidParams, "the cursor is not one this server gave; list again without a cursor");
+  if (offset === undefined)
+    throw new McpError(ErrorCode.InvalidParams, "the cursor is not one this server gave; list again without a cursor");
   const tools = await allTools(services, call.tenantId);
   const page = tools.slice(offset, offset + TOOLS_PAGE_SIZE);
   const next = offset + page.length;
@@ -163,7 +175,12 @@ async function listTools(services: McpServices, call: McpCall, cursor: string | 
  * assistant is created with them as input, and the answer waits until the run is terminal or
  * paused. A paused run is asked of the user through elicitation when the client answers it.
  */
-async function callTool(services: McpServices, call: McpCall, params: { name: string; arguments?: Record<string, unknown> }, extra: Extra): Promise<CallToolResult> {
+async function callTool(
+  services: McpServices,
+  call: McpCall,
+  params: { name: string; arguments?: Record<string, unknown> },
+  extra: Extra,
+): Promise<CallToolResult> {
   const entry = (await allTools(services, call.tenantId)).find((candidate) => candidate.name === params.name);
   if (!entry) throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${params.name}`);
   const args = params.arguments ?? {};
@@ -225,7 +242,10 @@ async function awaitResult(services: McpServices, call: McpCall, first: Run, ext
         for (const event of update.events) {
           if (event.kind !== "node_completed") continue;
           progress += 1;
-          await extra.sendNotification({ method: "notifications/progress", params: { progressToken, progress, message: String(event.data.node) } });
+          await extra.sendNotification({
+            method: "notifications/progress",
+            params: { progressToken, progress, message: String(event.data.node) },
+          });
         }
       }
     }
@@ -233,7 +253,10 @@ async function awaitResult(services: McpServices, call: McpCall, first: Run, ext
     const elicitation = settled.status === "paused" && call.session?.elicitation ? elicitationFor(settled) : undefined;
     if (!elicitation) return resultOfRun(settled);
     try {
-      await call.sendToClient({ jsonrpc: "2.0", id: elicitation.id, method: "elicitation/create", params: elicitation.params }, extra.requestId);
+      await call.sendToClient(
+        { jsonrpc: "2.0", id: elicitation.id, method: "elicitation/create", params: elicitation.params },
+        extra.requestId,
+      );
     } catch {
       // The call's stream is gone: the client left.
       return interrupted(services, call, settled);
@@ -251,7 +274,9 @@ async function interrupted(services: McpServices, call: McpCall, run: Run): Prom
     const message = `this server is shutting down; run ${run.run_id} goes on: read it with GET /v1/runs/${run.run_id}`;
     return failure({ code: "unavailable", message, retryable: true }, run);
   }
-  await cancelChain(services.runService, call.tenantId, run.run_id).catch((error: unknown) => call.log.warn({ err: error }, "MCP: cancelling an abandoned call's run failed"));
+  await cancelChain(services.runService, call.tenantId, run.run_id).catch((error: unknown) =>
+    call.log.warn({ err: error }, "MCP: cancelling an abandoned call's run failed"),
+  );
   return failure({ code: "run_cancelled", message: "the call was cancelled", retryable: false }, run);
 }
 
@@ -282,4 +307,3 @@ export async function cancelChain(runService: RunService, tenantId: string, runI
     id = after.superseded_by_run_id;
   }
 }
-

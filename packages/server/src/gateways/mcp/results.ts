@@ -49,7 +49,11 @@ export function resultOfRun(run: Run): CallToolResult {
     return { content: [{ type: "text", text: outputText(run.output) }], structuredContent: output, _meta: runMeta(run) };
   }
   if (run.status === "paused") return pausedResult(run);
-  const error = run.error ?? { code: run.status === "cancelled" ? "run_cancelled" : "run_failed", message: `the run ended ${run.status}`, retryable: false };
+  const error = run.error ?? {
+    code: run.status === "cancelled" ? "run_cancelled" : "run_failed",
+    message: `the run ended ${run.status}`,
+    retryable: false,
+  };
   return failure({ code: error.code, message: error.message, retryable: error.retryable }, run);
 }
 
@@ -59,7 +63,11 @@ export function failure(error: ToolFailure, run?: Pick<Run, "run_id" | "status">
   return {
     isError: true,
     content: [{ type: "text", text: `${error.code}: ${error.message}${where}` }],
-    structuredContent: { status: run?.status ?? "rejected", run_id: run?.run_id ?? null, error: { code: error.code, message: error.message, retryable: error.retryable } },
+    structuredContent: {
+      status: run?.status ?? "rejected",
+      run_id: run?.run_id ?? null,
+      error: { code: error.code, message: error.message, retryable: error.retryable },
+    },
     ...(run ? { _meta: runMeta(run) } : {}),
   };
 }
@@ -67,12 +75,18 @@ export function failure(error: ToolFailure, run?: Pick<Run, "run_id" | "status">
 /** A paused run: what it asks, and how to answer over the HTTP API. */
 function pausedResult(run: Run): CallToolResult {
   const interrupts = isObject(run.output) && Array.isArray(run.output.__interrupt__) ? run.output.__interrupt__ : [];
-  const asks = interrupts.map((interrupt) => JSON.stringify(isObject(interrupt) && "value" in interrupt ? interrupt.value : interrupt)).join("; ");
+  const asks = interrupts
+    .map((interrupt) => JSON.stringify(isObject(interrupt) && "value" in interrupt ? interrupt.value : interrupt))
+    .join("; ");
   const text =
     `The run paused and waits for input (run ${run.run_id}). It asks: ${asks || "(no question given)"}. ` +
     `Answer with POST /v1/runs/${run.run_id}/resume and body {"resume": <answer>}; the answer starts a new run ` +
     "(its id is in the response), which you can wait for with GET /v1/runs/<new run id>/join.";
-  return { content: [{ type: "text", text }], structuredContent: { status: "paused", run_id: run.run_id, interrupts }, _meta: runMeta(run) };
+  return {
+    content: [{ type: "text", text }],
+    structuredContent: { status: "paused", run_id: run.run_id, interrupts },
+    _meta: runMeta(run),
+  };
 }
 
 /** Every result of a run names it, for the HTTP API (`GET /v1/runs/{run_id}`, its events). */

@@ -49,15 +49,22 @@ export const mcpRoutes: FastifyPluginAsyncTypebox<{ services: AppServices; versi
     },
     async (request, reply) => {
       const mediaType = request.headers["content-type"]?.split(";")[0]?.trim().toLowerCase();
-      if (mediaType !== "application/json") return rpcError(reply, 415, SERVER_ERROR, "Unsupported Media Type: Content-Type must be application/json");
+      if (mediaType !== "application/json")
+        return rpcError(reply, 415, SERVER_ERROR, "Unsupported Media Type: Content-Type must be application/json");
       const parsed = await parse(parseJson, request);
       if (!parsed.ok) return rpcError(reply, 400, PARSE_ERROR, "Parse error: Invalid JSON");
       const protocolVersion = headerValue(request.headers["mcp-protocol-version"]);
       if (protocolVersion !== undefined && !(MCP_PROTOCOL_VERSIONS as readonly string[]).includes(protocolVersion)) {
-        return rpcError(reply, 400, SERVER_ERROR, `Bad Request: Unsupported protocol version: ${protocolVersion} (supported versions: ${MCP_PROTOCOL_VERSIONS.join(", ")})`);
+        return rpcError(
+          reply,
+          400,
+          SERVER_ERROR,
+          `Bad Request: Unsupported protocol version: ${protocolVersion} (supported versions: ${MCP_PROTOCOL_VERSIONS.join(", ")})`,
+        );
       }
       const messages = Array.isArray(parsed.value) ? parsed.value : [parsed.value];
-      if (messages.length === 0 || !messages.every(isObject)) return rpcError(reply, 400, INVALID_REQUEST, "Invalid Request: expected JSON-RPC messages");
+      if (messages.length === 0 || !messages.every(isObject))
+        return rpcError(reply, 400, INVALID_REQUEST, "Invalid Request: expected JSON-RPC messages");
       const tenantId = request.principal.tenantId;
       const canOperate = grants(request.principal.roles, "operate");
       if (!canOperate && messages.some((message) => message.method === "tools/call" || isResponse(message))) {
@@ -149,7 +156,13 @@ async function answerElicitation(
 }
 
 /** `notifications/cancelled`: the call's run (or the one resuming it) is cancelled, cooperatively. */
-async function cancelCall(services: AppServices, tenantId: string, session: McpSession | undefined, canOperate: boolean, params: unknown): Promise<void> {
+async function cancelCall(
+  services: AppServices,
+  tenantId: string,
+  session: McpSession | undefined,
+  canOperate: boolean,
+  params: unknown,
+): Promise<void> {
   const requestId = isObject(params) ? params.requestId : undefined;
   if (!session || !canOperate || (typeof requestId !== "string" && typeof requestId !== "number")) return;
   await cancelChain(services.runService, tenantId, callRunId(tenantId, session, requestId));
@@ -167,7 +180,11 @@ function invalidParams(message: Record<string, unknown>): Record<string, unknown
   const schema = typeof message.method === "string" && "id" in message ? REQUEST_SCHEMAS[message.method] : undefined;
   const checked = schema?.safeParse(message);
   if (!checked || checked.success) return undefined;
-  return { jsonrpc: "2.0", id: message.id, error: { code: ErrorCode.InvalidParams, message: `Invalid params for ${String(message.method)}`, data: checked.error?.message } };
+  return {
+    jsonrpc: "2.0",
+    id: message.id,
+    error: { code: ErrorCode.InvalidParams, message: `Invalid params for ${String(message.method)}`, data: checked.error?.message },
+  };
 }
 
 function isResponse(message: Record<string, unknown>): boolean {
@@ -175,9 +192,14 @@ function isResponse(message: Record<string, unknown>): boolean {
 }
 
 /** Parses the body with Fastify's JSON parser (its prototype-poisoning checks included). */
-function parse(parseJson: ReturnType<FastifyRequest["server"]["getDefaultJsonParser"]>, request: FastifyRequest): Promise<{ ok: true; value: unknown } | { ok: false }> {
+function parse(
+  parseJson: ReturnType<FastifyRequest["server"]["getDefaultJsonParser"]>,
+  request: FastifyRequest,
+): Promise<{ ok: true; value: unknown } | { ok: false }> {
   return new Promise((resolve) => {
-    parseJson(request, typeof request.body === "string" ? request.body : "", (error: Error | null, value?: unknown) => resolve(error ? { ok: false } : { ok: true, value }));
+    parseJson(request, typeof request.body === "string" ? request.body : "", (error: Error | null, value?: unknown) =>
+      resolve(error ? { ok: false } : { ok: true, value }),
+    );
   });
 }
 
@@ -193,10 +215,12 @@ function webRequest(request: FastifyRequest): Request {
 
 /** A transport-level refusal, as the MCP transport gives it: a JSON-RPC error without an id. */
 function rpcError(reply: FastifyReply, status: number, code: number, message: string): FastifyReply {
-  return reply.code(status).type("application/json").send(JSON.stringify({ jsonrpc: "2.0", id: null, error: { code, message } }));
+  return reply
+    .code(status)
+    .type("application/json")
+    .send(JSON.stringify({ jsonrpc: "2.0", id: null, error: { code, message } }));
 }
 
 function headerValue(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value[0] : value;
 }
-

@@ -52,5 +52,7 @@ export function callIdempotencyKey(tenantId: string, session: McpSession, reques
 }
 
 function digest(tenantId: string, sessionId: string, requestId: string | number): string {
-  return createHash("sha256").update(JSON.stringify([tenantId, sessionId, requestId])).digest("hex");
+  return createHash("sha256")
+    .update(JSON.stringify([tenantId, sessionId, requestId]))
+    .digest("hex");
 }

@@ -18,7 +18,9 @@ export const isExposed = (assistant: Assistant): boolean => assistant.metadata.m
  */
 export function preferredName(assistant: Assistant): string {
   const candidates = [assistant.metadata.mcp_tool_name, assistant.metadata.name, assistant.name, assistant.assistant_id];
-  return candidates.find((candidate): candidate is string => typeof candidate === "string" && candidate.length > 0) ?? assistant.assistant_id;
+  return (
+    candidates.find((candidate): candidate is string => typeof candidate === "string" && candidate.length > 0) ?? assistant.assistant_id
+  );
 }
 
 /** A name made valid for MCP: each character outside `[A-Za-z0-9_.-]` becomes `_`, at most 128 characters. */

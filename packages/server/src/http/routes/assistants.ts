@@ -49,7 +49,12 @@ export const assistantRoutes: FastifyPluginAsyncTypebox<{ services: AppServices 
     "/assistants/:assistant_id",
     {
       config: { permission: "read" },
-      schema: { tags, summary: "Get an assistant", params: AssistantIdParams, response: { 200: Type.Ref("Assistant"), ...problems(401, 403, 404, 422) } },
+      schema: {
+        tags,
+        summary: "Get an assistant",
+        params: AssistantIdParams,
+        response: { 200: Type.Ref("Assistant"), ...problems(401, 403, 404, 422) },
+      },
     },
     async (request) => assistants.get(request.principal.tenantId, request.params.assistant_id),
   );
@@ -73,7 +78,12 @@ export const assistantRoutes: FastifyPluginAsyncTypebox<{ services: AppServices 
     "/assistants/:assistant_id",
     {
       config: { permission: "develop" },
-      schema: { tags, summary: "Delete an assistant", params: AssistantIdParams, response: { 204: Type.Null(), ...problems(401, 403, 404, 409, 422) } },
+      schema: {
+        tags,
+        summary: "Delete an assistant",
+        params: AssistantIdParams,
+        response: { 204: Type.Null(), ...problems(401, 403, 404, 409, 422) },
+      },
     },
     async (request, reply) => {
       await assistants.delete(request.principal.tenantId, request.params.assistant_id);

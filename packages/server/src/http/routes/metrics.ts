@@ -18,7 +18,10 @@ export const metricsRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }>
         summary: "Prometheus metrics of this process (viewer role or the scrape token)",
         description: "Text exposition format 0.0.4. docs/observability.md lists every metric.",
         response: {
-          200: { description: "Prometheus text exposition format 0.0.4", content: { "text/plain; version=0.0.4": { schema: MetricsText } } },
+          200: {
+            description: "Prometheus text exposition format 0.0.4",
+            content: { "text/plain; version=0.0.4": { schema: MetricsText } },
+          },
           ...problems(401, 403),
         },
       },

@@ -35,10 +35,22 @@ export const runRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
     "/threads/:thread_id/runs",
     {
       config: { permission: "operate" },
-      schema: { tags, summary: "Create a run on a thread (202, pending)", params: ThreadIdParams, headers: IdempotencyHeaders, body: CreateRunBody, response: createResponses },
+      schema: {
+        tags,
+        summary: "Create a run on a thread (202, pending)",
+        params: ThreadIdParams,
+        headers: IdempotencyHeaders,
+        body: CreateRunBody,
+        response: createResponses,
+      },
     },
     async (request, reply) => {
-      const { run } = await runService.create(request.principal.tenantId, request.params.thread_id, request.body, request.headers["idempotency-key"]);
+      const { run } = await runService.create(
+        request.principal.tenantId,
+        request.params.thread_id,
+        request.body,
+        request.headers["idempotency-key"],
+      );
       return reply.status(202).send(run);
     },
   );
@@ -47,7 +59,13 @@ export const runRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
     "/runs",
     {
       config: { permission: "operate" },
-      schema: { tags, summary: "Create a stateless run (202, pending)", headers: IdempotencyHeaders, body: CreateRunBody, response: createResponses },
+      schema: {
+        tags,
+        summary: "Create a stateless run (202, pending)",
+        headers: IdempotencyHeaders,
+        body: CreateRunBody,
+        response: createResponses,
+      },
     },
     async (request, reply) => {
       const { run } = await runService.create(request.principal.tenantId, null, request.body, request.headers["idempotency-key"]);
@@ -81,7 +99,10 @@ export const runRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
 
   app.get(
     "/runs/:run_id",
-    { config: { permission: "read" }, schema: { tags, summary: "Get a run", params: RunIdParams, response: { 200: Type.Ref("Run"), ...problems(401, 403, 404, 422) } } },
+    {
+      config: { permission: "read" },
+      schema: { tags, summary: "Get a run", params: RunIdParams, response: { 200: Type.Ref("Run"), ...problems(401, 403, 404, 422) } },
+    },
     async (request) => runService.get(request.principal.tenantId, request.params.run_id),
   );
 
@@ -100,7 +121,10 @@ export const runRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
     async (request) => {
       const { tenantId } = request.principal;
       await threads.get(tenantId, request.params.thread_id);
-      return runService.listByThread(tenantId, request.params.thread_id, { limit: request.query.limit ?? 50, offset: request.query.offset ?? 0 });
+      return runService.listByThread(tenantId, request.params.thread_id, {
+        limit: request.query.limit ?? 50,
+        offset: request.query.offset ?? 0,
+      });
     },
   );
 
@@ -122,7 +146,12 @@ export const runRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
       // Shutdown ends the wait (408: the client joins again, on another instance).
       const release = endOnShutdown(request, closed);
       try {
-        return await runService.join(request.principal.tenantId, request.params.run_id, request.query.timeout ?? JOIN_DEFAULT_TIMEOUT_SECONDS, closed.signal);
+        return await runService.join(
+          request.principal.tenantId,
+          request.params.run_id,
+          request.query.timeout ?? JOIN_DEFAULT_TIMEOUT_SECONDS,
+          closed.signal,
+        );
       } finally {
         release();
       }
@@ -133,7 +162,12 @@ export const runRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
     "/runs/:run_id/cancel",
     {
       config: { permission: "operate" },
-      schema: { tags, summary: "Cancel a run (pending and paused at once; running cooperatively)", params: RunIdParams, response: { 200: Type.Ref("Run"), ...problems(401, 403, 404, 409, 422) } },
+      schema: {
+        tags,
+        summary: "Cancel a run (pending and paused at once; running cooperatively)",
+        params: RunIdParams,
+        response: { 200: Type.Ref("Run"), ...problems(401, 403, 404, 409, 422) },
+      },
     },
     async (request) => runService.cancel(request.principal.tenantId, request.params.run_id),
   );
@@ -150,7 +184,8 @@ export const runRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
         response: { 202: Type.Ref("Run"), ...problems(400, 401, 403, 404, 409, 413, 422) },
       },
     },
-    async (request, reply) => reply.status(202).send(await runService.resume(request.principal.tenantId, request.params.run_id, request.body)),
+    async (request, reply) =>
+      reply.status(202).send(await runService.resume(request.principal.tenantId, request.params.run_id, request.body)),
   );
 
   app.post(
@@ -181,7 +216,16 @@ export const runRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
       },
     },
     async (request, reply) =>
-      reply.status(202).send(await services.steeringService.steer(request.principal.tenantId, request.params.run_id, request.body, request.headers["idempotency-key"])),
+      reply
+        .status(202)
+        .send(
+          await services.steeringService.steer(
+            request.principal.tenantId,
+            request.params.run_id,
+            request.body,
+            request.headers["idempotency-key"],
+          ),
+        ),
   );
 
   app.get(
@@ -196,7 +240,8 @@ export const runRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
         response: { 200: Type.Array(Type.Ref("RunEvent")), ...problems(401, 403, 404, 422) },
       },
     },
-    async (request) => runService.events(request.principal.tenantId, request.params.run_id, request.query.after ?? 0, request.query.limit ?? 100),
+    async (request) =>
+      runService.events(request.principal.tenantId, request.params.run_id, request.query.after ?? 0, request.query.limit ?? 100),
   );
 
   app.get(

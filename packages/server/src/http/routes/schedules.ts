@@ -42,7 +42,12 @@ export const scheduleRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }
     "/schedules/:schedule_id",
     {
       config: { permission: "read" },
-      schema: { tags, summary: "Get a schedule", params: ScheduleIdParams, response: { 200: Type.Ref("Schedule"), ...problems(401, 403, 404, 422) } },
+      schema: {
+        tags,
+        summary: "Get a schedule",
+        params: ScheduleIdParams,
+        response: { 200: Type.Ref("Schedule"), ...problems(401, 403, 404, 422) },
+      },
     },
     async (request) => schedules.get(request.principal.tenantId, request.params.schedule_id),
   );
@@ -66,7 +71,12 @@ export const scheduleRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }
     "/schedules/:schedule_id",
     {
       config: { permission: "operate" },
-      schema: { tags, summary: "Delete a schedule (no further fires)", params: ScheduleIdParams, response: { 204: Type.Null(), ...problems(401, 403, 404, 422) } },
+      schema: {
+        tags,
+        summary: "Delete a schedule (no further fires)",
+        params: ScheduleIdParams,
+        response: { 204: Type.Null(), ...problems(401, 403, 404, 422) },
+      },
     },
     async (request, reply) => {
       await schedules.delete(request.principal.tenantId, request.params.schedule_id);

@@ -35,7 +35,10 @@ export const storeRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> =
       const { operations } = request.body;
       const writes = operations.findIndex((operation) => operation.kind === "put" || operation.kind === "delete");
       if (writes >= 0 && !grants(request.principal.roles, "operate")) {
-        throw new ApiError("forbidden", `operation ${writes} (${operations[writes]!.kind}) writes to the store: it needs a role that grants "operate"`);
+        throw new ApiError(
+          "forbidden",
+          `operation ${writes} (${operations[writes]!.kind}) writes to the store: it needs a role that grants "operate"`,
+        );
       }
       return { results: await store.batch(request.principal.tenantId, operations) };
     },

@@ -62,7 +62,12 @@ export const threadRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> 
     "/threads/:thread_id",
     {
       config: { permission: "read" },
-      schema: { tags, summary: "Get a thread", params: ThreadIdParams, response: { 200: Type.Ref("Thread"), ...problems(401, 403, 404, 422) } },
+      schema: {
+        tags,
+        summary: "Get a thread",
+        params: ThreadIdParams,
+        response: { 200: Type.Ref("Thread"), ...problems(401, 403, 404, 422) },
+      },
     },
     async (request) => threads.get(request.principal.tenantId, request.params.thread_id),
   );
@@ -127,7 +132,10 @@ export const threadRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> 
       },
     },
     async (request) =>
-      threads.history(request.principal.tenantId, request.params.thread_id, { limit: request.query.limit ?? 50, before: request.query.before }),
+      threads.history(request.principal.tenantId, request.params.thread_id, {
+        limit: request.query.limit ?? 50,
+        before: request.query.before,
+      }),
   );
 
   app.post(
