@@ -260,7 +260,7 @@ describe(`LangGraph API through the SDK: store and crons on ${TEST_DRIVER}`, () 
     await refused({ schedule: YEARLY, timezone: "Mars/Olympus" }, /Mars/);
     // Empty or default values are accepted.
     const accepted = await client.crons.create("echo", { schedule: YEARLY, config: {}, interruptBefore: [], onRunCompleted: "delete" });
-    assert.equal(accepted.on_run_completed, "delete");
+    assert.equal((accepted as { on_run_completed?: string }).on_run_completed, "delete");
     await client.crons.delete(accepted.cron_id);
   });
 
@@ -280,14 +280,14 @@ describe(`LangGraph API through the SDK: store and crons on ${TEST_DRIVER}`, () 
     );
     const fired = await until("a run of the cron on its thread", async () => {
       const runs = await client.runs.list(thread.thread_id, { limit: 100 });
-      const mine = runs.filter((run) => run.metadata.schedule_id === cron.cron_id);
+      const mine = runs.filter((run) => run.metadata?.schedule_id === cron.cron_id);
       return mine.length ? mine : undefined;
     });
     await client.crons.delete(cron.cron_id);
     const run = fired.at(-1)!;
-    assert.equal(run.metadata.tag, tag);
+    assert.equal(run.metadata?.tag, tag);
     assert.equal(run.assistant_id, "echo");
-    assert.match(String(run.metadata.scheduled_at), /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.000Z$/);
+    assert.match(String(run.metadata?.scheduled_at), /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.000Z$/);
     // The fired run executes like any other: its values are on the thread.
     const values = (await client.runs.join(thread.thread_id, run.run_id)) as { reply?: string };
     assert.ok(values.reply?.includes("tick"), JSON.stringify(values));
