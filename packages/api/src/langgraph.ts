@@ -1,6 +1,15 @@
 import { Type, type Static } from "typebox";
 import { JsonObject, literals, MAX_INT32, Timestamp, Uuid } from "./common.ts";
 import { Durability } from "./runs.ts";
+import {
+  NamespacePrefix,
+  STORE_LIST_NAMESPACES_DEFAULT_LIMIT,
+  STORE_SEARCH_DEFAULT_LIMIT,
+  StoreFilter,
+  StoreKey,
+  StoreSearchHit,
+  StoreTtl,
+} from "./store.ts";
 
 /**
  * The LangGraph Platform (Agent Server) API that Rudder serves at the root, beside `/v1`
@@ -352,3 +361,205 @@ export type LgInfo = Static<typeof LgInfo>;
 
 export const LgOk = Type.Object({ ok: Type.Boolean() });
 export type LgOk = Static<typeof LgOk>;
+
+// The store (the SDK's `client.store`): the tenant's store, the same data as /v1/store.
+
+/** A namespace segment on this surface: LangGraph joins segments with "." in a get's query, so none may hold one. */
+const LgNamespaceSegment = Type.String({ minLength: 1, maxLength: 256, pattern: "^[^/.]+$" });
+const LgNamespace = Type.Array(LgNamespaceSegment, { minItems: 1, maxItems: 32 });
+const LgNamespacePattern = Type.Array(Type.String({ minLength: 1, maxLength: 256, pattern: "^[^/]+$" }), { maxItems: 32 });
+const LgStoreLimit = (fallback: number) => Type.Integer({ minimum: 1, maximum: 1000, default: fallback });
+const LgOffset = Type.Integer({ minimum: 0, maximum: MAX_INT32, default: 0 });
+
+export const LgStorePutBody = Type.Object(
+  {
+    namespace: LgNamespace,
+    key: StoreKey,
+    value: JsonObject,
+    index: Opt(
+      Type.Union([Type.Literal(false), Type.Array(Type.String({ minLength: 1, maxLength: 256 }), { maxItems: 32 })], {
+        description: "null: the configured fields; false: not indexed; a list of field paths: those",
+      }),
+    ),
+    ttl: Type.Optional(StoreTtl),
+  },
+  { additionalProperties: false },
+);
+export type LgStorePutBody = Static<typeof LgStorePutBody>;
+
+export const LgStoreItemQuery = Type.Object(
+  {
+    namespace: Type.String({ minLength: 1, maxLength: 8192, description: "the namespace's segments joined by '.'" }),
+    key: StoreKey,
+    refresh_ttl: Type.Optional(Type.Boolean()),
+  },
+  { additionalProperties: false },
+);
+export type LgStoreItemQuery = Static<typeof LgStoreItemQuery>;
+
+export const LgStoreDeleteBody = Type.Object({ namespace: LgNamespace, key: StoreKey }, { additionalProperties: false });
+export type LgStoreDeleteBody = Static<typeof LgStoreDeleteBody>;
+
+export const LgStoreSearchBody = Type.Object(
+  {
+    namespace_prefix: Opt(NamespacePrefix),
+    filter: Opt(StoreFilter),
+    limit: Type.Optional(LgStoreLimit(STORE_SEARCH_DEFAULT_LIMIT)),
+    offset: Type.Optional(LgOffset),
+    query: Opt(Type.String({ minLength: 1, maxLength: 8192 })),
+    refresh_ttl: Opt(Type.Boolean()),
+  },
+  { additionalProperties: false },
+);
+export type LgStoreSearchBody = Static<typeof LgStoreSearchBody>;
+
+export const LgStoreSearchAnswer = Type.Object({ items: Type.Array(StoreSearchHit) });
+export type LgStoreSearchAnswer = Static<typeof LgStoreSearchAnswer>;
+
+export const LgListNamespacesBody = Type.Object(
+  {
+    prefix: Opt(LgNamespacePattern),
+    suffix: Opt(LgNamespacePattern),
+    max_depth: Opt(Type.Integer({ minimum: 1, maximum: 32 })),
+    limit: Type.Optional(LgStoreLimit(STORE_LIST_NAMESPACES_DEFAULT_LIMIT)),
+    offset: Type.Optional(LgOffset),
+  },
+  { additionalProperties: false },
+);
+export type LgListNamespacesBody = Static<typeof LgListNamespacesBody>;
+
+export const LgListNamespacesAnswer = Type.Object({ namespaces: Type.Array(Type.Array(Type.String())) });
+export type LgListNamespacesAnswer = Static<typeof LgListNamespacesAnswer>;
+
+// Crons (the SDK's `client.crons`), over Rudder's schedules (/v1/schedules).
+
+/** The SDK's `Cron`: a Rudder schedule under LangGraph's names (cron_id = schedule_id, schedule = cron, next_run_date = next_run_at). */
+export const LgCron = Type.Object(
+  {
+    cron_id: Uuid,
+    assistant_id: Type.String(),
+    thread_id: Nullable(Uuid),
+    on_run_completed: Nullable(literals(["delete", "keep"])),
+    end_time: Type.Null({ description: "crons do not end (end_time is not supported)" }),
+    schedule: Type.String(),
+    timezone: Type.String(),
+    created_at: Timestamp,
+    updated_at: Timestamp,
+    payload: JsonObject,
+    user_id: Type.Null(),
+    next_run_date: Nullable(Timestamp),
+    metadata: JsonObject,
+    enabled: Type.Boolean(),
+  },
+  { $id: "LgCron" },
+);
+export type LgCron = Static<typeof LgCron>;
+
+/** Fields the SDK may send that a Rudder schedule cannot carry: accepted only when absent, null or empty (else 422 naming them). */
+export const LG_CRON_REFUSED_FIELDS = [
+  "config",
+  "context",
+  "interrupt_before",
+  "interrupt_after",
+  "webhook",
+  "checkpoint_during",
+  "durability",
+  "stream_mode",
+  "stream_subgraphs",
+  "end_time",
+] as const;
+const Refused = () => Type.Optional(Type.Unknown({ description: "not supported (422 when given)" }));
+const refusedCronFields = {
+  config: Refused(),
+  context: Refused(),
+  interrupt_before: Refused(),
+  interrupt_after: Refused(),
+  webhook: Refused(),
+  checkpoint_during: Refused(),
+  durability: Refused(),
+  stream_mode: Refused(),
+  stream_subgraphs: Refused(),
+  end_time: Refused(),
+};
+
+const CronSchedule = Type.String({
+  minLength: 1,
+  maxLength: 200,
+  description: "5 fields (minute hour day-of-month month day-of-week), or 6 with leading seconds",
+});
+
+export const LgCronCreateBody = Type.Object(
+  {
+    assistant_id: Type.String({ minLength: 1, description: "an assistant id, or a graph id" }),
+    schedule: CronSchedule,
+    timezone: Opt(Type.String({ minLength: 1, maxLength: 100 })),
+    input: Opt(JsonObject),
+    metadata: Opt(JsonObject),
+    enabled: Opt(Type.Boolean()),
+    multitask_strategy: Opt(LgMultitaskStrategy),
+    on_run_completed: Opt(literals(["delete", "keep"])),
+    stream_resumable: Opt(Type.Boolean({ description: "every Rudder run is resumable; accepted and ignored" })),
+    ...refusedCronFields,
+  },
+  { additionalProperties: false },
+);
+export type LgCronCreateBody = Static<typeof LgCronCreateBody>;
+
+export const LgCronUpdateBody = Type.Object(
+  {
+    schedule: Opt(CronSchedule),
+    timezone: Opt(Type.String({ minLength: 1, maxLength: 100 })),
+    input: Opt(JsonObject),
+    metadata: Opt(JsonObject),
+    enabled: Opt(Type.Boolean()),
+    on_run_completed: Opt(literals(["delete", "keep"])),
+    stream_resumable: Opt(Type.Boolean()),
+    ...refusedCronFields,
+  },
+  { additionalProperties: false },
+);
+export type LgCronUpdateBody = Static<typeof LgCronUpdateBody>;
+
+export const LG_CRON_SORT_FIELDS = ["cron_id", "assistant_id", "thread_id", "created_at", "updated_at", "next_run_date"] as const;
+export const LG_CRON_SELECT_FIELDS = [
+  "cron_id",
+  "assistant_id",
+  "thread_id",
+  "end_time",
+  "schedule",
+  "created_at",
+  "updated_at",
+  "user_id",
+  "payload",
+  "next_run_date",
+  "metadata",
+  "now",
+  "timezone",
+  "enabled",
+  "on_run_completed",
+] as const;
+
+export const LgCronSearchBody = Type.Object(
+  {
+    assistant_id: Opt(Type.String({ minLength: 1 })),
+    thread_id: Opt(Uuid),
+    enabled: Opt(Type.Boolean()),
+    metadata: Opt(JsonObject),
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 10 })),
+    offset: Type.Optional(LgOffset),
+    sort_by: Opt(literals(LG_CRON_SORT_FIELDS)),
+    sort_order: Opt(literals(["asc", "desc"])),
+    select: Opt(Type.Array(literals(LG_CRON_SELECT_FIELDS), { maxItems: 16 })),
+  },
+  { additionalProperties: false },
+);
+export type LgCronSearchBody = Static<typeof LgCronSearchBody>;
+
+export const LgCronCountBody = Type.Object(
+  { assistant_id: Opt(Type.String({ minLength: 1 })), thread_id: Opt(Uuid), metadata: Opt(JsonObject) },
+  { additionalProperties: false },
+);
+export type LgCronCountBody = Static<typeof LgCronCountBody>;
+
+export const LgCronIdParams = Type.Object({ cron_id: Uuid }, { additionalProperties: false });
+export type LgCronIdParams = Static<typeof LgCronIdParams>;

@@ -8,6 +8,8 @@ import type { Db } from "../storage/db.ts";
 import * as scheduleRows from "../storage/schedules.ts";
 import { findThread } from "../storage/threads.ts";
 
+export type { ScheduleFilter, ScheduleSortColumn } from "../storage/schedules.ts";
+
 /**
  * Schedules as the API manages them (DESIGN.md "Schedules"): the definition's rules, and the
  * `next_run_at` each change implies. Every change publishes `schedules_changed`, so executors
@@ -57,8 +59,17 @@ export class ScheduleService {
     return schedule;
   }
 
-  async list(tenantId: string, page: { limit: number; offset: number }): Promise<Schedule[]> {
-    return scheduleRows.listSchedules(this.db, tenantId, page);
+  async list(
+    tenantId: string,
+    page: { limit: number; offset: number },
+    filter: scheduleRows.ScheduleFilter = {},
+    sort?: { column: scheduleRows.ScheduleSortColumn; order: "asc" | "desc" },
+  ): Promise<Schedule[]> {
+    return scheduleRows.listSchedules(this.db, tenantId, page, filter, sort);
+  }
+
+  async count(tenantId: string, filter: scheduleRows.ScheduleFilter = {}): Promise<number> {
+    return scheduleRows.countSchedules(this.db, tenantId, filter);
   }
 
   /**

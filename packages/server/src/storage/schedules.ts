@@ -107,12 +107,52 @@ export async function findSchedule(
 }
 
 /** Newest first. */
-export async function listSchedules(db: Queryable, tenantId: string, page: { limit: number; offset: number }): Promise<Schedule[]> {
+/** What a schedule list filters by (all optional); `metadata` matches by containment (`@>`). */
+export interface ScheduleFilter {
+  readonly assistantId?: string | undefined;
+  readonly threadId?: string | undefined;
+  readonly enabled?: boolean | undefined;
+  readonly metadata?: JsonObject | undefined;
+}
+
+/** The columns a list may be ordered by (default: created_at, newest first). */
+export const SCHEDULE_SORT_COLUMNS = ["schedule_id", "assistant_id", "thread_id", "created_at", "updated_at", "next_run_at"] as const;
+export type ScheduleSortColumn = (typeof SCHEDULE_SORT_COLUMNS)[number];
+
+const filterSql = `tenant_id = $1 and ($2::text is null or assistant_id = $2) and ($3::uuid is null or thread_id = $3::uuid)
+      and ($4::boolean is null or enabled = $4) and ($5::jsonb is null or metadata @> $5::jsonb)`;
+const filterParams = (tenantId: string, filter: ScheduleFilter) => [
+  tenantId,
+  filter.assistantId ?? null,
+  filter.threadId ?? null,
+  filter.enabled ?? null,
+  filter.metadata === undefined ? null : json(filter.metadata),
+];
+
+export async function listSchedules(
+  db: Queryable,
+  tenantId: string,
+  page: { limit: number; offset: number },
+  filter: ScheduleFilter = {},
+  sort: { column: ScheduleSortColumn; order: "asc" | "desc" } = { column: "created_at", order: "desc" },
+): Promise<Schedule[]> {
+  // The column and order come from the closed lists above, never from the caller's text.
+  const column = SCHEDULE_SORT_COLUMNS.includes(sort.column) ? sort.column : "created_at";
+  const order = sort.order === "asc" ? "asc" : "desc";
   const rows = await db.query<ScheduleRow>(
-    `select ${COLUMNS} from schedules where tenant_id = $1 order by created_at desc, schedule_id desc limit $2 offset $3`,
-    [tenantId, page.limit, page.offset],
+    `select ${COLUMNS} from schedules where ${filterSql}
+      order by ${column} ${order} nulls last, schedule_id ${order} limit $6 offset $7`,
+    [...filterParams(tenantId, filter), page.limit, page.offset],
   );
   return rows.map(toSchedule);
+}
+
+export async function countSchedules(db: Queryable, tenantId: string, filter: ScheduleFilter = {}): Promise<number> {
+  const [row] = await db.query<{ count: string | number }>(
+    `select count(*) as count from schedules where ${filterSql}`,
+    filterParams(tenantId, filter),
+  );
+  return Number(row?.count ?? 0);
 }
 
 /** Replaces the definition; the last firing (last_run_at, last_run_id, last_error) stays. */

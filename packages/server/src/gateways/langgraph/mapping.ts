@@ -4,6 +4,7 @@ import type {
   JsonObject,
   LgAssistant,
   LgCheckpoint,
+  LgCron,
   LgMultitaskStrategy,
   LgRun,
   LgRunCreateBody,
@@ -16,10 +17,12 @@ import type {
   Run,
   RunEvent,
   RunStatus,
+  Schedule,
   Thread,
   ThreadState,
   ThreadStatus,
 } from "@rudder/api";
+import { LG_CRON_REFUSED_FIELDS } from "@rudder/api";
 import { LANGGRAPH_KWARGS_KEY, langGraphKwargs } from "../../domain/langgraph-kwargs.ts";
 
 /**
@@ -330,3 +333,84 @@ function concatContent(before: unknown, chunk: unknown): unknown {
 /** One event in SSE wire format (LangGraph's field order: event, data, id). */
 export const formatSse = (event: LgSseEvent): string =>
   `event: ${event.event}\ndata: ${JSON.stringify(event.data ?? null)}\nid: ${event.id}\n\n`;
+
+// Crons: Rudder's schedules under LangGraph's names.
+
+/**
+ * A schedule as the SDK's `Cron`: cron_id = schedule_id, schedule = cron, next_run_date =
+ * next_run_at (null while disabled). `payload` is what each fire runs (assistant and input); a
+ * stateless cron's runs have no thread, so `on_run_completed` reads "delete" (nothing is kept).
+ */
+export function lgCron(schedule: Schedule): LgCron {
+  return {
+    cron_id: schedule.schedule_id,
+    assistant_id: schedule.assistant_id,
+    thread_id: schedule.thread_id,
+    on_run_completed: schedule.thread_id === null ? "delete" : null,
+    end_time: null,
+    schedule: schedule.cron,
+    timezone: schedule.timezone,
+    created_at: schedule.created_at,
+    updated_at: schedule.updated_at,
+    payload: { assistant_id: schedule.assistant_id, input: schedule.input },
+    user_id: null,
+    next_run_date: schedule.next_run_at,
+    metadata: schedule.metadata,
+    enabled: schedule.enabled,
+  };
+}
+
+/** The cron fields LangGraph sends that a schedule cannot carry and that were given (not absent, null or empty). */
+export function refusedCronFields(body: Partial<Record<(typeof LG_CRON_REFUSED_FIELDS)[number], unknown>>): string[] {
+  return LG_CRON_REFUSED_FIELDS.filter((field) => {
+    const value = body[field];
+    if (value === undefined || value === null || value === false) return false;
+    if (Array.isArray(value)) return value.length > 0;
+    if (typeof value === "object") return Object.keys(value).length > 0;
+    return true;
+  });
+}
+
+/**
+ * Why a cron body cannot become a schedule, or undefined when it can: refused fields are named;
+ * a multitask strategy other than enqueue (a schedule's runs queue on their thread) and
+ * `on_run_completed: "keep"` for a stateless cron (its runs have no thread to keep) are refused.
+ */
+export function cronRefusal(
+  body: Partial<Record<(typeof LG_CRON_REFUSED_FIELDS)[number], unknown>> & {
+    multitask_strategy?: LgMultitaskStrategy | null | undefined;
+    on_run_completed?: "delete" | "keep" | null | undefined;
+  },
+  stateless: boolean,
+): string | undefined {
+  const refused = refusedCronFields(body);
+  if (refused.length)
+    return `${refused.join(", ")}: not supported on crons (Rudder schedules carry assistant, schedule, timezone, input, metadata, enabled)`;
+  if (body.multitask_strategy != null && body.multitask_strategy !== "enqueue")
+    return `multitask_strategy: a cron's runs are always enqueued on their thread ("${body.multitask_strategy}" is not supported)`;
+  if (stateless && body.on_run_completed === "keep")
+    return 'on_run_completed: a stateless cron\'s runs have no thread to keep ("delete" is what happens)';
+  return undefined;
+}
+
+const CRON_SORT_COLUMN = {
+  cron_id: "schedule_id",
+  assistant_id: "assistant_id",
+  thread_id: "thread_id",
+  created_at: "created_at",
+  updated_at: "updated_at",
+  next_run_date: "next_run_at",
+} as const;
+
+/** LangGraph's cron sort field as the schedule column it names. */
+export const cronSortColumn = (field: keyof typeof CRON_SORT_COLUMN) => CRON_SORT_COLUMN[field];
+
+/** Only the `select`ed fields of a cron (all without a select); `now` is the server's time. */
+export function selectCronFields(cron: LgCron, select: readonly string[] | null | undefined, now: Date): Record<string, unknown> {
+  if (!select?.length) return cron;
+  const full: Record<string, unknown> = { ...cron, now: now.toISOString() };
+  return Object.fromEntries(select.filter((field) => field in full).map((field) => [field, full[field]]));
+}
+
+/** A namespace from a get's query: LangGraph joins the segments with ".". */
+export const lgNamespaceOf = (joined: string): string[] => joined.split(".");

@@ -58,6 +58,7 @@ import {
   waitBody,
 } from "./mapping.ts";
 import { runLocation, startRun, waitForRun } from "./runs.ts";
+import { langGraphStoreCronRoutes } from "./store-crons.ts";
 import { streamLangGraph } from "./stream.ts";
 
 /** A missing thread among named ones is left out; any other failure (an outage) still answers as such. */
@@ -80,7 +81,7 @@ function cancelOnDisconnect(request: FastifyRequest, value: string | boolean | u
  * The LangGraph Platform API at the root (DESIGN.md "LangGraph Platform API"): the paths and
  * bodies `@langchain/langgraph-sdk`'s `Client` uses, over the same services as `/v1` (runs are
  * Rudder runs with the same ids; streams read the same event log). Auth and roles are `/v1`'s.
- * Store and crons routes come with the store and schedules (docs/langgraph-api.md).
+ * The store and crons (over `StoreService` and `ScheduleService`) are in `store-crons.ts`.
  */
 export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices; version: string }> = async (
   app,
@@ -89,6 +90,7 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
   const { runService, threads, assistants } = services;
   for (const schema of [LgAssistant, LgThread, LgThreadState, LgRun, LgCheckpoint]) app.addSchema(schema);
   const tags = ["langgraph"];
+  await app.register(langGraphStoreCronRoutes, { services });
 
   app.get(
     "/ok",
@@ -99,7 +101,7 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
   app.get(
     "/info",
     { config: { public: true }, schema: { tags, summary: "LangGraph server info", security: [], response: { 200: LgInfo } } },
-    async () => ({ version, flags: { assistants: true, crons: false, langsmith: false, store: false }, rudder: { api: "/v1" } }),
+    async () => ({ version, flags: { assistants: true, crons: true, langsmith: false, store: true }, rudder: { api: "/v1" } }),
   );
 
   // Assistants (read-only here; manage them through /v1/assistants).
