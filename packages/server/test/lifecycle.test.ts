@@ -314,6 +314,26 @@ describe("every terminal transition has exactly one terminal event", () => {
     assert.equal((await server.request("GET", `/v1/runs/${newest.body.run_id}/join?timeout=60`)).body.status, "succeeded");
   });
 
+  test("a pending run cancelled by the LangGraph API's interrupt strategy: one run_cancelled, its stream ends, a join returns", async () => {
+    const { threadId, blocker, queued } = await blockedThread();
+    const stream = streamUntilEnd(queued);
+    const join = server.request("GET", `/v1/runs/${queued}/join?timeout=120`);
+    // The LangGraph surface at the root names cancel_previous "interrupt".
+    const newest = await server.request("POST", `/threads/${threadId}/runs`, {
+      body: { assistant_id: "echo", input: { message: "now" }, multitask_strategy: "interrupt" },
+    });
+    assert.equal(newest.status, 200, JSON.stringify(newest.body));
+    assert.equal((await join).body.status, "cancelled");
+    assert.equal((await stream).at(-1)!.event, "run_cancelled");
+    assert.deepEqual(
+      (await events(queued)).filter((e) => terminalKinds.has(e.kind)).map((e) => [e.kind, e.data.reason, e.data.from]),
+      [["run_cancelled", "cancel_previous", "pending"]],
+    );
+    assert.equal((await server.request("GET", `/v1/runs/${blocker}/join?timeout=60`)).body.status, "cancelled");
+    assert.equal((await events(blocker)).filter((e) => terminalKinds.has(e.kind)).length, 1);
+    assert.equal((await server.request("GET", `/v1/runs/${newest.body.run_id}/join?timeout=60`)).body.status, "succeeded");
+  });
+
   test("a pending run cancelled by POST /cancel: one run_cancelled, its stream ends, a join returns", async () => {
     const { blocker, queued } = await blockedThread();
     const stream = streamUntilEnd(queued);
