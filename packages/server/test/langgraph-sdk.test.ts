@@ -128,6 +128,14 @@ describe("LangGraph API through the SDK: assistants, threads, runs, streams", ()
     assert.deepEqual(thread.metadata, { team: "blue", tag: "lg-sdk", graph_id: "echo" });
     const updated = await client.threads.update(thread.thread_id, { metadata: { stage: "two" } });
     assert.deepEqual(updated.metadata, { team: "blue", tag: "lg-sdk", graph_id: "echo", stage: "two" });
+    // Concurrent merges of different keys lose none of them (the merge is one statement, not read-then-write).
+    const keys = Array.from({ length: 10 }, (_, i) => `k${i}`);
+    await Promise.all(keys.map((key) => client.threads.update(thread.thread_id, { metadata: { [key]: true } })));
+    const merged = (await client.threads.get(thread.thread_id)).metadata as Record<string, unknown>;
+    assert.deepEqual(
+      keys.filter((key) => merged[key] !== true),
+      [],
+    );
     const other = await client.threads.create({ metadata: { tag: "lg-sdk" } });
     const tagged = await client.threads.search({ metadata: { tag: "lg-sdk" } });
     assert.deepEqual(

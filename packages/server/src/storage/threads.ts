@@ -50,14 +50,20 @@ export async function lockThread(tx: Queryable, tenantId: string, threadId: stri
   return rows.length > 0;
 }
 
-export async function replaceThreadMetadata(
+/**
+ * Writes the thread's metadata: `replace` sets it, `merge` adds these top-level keys to it (jsonb
+ * `||`, in the statement itself, so concurrent merges cannot lose each other's keys).
+ */
+export async function writeThreadMetadata(
   db: Queryable,
   tenantId: string,
   threadId: string,
   metadata: JsonObject,
+  mode: "replace" | "merge",
 ): Promise<Thread | undefined> {
+  const value = mode === "merge" ? "metadata || $3::jsonb" : "$3::jsonb";
   const [row] = await db.query<ThreadRow>(
-    `update threads set metadata = $3::jsonb, updated_at = now()
+    `update threads set metadata = ${value}, updated_at = now()
       where tenant_id = $1 and thread_id = $2 returning ${COLUMNS}`,
     [tenantId, threadId, json(metadata)],
   );

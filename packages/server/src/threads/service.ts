@@ -9,7 +9,7 @@ import {
   insertThread,
   listThreads,
   lockThread,
-  replaceThreadMetadata,
+  writeThreadMetadata,
   threadHasActiveRun,
   type ThreadListQuery,
 } from "../storage/threads.ts";
@@ -39,7 +39,16 @@ export class ThreadService {
   }
 
   async replaceMetadata(tenantId: string, threadId: string, metadata: JsonObject): Promise<Thread> {
-    const thread = await replaceThreadMetadata(this.db, tenantId, threadId, metadata);
+    return this.writeMetadata(tenantId, threadId, metadata, "replace");
+  }
+
+  /** Adds these keys to the thread's metadata (LangGraph's PATCH), atomically. */
+  async mergeMetadata(tenantId: string, threadId: string, metadata: JsonObject): Promise<Thread> {
+    return this.writeMetadata(tenantId, threadId, metadata, "merge");
+  }
+
+  private async writeMetadata(tenantId: string, threadId: string, metadata: JsonObject, mode: "replace" | "merge"): Promise<Thread> {
+    const thread = await writeThreadMetadata(this.db, tenantId, threadId, metadata, mode);
     if (!thread) throw notFound("thread", threadId);
     return thread;
   }

@@ -286,8 +286,7 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
     async (request) => {
       const { tenantId } = request.principal;
       if (request.body.ttl != null) throw new ApiError("validation_error", "ttl: thread TTLs are not supported");
-      const current = await threads.get(tenantId, request.params.thread_id);
-      await threads.replaceMetadata(tenantId, request.params.thread_id, { ...current.metadata, ...request.body.metadata });
+      await threads.mergeMetadata(tenantId, request.params.thread_id, request.body.metadata ?? {});
       return threadView(tenantId, request.params.thread_id);
     },
   );
