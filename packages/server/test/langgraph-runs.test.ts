@@ -187,6 +187,10 @@ describe("LangGraph API through the SDK: interrupts, multitask, cancel, failures
     await rejectsWith(client.runs.join(thread.thread_id, missing), 404);
     await rejectsWith(client.runs.cancel(thread.thread_id, missing), 404);
     await rejectsWith(client.runs.create(missing, "echo", { input: { message: "x" } }), 404);
+    await rejectsWith(client.runs.create(missing, "echo", { input: { message: "x" }, multitaskStrategy: "rollback" }), 404);
+    await rejectsWith(client.runs.create(missing, "echo", { command: { resume: "yes" } }), 404);
+    await rejectsWith(client.runs.wait(missing, "echo", { input: { message: "x" } }), 404);
+    await assert.rejects(collect(client.runs.stream(missing, "echo", { input: { message: "x" } })), /404/);
     await rejectsWith(client.runs.create(thread.thread_id, "no-such-assistant", { input: {} }), 404);
     await rejectsWith(client.runs.list(missing), 404);
     let runId = "";

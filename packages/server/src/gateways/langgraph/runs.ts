@@ -31,12 +31,13 @@ export async function startRun(
   if (unserved.length)
     throw new ApiError("validation_error", `stream_mode ${unserved.join(", ")} is not supported yet (docs/langgraph-api.md)`);
   const { runService, threads } = services;
-  // LangGraph answers 404 for an unknown assistant or thread (Rudder's /v1 says 422 for the body's assistant).
+  // LangGraph answers 404 for an unknown assistant (Rudder's /v1 says 422 for the body's assistant);
+  // an unknown thread is already a 404 from RunService.create.
   await services.assistants.get(tenantId, body.assistant_id);
-  if (threadId !== null) await threads.get(tenantId, threadId);
 
   const command = body.command ?? undefined;
   if (threadId !== null && command) {
+    await threads.get(tenantId, threadId);
     // LangGraph resumes an interrupted thread with a Command: Rudder's resume of its paused run.
     const paused = (await runService.listByThread(tenantId, threadId, { limit: RECENT_RUNS, offset: 0 })).find(
       (run) => run.status === "paused" && run.superseded_by_run_id === null,
