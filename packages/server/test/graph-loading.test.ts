@@ -32,6 +32,16 @@ describe("graph loading", () => {
     assert.equal(await registry.get("missing"), undefined);
   });
 
+  test("two registries loading the same compiled graph each keep their own checkpointer", async () => {
+    const [first, second] = [new MemorySaver(), new MemorySaver()];
+    const one = await GraphRegistry.load([spec("ok.ts", "compiled", "a")], first);
+    const two = await GraphRegistry.load([spec("ok.ts", "compiled", "a")], second);
+    await (await one.get("a"))!.invoke({ n: 1 }, { configurable: { thread_id: "shared" } });
+    assert.ok(await first.getTuple({ configurable: { thread_id: "shared" } }), "the first registry's run checkpointed in its saver");
+    assert.equal(await second.getTuple({ configurable: { thread_id: "shared" } }), undefined, "and not in the other's");
+    assert.equal((await two.get("a"))!.checkpointer, second);
+  });
+
   test("a missing file names the graph and the file", async () => {
     const error = await loadError("nope.ts", "graph");
     assert.match(error.message, /nope\.ts does not exist/);

@@ -90,8 +90,11 @@ async function callFactory(spec: GraphSpec, factory: GraphFactory, config: LangG
 /** Compiles an uncompiled graph, and attaches Rudder's checkpointer so state lives in our database. */
 async function toRunnable(spec: GraphSpec, value: unknown, checkpointer: BaseCheckpointSaver): Promise<RunnableGraph> {
   if (isCompiled(value)) {
-    value.checkpointer = checkpointer;
-    return value;
+    // A copy, not the module's object: another registry in the same process (a second server, a
+    // test) may load the same module with its own checkpointer.
+    const copy = value.withConfig({}) as RunnableGraph;
+    copy.checkpointer = checkpointer;
+    return copy;
   }
   if (isUncompiled(value)) {
     try {
