@@ -8,6 +8,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { SignJWT } from "jose";
 import { mintToken } from "../src/auth/authenticator.ts";
+import { openWaits } from "../src/http/shutdown.ts";
 import { apiClient, type Api } from "./support/api.ts";
 import { createTestDatabase, TEST_DRIVER } from "./support/db.ts";
 import { Processes, setUpProcesses, startApi, startWorker } from "./support/processes.ts";
@@ -199,6 +200,38 @@ test("closing the API ends open streams cleanly, finishes requests in flight, en
     connection.destroy();
     await (closing ?? first.server.close());
     await database.drop();
+  }
+});
+
+test("a server holds many streams and joins at once without a listener warning, and each leaves the shutdown set when it ends", async () => {
+  const warnings: Error[] = [];
+  const onWarning = (warning: Error) => warnings.push(warning);
+  process.on("warning", onWarning);
+  const server = await startTestServer({ configFile: TESTING_CONFIG, worker: false });
+  try {
+    const token = await server.token();
+    const headers = { authorization: `Bearer ${token}` };
+    const http = server.server.app!.server;
+    const { body: run } = await server.request("POST", "/v1/runs", { body: { assistant_id: "steps", input: LONG_RUN } });
+    // No worker: the run stays pending, so every stream and join waits until it is cancelled.
+    const streams = await Promise.all(Array.from({ length: 25 }, () => openSse(`${server.url}/v1/runs/${run.run_id}/stream`, { headers })));
+    const joins = Array.from({ length: 25 }, () => server.request("GET", `/v1/runs/${run.run_id}/join?timeout=120`));
+    for (let i = 0; i < 400 && openWaits(http) < 50; i++) await sleep(25);
+    assert.equal(openWaits(http), 50, "every stream and join is registered to end on shutdown");
+
+    assert.equal((await server.request("POST", `/v1/runs/${run.run_id}/cancel`)).status, 200);
+    for (const stream of streams) assert.equal((await stream.rest()).at(-1)?.event, "run_cancelled");
+    for (const join of joins) assert.equal((await join).body.status, "cancelled");
+    for (let i = 0; i < 400 && openWaits(http) > 0; i++) await sleep(25);
+    assert.equal(openWaits(http), 0, "ended streams and joins leave nothing registered");
+    await sleep(50); // warnings are emitted on the next tick
+    assert.deepEqual(
+      warnings.filter((warning) => warning.name === "MaxListenersExceededWarning").map((warning) => warning.message),
+      [],
+    );
+  } finally {
+    process.off("warning", onWarning);
+    await server.close();
   }
 });
 

@@ -5,25 +5,43 @@ import type { FastifyRequest } from "fastify";
  * Shutdown of one API server, shared by its routes. Long waits (SSE streams, joins) end when the
  * server starts closing, so `close()` need not wait for them and their clients reconnect to
  * another instance. Keyed by the Node server, which every plugin scope of one app shares.
+ *
+ * The waits are a plain set, not listeners on one shared AbortSignal: a server holds thousands of
+ * open streams and joins at once, an EventTarget warns (MaxListenersExceededWarning) past ten
+ * listeners, and each wait leaves the set when it ends on its own, so nothing accumulates.
  */
-const shutdowns = new WeakMap<Server, AbortController>();
+interface Shutdown {
+  closing: boolean;
+  readonly waits: Set<AbortController>;
+}
 
-function shutdownOf(server: Server): AbortController {
-  let controller = shutdowns.get(server);
-  if (!controller) {
-    controller = new AbortController();
-    shutdowns.set(server, controller);
+const shutdowns = new WeakMap<Server, Shutdown>();
+
+function shutdownOf(server: Server): Shutdown {
+  let shutdown = shutdowns.get(server);
+  if (!shutdown) {
+    shutdown = { closing: false, waits: new Set() };
+    shutdowns.set(server, shutdown);
   }
-  return controller;
+  return shutdown;
 }
 
 /** The server starts closing: every wait registered with `endOnShutdown` ends now, and later ones at once. */
 export function beginShutdown(server: Server): void {
-  shutdownOf(server).abort();
+  const shutdown = shutdownOf(server);
+  shutdown.closing = true;
+  const waits = [...shutdown.waits];
+  shutdown.waits.clear();
+  for (const wait of waits) wait.abort();
 }
 
 export function isShuttingDown(server: Server): boolean {
-  return shutdownOf(server).signal.aborted;
+  return shutdownOf(server).closing;
+}
+
+/** Waits registered with `endOnShutdown` on this server that have not ended yet. */
+export function openWaits(server: Server): number {
+  return shutdownOf(server).waits.size;
 }
 
 /**
@@ -32,12 +50,11 @@ export function isShuttingDown(server: Server): boolean {
  * the function that unregisters it, for when the wait ends on its own.
  */
 export function endOnShutdown(request: FastifyRequest, wait: AbortController): () => void {
-  const { signal } = shutdownOf(request.server.server);
-  if (signal.aborted) {
+  const shutdown = shutdownOf(request.server.server);
+  if (shutdown.closing) {
     wait.abort();
     return () => {};
   }
-  const onShutdown = () => wait.abort();
-  signal.addEventListener("abort", onShutdown, { once: true });
-  return () => signal.removeEventListener("abort", onShutdown);
+  shutdown.waits.add(wait);
+  return () => shutdown.waits.delete(wait);
 }
