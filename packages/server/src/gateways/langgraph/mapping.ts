@@ -24,6 +24,7 @@ import type {
 } from "@rudder/api";
 import { LG_CRON_REFUSED_FIELDS } from "@rudder/api";
 import { LANGGRAPH_KWARGS_KEY, langGraphKwargs } from "../../domain/langgraph-kwargs.ts";
+import { plainMessages } from "../../domain/langchain-messages.ts";
 
 /**
  * The pure rules of the LangGraph Platform facade (DESIGN.md "LangGraph Platform API"): how
@@ -330,9 +331,9 @@ function concatContent(before: unknown, chunk: unknown): unknown {
   return chunk ?? before;
 }
 
-/** One event in SSE wire format (LangGraph's field order: event, data, id). */
+/** One event in SSE wire format (LangGraph's field order: event, data, id); LangChain messages as plain dicts. */
 export const formatSse = (event: LgSseEvent): string =>
-  `event: ${event.event}\ndata: ${JSON.stringify(event.data ?? null)}\nid: ${event.id}\n\n`;
+  `event: ${event.event}\ndata: ${JSON.stringify(plainMessages(event.data ?? null))}\nid: ${event.id}\n\n`;
 
 // Crons: Rudder's schedules under LangGraph's names.
 

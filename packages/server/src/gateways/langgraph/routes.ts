@@ -37,6 +37,7 @@ import {
 } from "@rudder/api";
 import { contains } from "../../domain/containment.ts";
 import { ApiError, notFound } from "../../domain/errors.ts";
+import { plainMessages } from "../../domain/langchain-messages.ts";
 import { grants } from "../../domain/roles.ts";
 import { problems } from "../../http/responses.ts";
 import type { AppServices } from "../../http/services.ts";
@@ -90,6 +91,8 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
   const { runService, threads, assistants } = services;
   for (const schema of [LgAssistant, LgThread, LgThreadState, LgRun, LgCheckpoint]) app.addSchema(schema);
   const tags = ["langgraph"];
+  // LangChain messages in values, state, history and wait bodies go out as LangGraph's plain message dicts.
+  app.addHook("preSerialization", async (_request, _reply, payload) => plainMessages(payload));
   await app.register(langGraphStoreCronRoutes, { services });
 
   app.get(

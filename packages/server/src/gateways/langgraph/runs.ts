@@ -33,7 +33,13 @@ export async function startRun(
   const { runService, threads } = services;
   // LangGraph answers 404 for an unknown assistant (Rudder's /v1 says 422 for the body's assistant);
   // an unknown thread is already a 404 from RunService.create.
-  await services.assistants.get(tenantId, body.assistant_id);
+  const assistant = await services.assistants.get(tenantId, body.assistant_id);
+  // As the Platform does, a thread records the graph and assistant of its latest run (agent-chat-ui lists threads by them).
+  const recordOnThread = async (run: Run) => {
+    if (threadId !== null)
+      await threads.mergeMetadata(tenantId, threadId, { graph_id: assistant.graph_id, assistant_id: body.assistant_id });
+    return { run, modes };
+  };
 
   const command = body.command ?? undefined;
   if (threadId !== null && command) {
@@ -48,7 +54,7 @@ export async function startRun(
         update: command.update ?? null,
         goto: command.goto ?? null,
       });
-      return { run, modes };
+      return recordOnThread(run);
     }
   }
 
@@ -76,7 +82,7 @@ export async function startRun(
     ...(command?.goto ? { goto: command.goto } : {}),
   };
   const { run } = await runService.create(tenantId, threadId, request);
-  return { run, modes };
+  return recordOnThread(run);
 }
 
 /**
