@@ -274,6 +274,9 @@ export const LgCommand = Type.Object(
 );
 export type LgCommand = Static<typeof LgCommand>;
 
+/** The longest `after_seconds` a run may ask for: a year. */
+export const MAX_AFTER_SECONDS = 366 * 24 * 3600;
+
 /** The body of run create, wait and stream, on a thread or stateless, as the SDK sends it. */
 export const LgRunCreateBody = Type.Object(
   {
@@ -300,7 +303,9 @@ export const LgRunCreateBody = Type.Object(
     multitask_strategy: Opt(LgMultitaskStrategy),
     on_completion: Opt(literals(["delete", "keep"])),
     on_disconnect: Opt(literals(["cancel", "continue"])),
-    after_seconds: Opt(Type.Number({ minimum: 0, maximum: 0, description: "delayed runs are not supported (only 0)" })),
+    after_seconds: Opt(
+      Type.Number({ minimum: 0, maximum: MAX_AFTER_SECONDS, description: "the run is created pending and starts no sooner than this" }),
+    ),
     if_not_exists: Opt(literals(["reject"])),
     checkpoint_during: Opt(Type.Boolean()),
     durability: Opt(Durability),

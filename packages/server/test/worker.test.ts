@@ -64,6 +64,7 @@ function stateless(tenantId: string, input: unknown): NewRun {
     maxCost: null,
     idempotencyKey: undefined,
     requestHash: randomUUID(),
+    afterSeconds: null,
   };
 }
 

@@ -8,7 +8,8 @@ import type { Transaction } from "../storage/db.ts";
  * so every waiter also re-checks storage on a timer.
  */
 export type Notice =
-  | { readonly topic: "run_created" }
+  /** A run may be claimable; `dueAt` (epoch ms): not before then (a delayed run). */
+  | { readonly topic: "run_created"; readonly dueAt?: number }
   | { readonly topic: "run_changed"; readonly runId: string }
   | { readonly topic: "run_events"; readonly runId: string }
   | { readonly topic: "steering"; readonly runId: string }

@@ -61,7 +61,8 @@ export class RunService {
    * a run with its schedule's advance). For `enqueue` (and a stateless run) the insert is one
    * statement; `reject` and `cancel_previous` decide under the thread's row lock, which
    * serialises creates on that thread. A caller that must name the run before it exists (the A2A
-   * gateway's task id is its first run's id) passes `runId`.
+   * gateway's task id is its first run's id) passes `runId`. `afterSeconds` (the LangGraph
+   * facade's `after_seconds`) creates it pending, claimable only once that time has passed.
    */
   async create(
     tenantId: string,
@@ -70,6 +71,7 @@ export class RunService {
     idempotencyKey?: string,
     tx?: Transaction,
     runId: string = randomUUID(),
+    options: { afterSeconds?: number } = {},
   ): Promise<{ run: Run; replayed: boolean }> {
     const assistant = await this.assistants.get(tenantId, request.assistant_id, tx).catch((error: unknown) => {
       // An unknown assistant is a fault in the body, not a missing resource at this URL.
@@ -102,6 +104,7 @@ export class RunService {
       maxCost: request.max_cost ?? null,
       idempotencyKey,
       requestHash: requestFingerprint({ thread_id: threadId, ...request }),
+      afterSeconds: options.afterSeconds ? options.afterSeconds : null,
     };
     const created = await (tx ? this.createIn(tx, run) : this.db.transaction((own) => this.createIn(own, run)));
     return { run: publicRun(created.run), replayed: created.replayed };
@@ -120,7 +123,9 @@ export class RunService {
       throw error;
     });
     if (inserted) {
-      await this.notifier.publishWithin(tx, { topic: "run_created" });
+      // A delayed run's notice says when it comes due, so a worker wakes then rather than at once.
+      const dueAt = run.afterSeconds === null ? undefined : Date.now() + run.afterSeconds * 1000;
+      await this.notifier.publishWithin(tx, dueAt === undefined ? { topic: "run_created" } : { topic: "run_created", dueAt });
       this.countCreated(tx, inserted.graph_id);
       return { run: inserted, replayed: false };
     }

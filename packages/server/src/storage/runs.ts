@@ -33,6 +33,8 @@ export interface NewRun {
   maxCost: number | null;
   idempotencyKey: string | undefined;
   requestHash: string;
+  /** Seconds from now before which no worker claims the run (LangGraph's `after_seconds`); null: at once. */
+  afterSeconds: number | null;
 }
 
 type Timestamp = Date | string;
@@ -113,8 +115,9 @@ export async function insertRun(db: Queryable, run: NewRun, queuedRunQuota: numb
   const [row] = await db.query<RunRow>(
     `insert into runs (run_id, tenant_id, thread_id, assistant_id, graph_id, input, command, context, config, metadata,
                        multitask_strategy, durability, run_timeout, max_model_calls, max_tool_calls, max_tokens, max_cost,
-                       idempotency_key, request_hash)
-     select $1, $2, $3, $4, $5, $6::jsonb, $7::jsonb, $8::jsonb, $9::jsonb, $10::jsonb, $11, $12, $13, $14, $15, $16, $17, $18, $19
+                       idempotency_key, request_hash, not_before, available_at)
+     select $1, $2, $3, $4, $5, $6::jsonb, $7::jsonb, $8::jsonb, $9::jsonb, $10::jsonb, $11, $12, $13, $14, $15, $16, $17, $18, $19,
+            now() + $21::float8 * interval '1 second', now() + coalesce($21::float8, 0) * interval '1 second'
       where ($3::uuid is null or exists (select 1 from threads where tenant_id = $2 and thread_id = $3::uuid for share))
         and (select count(*) from runs where tenant_id = $2 and status = 'pending') < $20
      on conflict (tenant_id, idempotency_key) where idempotency_key is not null do nothing
@@ -140,6 +143,7 @@ export async function insertRun(db: Queryable, run: NewRun, queuedRunQuota: numb
       run.idempotencyKey ?? null,
       run.requestHash,
       queuedRunQuota,
+      run.afterSeconds,
     ],
   );
   return row && toClaimed(row);
@@ -244,7 +248,8 @@ export async function listRuns(
 export type Claim = ClaimedRun & { readonly claimableSeconds: number };
 
 /**
- * Claims up to `limit` of the oldest runnable runs: pending runs whose backoff has passed and
+ * Claims up to `limit` of the oldest runnable runs: pending runs whose backoff (or not-before
+ * time: `available_at` starts there, `insertRun`) has passed and
  * whose thread has no active run and no older pending run (FIFO per thread, so at most one run
  * per thread qualifies), and running runs whose lease expired (their worker died). One
  * statement, `for update skip locked`, so concurrent workers never claim the same row; it also

@@ -74,6 +74,9 @@ interface WorkerDeps {
   readonly store: StoreService;
 }
 
+/** Due times of delayed runs a worker remembers; later ones are found by the poll. */
+const MAX_DUE_TIMES = 1000;
+
 /** The lifecycle's claim rule: the status and thread status a claim writes. */
 const CLAIM_RULE = RUN_TRANSITIONS.find((rule) => rule.trigger === "claim" && rule.from.includes("pending"))!;
 
@@ -81,7 +84,8 @@ const CLAIM_RULE = RUN_TRANSITIONS.find((rule) => rule.trigger === "claim" && ru
  * Claims runs from the queue and executes them, up to `concurrency` at once. One claim loop per
  * process claims as many runs as it has free slots in one statement, and only when there may be
  * work: after a run_created notice, after a claim that filled every free slot (the queue may hold
- * more), or on the poll timer (a lost notice, a retry whose backoff passed, an expired lease).
+ * more), when a delayed run it heard of comes due, or on the poll timer (a lost notice, a retry
+ * whose backoff passed, an expired lease).
  * Idle slots never query the queue on their own, so a notice costs one claim, not one per slot.
  */
 export class Worker {
@@ -127,13 +131,22 @@ export class Worker {
   private async claimLoop(): Promise<void> {
     let wanted = true;
     let lastClaim = 0;
+    // When delayed runs heard of come due (epoch ms), earliest first: a claim then, not at the notice.
+    let dueTimes: number[] = [];
     const unsubscribe = this.deps.notifier.subscribe((notice) => {
       if (notice.topic !== "run_created") return;
-      wanted = true;
+      if (notice.dueAt !== undefined && notice.dueAt > Date.now())
+        dueTimes = [...dueTimes, notice.dueAt].sort((a, b) => a - b).slice(0, MAX_DUE_TIMES);
+      else wanted = true;
       this.wakeUp.wake();
     });
     try {
       while (!this.stopping) {
+        const now = Date.now();
+        if (dueTimes.length && dueTimes[0]! <= now) {
+          wanted = true;
+          dueTimes = dueTimes.filter((due) => due > now);
+        }
         const free = this.options.concurrency - this.running.size;
         if (wanted && free > 0) {
           // Cleared before the claim: a notice that arrives while it is in flight sets it again.
@@ -150,6 +163,11 @@ export class Worker {
         if (untilPoll <= 0) {
           wanted = true;
           if (free > 0) continue;
+        }
+        const untilDue = dueTimes.length ? dueTimes[0]! - Date.now() : Infinity;
+        if (untilDue < (untilPoll > 0 ? untilPoll : this.options.pollMs)) {
+          await this.wakeUp.wait(Math.max(untilDue, 0));
+          continue;
         }
         if (!(await this.wakeUp.wait(untilPoll > 0 ? untilPoll : this.options.pollMs))) wanted = true;
       }

@@ -178,7 +178,6 @@ export function unsupportedRunFields(body: LgRunCreateBody): string[] {
   if (nonEmpty(body.interrupt_after)) refused.push("interrupt_after (not supported yet)");
   if (body.feedback_keys?.length) refused.push("feedback_keys (LangSmith feedback is not supported)");
   if (body.if_not_exists != null && body.if_not_exists !== "reject") refused.push("if_not_exists (threads are created with POST /threads)");
-  if (body.after_seconds) refused.push("after_seconds (delayed runs are not supported)");
   return refused;
 }
 

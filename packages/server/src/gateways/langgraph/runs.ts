@@ -81,7 +81,9 @@ export async function startRun(
     ...(command?.update ? { update: command.update } : {}),
     ...(command?.goto ? { goto: command.goto } : {}),
   };
-  const { run } = await runService.create(tenantId, threadId, request);
+  const { run } = await runService.create(tenantId, threadId, request, undefined, undefined, undefined, {
+    ...(body.after_seconds ? { afterSeconds: body.after_seconds } : {}),
+  });
   return recordOnThread(run);
 }
 
