@@ -19,7 +19,9 @@ export type ClientTask =
       /** One thread per run (POST /v1/threads/{id}/runs); stateless runs (POST /v1/runs) when absent. */
       threadIds?: string[];
     }
-  | { kind: "sse"; url: string; token: string; concurrency: number; runs: number; body: Record<string, unknown> };
+  | { kind: "sse"; url: string; token: string; concurrency: number; runs: number; body: Record<string, unknown> }
+  /** LangGraph API: one `POST /runs/stream` (stateless, stream_mode custom) per run, all at once. */
+  | { kind: "lg-stream"; url: string; runs: number; body: Record<string, unknown> };
 
 export interface RunsResult {
   elapsedMs: number;
@@ -47,6 +49,8 @@ export interface SseEvent {
   createdAt: string;
   /** `t` of a ticker custom event: when the graph emitted it. */
   emittedAt?: number;
+  /** `i` of a ticker custom event: its place in the run's ticks. */
+  index?: number;
   /** When the stream's response headers arrived. */
   openedAt: number;
 }
@@ -162,7 +166,12 @@ async function sse(task: Extract<ClientTask, { kind: "sse" }>): Promise<SseResul
             .map((line) => line.slice(6))
             .join("\n");
           if (!data) continue; // a heartbeat comment
-          const event = JSON.parse(data) as { sequence: number; kind: string; created_at: string; data: { data?: { t?: number } } };
+          const event = JSON.parse(data) as {
+            sequence: number;
+            kind: string;
+            created_at: string;
+            data: { data?: { t?: number; i?: number } };
+          };
           result.events.push({
             runId,
             sequence: event.sequence,
@@ -170,6 +179,63 @@ async function sse(task: Extract<ClientTask, { kind: "sse" }>): Promise<SseResul
             receivedAt,
             createdAt: event.created_at,
             ...(event.kind === "custom" && typeof event.data.data?.t === "number" ? { emittedAt: event.data.data.t } : {}),
+            ...(event.kind === "custom" && typeof event.data.data?.i === "number" ? { index: event.data.data.i } : {}),
+            openedAt,
+          });
+        }
+      }
+    } catch (error) {
+      result.errors++;
+      result.firstError ??= (error as Error).message;
+    }
+  });
+  return result;
+}
+
+/** The LangGraph API's stream of a stateless run: `event: custom` frames carry the ticker's `{ i, t }`. */
+async function lgStream(task: Extract<ClientTask, { kind: "lg-stream" }>): Promise<SseResult> {
+  const result: SseResult = { events: [], errors: 0 };
+  await pool(task.runs, task.runs, async (index) => {
+    try {
+      const response = await fetch(`${task.url}/runs/stream`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(task.body),
+      });
+      if (response.status !== 200 || !response.body) throw new Error(`POST /runs/stream answered ${response.status}`);
+      const openedAt = now();
+      const runId = `lg-${index}`;
+      const reader = response.body.getReader();
+      const decoder = new TextDecoder();
+      let buffer = "";
+      let sequence = 0;
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        const receivedAt = now();
+        buffer += decoder.decode(value, { stream: true }).replaceAll("\r\n", "\n");
+        let end: number;
+        while ((end = buffer.indexOf("\n\n")) >= 0) {
+          const frame = buffer.slice(0, end).split("\n");
+          buffer = buffer.slice(end + 2);
+          const kind = frame
+            .find((line) => line.startsWith("event:"))
+            ?.slice(6)
+            .trim();
+          const data = frame
+            .filter((line) => line.startsWith("data:"))
+            .map((line) => line.slice(5).trim())
+            .join("\n");
+          if (kind !== "custom" || !data) continue;
+          const tick = JSON.parse(data) as { i?: number; t?: number };
+          result.events.push({
+            runId,
+            sequence: ++sequence,
+            kind,
+            receivedAt,
+            createdAt: "",
+            ...(typeof tick.t === "number" ? { emittedAt: tick.t } : {}),
+            ...(typeof tick.i === "number" ? { index: tick.i } : {}),
             openedAt,
           });
         }
@@ -192,6 +258,8 @@ async function handle(task: ClientTask): Promise<unknown> {
       return runs(task);
     case "sse":
       return sse(task);
+    case "lg-stream":
+      return lgStream(task);
   }
 }
 

@@ -3,7 +3,9 @@
  *
  * - `ticker`: one node that waits `delay_ms` (so the SSE client is connected), then emits `count`
  *   custom events `interval_ms` apart, each stamped with the emitting process's clock (`t`, ms on
- *   performance.timeOrigin + performance.now(), comparable across processes of one machine).
+ *   performance.timeOrigin + performance.now(), comparable across processes of one machine) and
+ *   numbered (`i`). With `start_at` (same clock) it also waits until then, so K runs started one
+ *   after another tick together (bench/token-stream.ts).
  * - `oneNodeGraph()`: the uncompiled 1-node graph (same shape as examples' echo), for in-process
  *   `graph.invoke` reference figures with or without a checkpointer.
  */
@@ -15,6 +17,7 @@ const TickerState = Annotation.Root({
   count: Annotation<number>(),
   interval_ms: Annotation<number>(),
   delay_ms: Annotation<number>(),
+  start_at: Annotation<number>(),
   ticks: Annotation<number>(),
 });
 
@@ -22,6 +25,7 @@ export const ticker = new StateGraph(TickerState)
   .addNode("tick", async (state, config: LangGraphRunnableConfig) => {
     const count = state.count ?? 10;
     await sleep(state.delay_ms ?? 150);
+    if (state.start_at !== undefined) await sleep(state.start_at - (performance.timeOrigin + performance.now()));
     for (let i = 0; i < count; i++) {
       if (i > 0) await sleep(state.interval_ms ?? 30);
       config.writer?.({ i, t: performance.timeOrigin + performance.now() });

@@ -1,0 +1,586 @@
+/**
+ * Streaming at token rate (issue 22, item 10): K runs at once, each a graph that emits a custom
+ * event every 20 ms (200 of them, like an LLM streaming tokens), one SSE reader per run on
+ * `GET /v1/runs/{id}/stream`.
+ *
+ * Usage (from the repository root):
+ *
+ *   node --import tsx bench/token-stream.ts [--driver pglite|postgres|both] [--k-postgres 10,50,200] [--k-pglite 10,50]
+ *        [--events 200] [--interval-ms 20] [--database-url URL] [--skip-reference]
+ *
+ * Per K it reports:
+ *
+ * - events/s delivered: custom events read by the SSE clients / (last one read - first one emitted);
+ *   every run ticks from the same moment (`start_at`), so K runs offer K x 1000 / interval events/s;
+ * - emit -> SSE p50/p95/max: the graph stamps each event with its process's clock (`t`), the client
+ *   (a forked child process, bench/client.ts) its read time, corrected by the measured clock offset;
+ * - commits per event, reads included: PostgreSQL `pg_stat_database.xact_commit` of the private
+ *   database over the measurement (creates, claims, appends, stream reads, settles, NOTIFY), and
+ *   on PGlite the transactions and autocommit statements counted through the driver
+ *   (bench/counting.ts); Db statements per event on both;
+ * - completeness: every run's custom events arrive exactly once and in order (ticks 0..n-1 at
+ *   increasing sequences), the stream's sequences are exactly the run's durable log afterwards,
+ *   and every run succeeded.
+ *
+ * The reference row streams the same graph from the LangGraph.js dev server (`/runs/stream`,
+ * stream_mode custom) when `@langchain/langgraph-cli` is installed; otherwise it says why not.
+ * The gap to the target (K=200 on PostgreSQL: 10,000 events/s, p95 <= 100 ms, <= 0.05 commits per
+ * event) is printed from what was measured. Figures and machine are in docs/benchmarks.md.
+ */
+import { fork, spawn, type ChildProcess } from "node:child_process";
+import { randomUUID } from "node:crypto";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { createServer } from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import { execFileSync } from "node:child_process";
+import { mintToken } from "../packages/server/src/auth/authenticator.ts";
+import { resolveConfig, type RudderConfig } from "../packages/server/src/config/config.ts";
+import { startServer } from "../packages/server/src/server.ts";
+import { createPgliteDb, createPostgresDb, type Db } from "../packages/server/src/storage/db.ts";
+import { DEFAULT_WORKER_OPTIONS } from "../packages/server/src/worker/worker.ts";
+import type { ClientTask, SseEvent, SseResult } from "./client.ts";
+import { countingDb, DbCounter, now, type DbCounts } from "./counting.ts";
+
+type Driver = Db["driver"];
+
+const { values: args } = parseArgs({
+  options: {
+    driver: { type: "string", default: "both" },
+    "k-postgres": { type: "string", default: "10,50,200" },
+    "k-pglite": { type: "string", default: "10,50" },
+    events: { type: "string", default: "200" },
+    "interval-ms": { type: "string", default: "20" },
+    "database-url": { type: "string", default: process.env.RUDDER_BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test" },
+    "skip-reference": { type: "boolean", default: false },
+    help: { type: "boolean", default: false },
+  },
+});
+if (args.help) {
+  console.log(
+    "node --import tsx bench/token-stream.ts [--driver pglite|postgres|both] [--k-postgres 10,50,200] [--k-pglite 10,50] [--events 200] [--interval-ms 20] [--database-url URL] [--skip-reference]",
+  );
+  process.exit(0);
+}
+const DRIVERS: Driver[] = args.driver === "both" ? ["postgres", "pglite"] : [args.driver as Driver];
+if (!DRIVERS.every((driver) => driver === "pglite" || driver === "postgres")) throw new Error("--driver must be pglite, postgres or both");
+const KS: Record<Driver, number[]> = {
+  postgres: list(args["k-postgres"], "--k-postgres"),
+  pglite: list(args["k-pglite"], "--k-pglite"),
+};
+const EVENTS = positive(args.events, "--events");
+const INTERVAL_MS = positive(args["interval-ms"], "--interval-ms");
+const DATABASE_URL = args["database-url"];
+const SECRET = "rudder-bench-secret-rudder-bench-secret";
+const ROOT = fileURLToPath(new URL("../", import.meta.url));
+/** The ticker waits this long before its first tick, so every reader is connected by then. */
+const DELAY_MS = 500;
+/** K runs tick together this long (plus 15 ms per run) after the measurement starts. */
+const START_LEAD_MS = 1000;
+/** The target of issue 22 item 10, at K=200 on PostgreSQL. */
+const TARGET = { k: 200, eventsPerSecond: 10_000, p95Ms: 100, commitsPerEvent: 0.05 };
+
+function positive(raw: string, name: string): number {
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 1) throw new Error(`${name} must be a positive whole number, not "${raw}"`);
+  return value;
+}
+
+function list(raw: string, name: string): number[] {
+  return raw
+    .split(",")
+    .filter(Boolean)
+    .map((value) => positive(value, name));
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const fixed = (value: number, digits = 1) => (Number.isFinite(value) ? value.toFixed(digits) : "-");
+
+function percentile(values: readonly number[], p: number): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
+}
+
+function table(headers: string[], rows: (string | number)[][]): string {
+  const cells = [headers, ...rows.map((row) => row.map(String))];
+  const widths = headers.map((_, column) => Math.max(...cells.map((row) => (row[column] ?? "").length)));
+  const line = (row: string[]) =>
+    row.map((cell, column) => (column < 2 ? cell.padEnd(widths[column]!) : cell.padStart(widths[column]!))).join("  ");
+  return [line(cells[0]!), widths.map((width) => "-".repeat(width)).join("  "), ...cells.slice(1).map(line)].join("\n");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The SSE clients run in a child process (bench/client.ts), off the server's event loop
+
+class Client {
+  private readonly child: ChildProcess;
+  private readonly pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void }>();
+  private nextId = 0;
+  /** Child clock minus this process's clock, ms. */
+  offset = 0;
+
+  constructor() {
+    this.child = fork(fileURLToPath(new URL("./client.ts", import.meta.url)), [], {
+      execArgv: ["--import", "tsx"],
+      stdio: ["ignore", "inherit", "inherit", "ipc"],
+    });
+    this.child.on("message", (message: { id: number; result?: unknown; error?: string }) => {
+      const waiter = this.pending.get(message.id);
+      this.pending.delete(message.id);
+      if (message.error !== undefined) waiter?.reject(new Error(`client: ${message.error}`));
+      else waiter?.resolve(message.result);
+    });
+  }
+
+  request<T>(task: ClientTask): Promise<T> {
+    const id = this.nextId++;
+    return new Promise<T>((resolve, reject) => {
+      this.pending.set(id, { resolve: resolve as (value: unknown) => void, reject });
+      this.child.send({ id, task });
+    });
+  }
+
+  /** NTP-style: the ping with the shortest round trip gives the offset. */
+  async calibrate(): Promise<void> {
+    let best = { offsetMs: 0, rttMs: Number.POSITIVE_INFINITY };
+    for (let i = 0; i < 30; i++) {
+      const sent = now();
+      const theirs = await this.request<number>({ kind: "clock" });
+      const back = now();
+      if (back - sent < best.rttMs) best = { offsetMs: theirs - (sent + back) / 2, rttMs: back - sent };
+    }
+    this.offset = best.offsetMs;
+  }
+
+  close(): void {
+    this.child.disconnect();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Private databases
+
+async function adminQuery<Row>(sql: string, params: unknown[] = [], url = DATABASE_URL): Promise<Row[]> {
+  const admin = createPostgresDb(url, { max: 1 });
+  try {
+    return await admin.query<Row>(sql, params);
+  } finally {
+    await admin.close();
+  }
+}
+
+const openDatabases = new Set<string>();
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.once(signal, () => {
+    void Promise.allSettled([...openDatabases].map((name) => adminQuery(`drop database if exists ${name} with (force)`))).then(() =>
+      process.exit(130),
+    );
+  });
+}
+
+async function xactCommits(name: string): Promise<number> {
+  const [row] = await adminQuery<{ commits: string }>("select xact_commit::text as commits from pg_stat_database where datname = $1", [
+    name,
+  ]);
+  return Number(row?.commits ?? 0);
+}
+
+interface LogRow {
+  run_id: string;
+  sequence: number;
+  kind: string;
+}
+
+const LOG_SQL = "select run_id::text as run_id, sequence, kind from run_events where run_id::text = any($1) order by run_id, sequence";
+
+// ---------------------------------------------------------------------------------------------
+// One measurement
+
+interface Row {
+  system: string;
+  k: number;
+  events: number;
+  seconds: number;
+  eventsPerSecond: number;
+  p50: number;
+  p95: number;
+  max: number;
+  commitsPerEvent: number;
+  statementsPerEvent: number;
+  complete: string;
+  serverCores: number;
+}
+
+function latencies(result: SseResult, offset: number): number[] {
+  const values: number[] = [];
+  for (const event of result.events) {
+    if (event.emittedAt === undefined) continue;
+    values.push(event.receivedAt - offset - event.emittedAt);
+  }
+  return values;
+}
+
+/** Custom events read per second: from the first one emitted to the last one read. */
+function rate(result: SseResult, offset: number): { events: number; seconds: number } {
+  const custom = result.events.filter((event) => event.emittedAt !== undefined);
+  if (custom.length === 0) return { events: 0, seconds: Number.NaN };
+  const first = Math.min(...custom.map((event) => event.emittedAt!));
+  const last = Math.max(...custom.map((event) => event.receivedAt - offset));
+  return { events: custom.length, seconds: (last - first) / 1000 };
+}
+
+/** What is wrong with what the readers got, checked against each run's durable log; "" when nothing. */
+function completeness(result: SseResult, log: readonly LogRow[], runs: number): string {
+  const problems: string[] = [];
+  const byRun = new Map<string, SseEvent[]>();
+  for (const event of result.events) byRun.set(event.runId, [...(byRun.get(event.runId) ?? []), event]);
+  const logByRun = new Map<string, LogRow[]>();
+  for (const row of log) logByRun.set(row.run_id, [...(logByRun.get(row.run_id) ?? []), row]);
+  if (byRun.size !== runs) problems.push(`${runs - byRun.size} of ${runs} streams got nothing`);
+  let misordered = 0;
+  let missing = 0;
+  let notDurable = 0;
+  let unsucceeded = 0;
+  for (const [runId, events] of byRun) {
+    const ticks = events.filter((event) => event.index !== undefined).map((event) => event.index!);
+    if (ticks.length !== EVENTS || ticks.some((tick, index) => tick !== index)) missing++;
+    if (events.some((event, index) => index > 0 && event.sequence <= events[index - 1]!.sequence)) misordered++;
+    const durable = logByRun.get(runId) ?? [];
+    const sent = events.map((event) => `${event.sequence}:${event.kind}`).join(",");
+    if (sent !== durable.map((row) => `${row.sequence}:${row.kind}`).join(",")) notDurable++;
+    if (events.at(-1)?.kind !== "run_succeeded") unsucceeded++;
+  }
+  if (missing) problems.push(`${missing} streams without ticks 0..${EVENTS - 1} exactly once in order`);
+  if (misordered) problems.push(`${misordered} streams with sequences out of order or repeated`);
+  if (notDurable) problems.push(`${notDurable} streams differ from their durable log`);
+  if (unsucceeded) problems.push(`${unsucceeded} streams did not end with run_succeeded`);
+  if (result.errors) problems.push(`${result.errors} failed streams (first: ${result.firstError})`);
+  return problems.join("; ");
+}
+
+function sum(counts: DbCounts): { statements: number; commits: number } {
+  let statements = 0;
+  for (const stat of counts.statements.values()) statements += stat.count;
+  return { statements, commits: counts.committedTransactions + counts.autocommitStatements };
+}
+
+async function measureRudder(client: Client, driver: Driver, k: number): Promise<Row> {
+  const counter = new DbCounter();
+  let raw: Db;
+  let name: string | undefined;
+  let url: string | undefined;
+  if (driver === "pglite") raw = await createPgliteDb();
+  else {
+    name = `rudder_bench_${randomUUID().replaceAll("-", "")}`;
+    await adminQuery(`create database ${name}`);
+    openDatabases.add(name);
+    const parsed = new URL(DATABASE_URL);
+    parsed.pathname = `/${name}`;
+    url = parsed.toString();
+    raw = createPostgresDb(url);
+  }
+  const base = resolveConfig({ config: `${ROOT}examples/rudder.json`, port: 0 }, {});
+  const config: RudderConfig = {
+    ...base,
+    graphs: [...base.graphs, { graphId: "ticker", file: `${ROOT}bench/graphs.ts`, exportName: "ticker" }],
+    auth: { ...base.auth, jwtSecret: SECRET },
+    workerConcurrency: k,
+  };
+  const server = await startServer({
+    config,
+    db: countingDb(raw, counter),
+    schema: "migrate",
+    logger: false,
+    worker: { ...DEFAULT_WORKER_OPTIONS, concurrency: k },
+  });
+  let closed = false;
+  try {
+    const task = {
+      kind: "sse" as const,
+      url: server.url!,
+      token: await mintToken(SECRET, { tenantId: "bench", roles: ["admin"] }),
+      concurrency: k,
+      runs: k,
+      body: { assistant_id: "ticker", input: { count: EVENTS, interval_ms: INTERVAL_MS, delay_ms: DELAY_MS } },
+    };
+    // Warm-up (graph loaded, connections open), then let PostgreSQL publish its statistics.
+    await client.request<SseResult>({
+      ...task,
+      concurrency: 2,
+      runs: 2,
+      body: { ...task.body, input: { count: 5, interval_ms: 5, delay_ms: 50 } },
+    });
+    if (name) await sleep(11_000);
+    const commitsBefore = name ? await xactCommits(name) : 0;
+    counter.reset();
+    const cpuBefore = process.cpuUsage();
+    const started = now();
+    // Every run ticks from the same moment, once all K are created, claimed and read.
+    const startAt = now() + START_LEAD_MS + k * 15;
+    const result = await client.request<SseResult>({ ...task, body: { ...task.body, input: { ...task.body.input, start_at: startAt } } });
+    const cpu = process.cpuUsage(cpuBefore);
+    const elapsed = now() - started;
+    await sleep(300); // trailing notices and checkpoint clean-up belong to these runs
+    const counts = sum(counter.take());
+    const runIds = [...new Set(result.events.map((event) => event.runId))];
+    let log: LogRow[];
+    let commits = counts.commits;
+    if (name) {
+      await server.close();
+      await raw.close(); // the backends exit, which publishes their statistics
+      closed = true;
+      await sleep(1000);
+      commits = (await xactCommits(name)) - commitsBefore;
+      log = await adminQuery<LogRow>(LOG_SQL, [runIds], url);
+    } else {
+      log = await raw.query<LogRow>(LOG_SQL, [runIds]);
+    }
+    const { events, seconds } = rate(result, client.offset);
+    const emitToSse = latencies(result, client.offset);
+    return {
+      system: `Rudder, ${driver === "postgres" ? "PostgreSQL" : "PGlite"}`,
+      k,
+      events,
+      seconds,
+      eventsPerSecond: events / seconds,
+      p50: percentile(emitToSse, 50),
+      p95: percentile(emitToSse, 95),
+      max: Math.max(...emitToSse),
+      commitsPerEvent: commits / events,
+      statementsPerEvent: counts.statements / events,
+      complete: completeness(result, log, k) || "yes",
+      serverCores: (cpu.user + cpu.system) / 1000 / elapsed,
+    };
+  } finally {
+    if (!closed) {
+      await server.close();
+      await raw.close();
+    }
+    if (name) {
+      await adminQuery(`drop database if exists ${name} with (force)`);
+      openDatabases.delete(name);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reference: the LangGraph.js dev server (in memory) streaming the same graph
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once("error", reject);
+    probe.listen(0, "127.0.0.1", () => {
+      const { port } = probe.address() as { port: number };
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+/** The dev server's CLI script, or why it cannot be started. */
+function langgraphCli(): { script: string } | { skip: string } {
+  const require = createRequire(`${ROOT}package.json`);
+  let manifestPath: string;
+  try {
+    manifestPath = require.resolve("@langchain/langgraph-cli/package.json");
+  } catch {
+    return { skip: "@langchain/langgraph-cli is not installed (npm install --save-dev @langchain/langgraph-cli adds it)" };
+  }
+  const manifest = require(manifestPath) as { bin?: string | Record<string, string> };
+  const bin = typeof manifest.bin === "string" ? manifest.bin : Object.values(manifest.bin ?? {})[0];
+  if (!bin) return { skip: "@langchain/langgraph-cli has no bin entry" };
+  return { script: path.join(path.dirname(manifestPath), bin) };
+}
+
+async function measureLangGraph(client: Client, k: number): Promise<Row | string> {
+  const cli = langgraphCli();
+  if ("skip" in cli) return cli.skip;
+  const dir = mkdtempSync(path.join(os.tmpdir(), "rudder-lg-"));
+  const port = await freePort();
+  writeFileSync(
+    path.join(dir, "langgraph.json"),
+    JSON.stringify({ node_version: "20", graphs: { ticker: `${path.relative(dir, `${ROOT}bench/graphs.ts`)}:ticker` }, env: {} }),
+  );
+  const child = spawn(
+    process.execPath,
+    [cli.script, "dev", "--port", String(port), "--no-browser", "--config", path.join(dir, "langgraph.json")],
+    {
+      cwd: ROOT,
+      stdio: ["ignore", "pipe", "pipe"],
+      detached: true,
+    },
+  );
+  let output = "";
+  child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()));
+  const url = `http://127.0.0.1:${port}`;
+  try {
+    const deadline = Date.now() + 120_000;
+    for (;;) {
+      if (child.exitCode !== null) return `the dev server exited (${child.exitCode}): ${output.slice(-400)}`;
+      if (Date.now() > deadline) return `the dev server did not answer /ok within 120 s: ${output.slice(-400)}`;
+      const ok = await fetch(`${url}/ok`).then(
+        (response) => response.ok,
+        () => false,
+      );
+      if (ok) break;
+      await sleep(500);
+    }
+    const body = {
+      assistant_id: "ticker",
+      input: { count: EVENTS, interval_ms: INTERVAL_MS, delay_ms: DELAY_MS },
+      stream_mode: ["custom"],
+    };
+    await client.request<SseResult>({
+      kind: "lg-stream",
+      url,
+      runs: 2,
+      body: { ...body, input: { count: 5, interval_ms: 5, delay_ms: 50 } },
+    });
+    const startAt = now() + START_LEAD_MS + k * 15;
+    const result = await client.request<SseResult>({
+      kind: "lg-stream",
+      url,
+      runs: k,
+      body: { ...body, input: { ...body.input, start_at: startAt } },
+    });
+    const { events, seconds } = rate(result, client.offset);
+    const emitToSse = latencies(result, client.offset);
+    const byRun = new Map<string, number[]>();
+    for (const event of result.events) byRun.set(event.runId, [...(byRun.get(event.runId) ?? []), event.index ?? -1]);
+    const whole = [...byRun.values()].filter((ticks) => ticks.length === EVENTS && ticks.every((tick, index) => tick === index)).length;
+    return {
+      system: "LangGraph.js dev server (in memory)",
+      k,
+      events,
+      seconds,
+      eventsPerSecond: events / seconds,
+      p50: percentile(emitToSse, 50),
+      p95: percentile(emitToSse, 95),
+      max: Math.max(...emitToSse),
+      commitsPerEvent: Number.NaN,
+      statementsPerEvent: Number.NaN,
+      complete: whole === k && !result.errors ? "yes (no durable log)" : `${whole} of ${k} streams whole; ${result.errors} failed`,
+      serverCores: Number.NaN,
+    };
+  } finally {
+    try {
+      if (child.pid) process.kill(-child.pid, "SIGTERM");
+    } catch {
+      // already gone
+    }
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+function sourceState(): string {
+  try {
+    const git = (...gitArgs: string[]) =>
+      execFileSync("git", ["-C", ROOT, ...gitArgs], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trim();
+    const dirty = git("status", "--porcelain", "--", "packages/server/src").split("\n").filter(Boolean).length;
+    return `${git("log", "-1", "--format=%h %s").slice(0, 100)}${dirty ? ` + ${dirty} uncommitted change(s) in packages/server/src` : ""}`;
+  } catch {
+    return "unknown (no git)";
+  }
+}
+
+async function main(): Promise<void> {
+  console.log(`date          ${new Date().toISOString()}`);
+  console.log(`cpus          ${os.availableParallelism()} x ${os.cpus()[0]?.model ?? "?"}`);
+  console.log(`node          ${process.version}`);
+  console.log(
+    `load average  ${os
+      .loadavg()
+      .map((value) => value.toFixed(2))
+      .join(" ")} (at start)`,
+  );
+  console.log(`source        ${sourceState()}`);
+  console.log(
+    `load          K runs of ticker: ${EVENTS} custom events ${INTERVAL_MS} ms apart after ${DELAY_MS} ms; one SSE reader per run`,
+  );
+  const client = new Client();
+  const rows: Row[] = [];
+  try {
+    await client.calibrate();
+    for (const driver of DRIVERS) {
+      for (const k of KS[driver]) {
+        const row = await measureRudder(client, driver, k);
+        console.log(
+          `  ${row.system} K=${k}: ${fixed(row.eventsPerSecond, 0)} events/s, emit->SSE p50 ${fixed(row.p50)} ms p95 ${fixed(row.p95)} ms, ${fixed(row.commitsPerEvent, 3)} commits/event, complete: ${row.complete}`,
+        );
+        rows.push(row);
+      }
+    }
+    if (args["skip-reference"]) console.log("  reference row skipped (--skip-reference)");
+    else {
+      for (const k of [10, 50]) {
+        const row = await measureLangGraph(client, k);
+        if (typeof row === "string") {
+          console.log(`  reference row skipped: ${row}`);
+          break;
+        }
+        console.log(`  ${row.system} K=${k}: ${fixed(row.eventsPerSecond, 0)} events/s, emit->SSE p95 ${fixed(row.p95)} ms`);
+        rows.push(row);
+      }
+    }
+  } finally {
+    client.close();
+  }
+  console.log(
+    `\nload average  ${os
+      .loadavg()
+      .map((value) => value.toFixed(2))
+      .join(" ")} (at end)\n`,
+  );
+  console.log(
+    table(
+      [
+        "system",
+        "K",
+        "events",
+        "events/s",
+        "emit->SSE p50 ms",
+        "p95 ms",
+        "max ms",
+        "commits/event",
+        "Db statements/event",
+        "server cores",
+        "complete",
+      ],
+      rows.map((row) => [
+        row.system,
+        row.k,
+        row.events,
+        fixed(row.eventsPerSecond, 0),
+        fixed(row.p50),
+        fixed(row.p95),
+        fixed(row.max),
+        fixed(row.commitsPerEvent, 3),
+        fixed(row.statementsPerEvent, 3),
+        fixed(row.serverCores, 2),
+        row.complete,
+      ]),
+    ),
+  );
+  const target = rows.find((row) => row.system === "Rudder, PostgreSQL" && row.k === TARGET.k);
+  if (!target) console.log(`\ngap to target: not measured (no PostgreSQL K=${TARGET.k} row)`);
+  else {
+    const gap = (label: string, measured: number, wanted: number, better: "higher" | "lower", digits: number) => {
+      const met = better === "higher" ? measured >= wanted : measured <= wanted;
+      return `  ${label}: measured ${fixed(measured, digits)}, target ${better === "higher" ? ">=" : "<="} ${wanted}: ${met ? "met" : `missed by ${fixed(Math.abs(measured - wanted), digits)}`}`;
+    };
+    console.log(`\ngap to target (PostgreSQL K=${TARGET.k}):`);
+    console.log(gap("events/s", target.eventsPerSecond, TARGET.eventsPerSecond, "higher", 0));
+    console.log(gap("emit->SSE p95 ms", target.p95, TARGET.p95Ms, "lower", 1));
+    console.log(gap("commits/event", target.commitsPerEvent, TARGET.commitsPerEvent, "lower", 3));
+    console.log(`  nothing lost or reordered, all durable: ${target.complete}`);
+  }
+}
+
+await main();
