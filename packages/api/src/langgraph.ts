@@ -291,10 +291,14 @@ export const LgRunCreateBody = Type.Object(
     stream_resumable: Opt(Type.Boolean({ description: "every Rudder run is resumable; accepted and ignored" })),
     feedback_keys: Opt(Type.Array(Type.String(), { maxItems: 0, description: "not supported (422 when non-empty)" })),
     interrupt_before: Opt(
-      Type.Union([Type.Literal("*"), Type.Array(Type.String())], { description: "not supported yet (422 when non-empty)" }),
+      Type.Union([Type.Literal("*"), Type.Array(Type.String({ minLength: 1 }), { maxItems: 256 })], {
+        description: "node names (or every node) the run pauses before",
+      }),
     ),
     interrupt_after: Opt(
-      Type.Union([Type.Literal("*"), Type.Array(Type.String())], { description: "not supported yet (422 when non-empty)" }),
+      Type.Union([Type.Literal("*"), Type.Array(Type.String({ minLength: 1 }), { maxItems: 256 })], {
+        description: "node names (or every node) the run pauses after",
+      }),
     ),
     checkpoint: Opt(JsonObject),
     checkpoint_id: Opt(Type.String({ minLength: 1 })),

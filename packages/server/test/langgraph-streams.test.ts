@@ -2,7 +2,7 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
 import type { Client } from "@langchain/langgraph-sdk";
-import { lgClient, rejectsWith } from "./support/langgraph.ts";
+import { collect, lgClient, rejectsWith } from "./support/langgraph.ts";
 import { startTestServer, type TestServer } from "./support/server.ts";
 
 const CONFIG = fileURLToPath(new URL("./fixtures/langgraph-streams.rudder.json", import.meta.url));
@@ -50,5 +50,47 @@ describe("LangGraph API through the SDK: after_seconds, breakpoints, stream mode
     assert.equal((await client.runs.get(thread.thread_id, run.run_id)).status, "interrupted");
     await rejectsWith(client.runs.create(thread.thread_id, "echo", { input: { message: "x" }, afterSeconds: -1 }), 422);
     await rejectsWith(client.runs.create(thread.thread_id, "echo", { input: { message: "x" }, afterSeconds: 400 * 24 * 3600 }), 422);
+  });
+
+  test("interrupt_before: the run pauses before the node, the thread is interrupted, and a new run continues it", async () => {
+    const thread = await client.threads.create();
+    const paused = await client.runs.wait(thread.thread_id, "pipeline", { input: { topic: "t" }, interruptBefore: ["act"] });
+    assert.deepEqual(paused, { topic: "t", trail: ["plan"] });
+    assert.equal((await client.threads.get(thread.thread_id)).status, "interrupted");
+    assert.deepEqual((await client.threads.getState(thread.thread_id)).next, ["act"]);
+    const [first] = await client.runs.list(thread.thread_id);
+    assert.equal(first!.status, "success");
+    assert.deepEqual((first as unknown as { kwargs: { interrupt_before: unknown } }).kwargs.interrupt_before, ["act"]);
+
+    // A run without input continues from the breakpoint, as LangGraph does.
+    const done = await client.runs.wait(thread.thread_id, "pipeline", { input: null });
+    assert.deepEqual(done, { topic: "t", trail: ["plan", "act", "report"] });
+    assert.equal((await client.threads.get(thread.thread_id)).status, "idle");
+  });
+
+  test("interrupt_after: '*' pauses after every node; a command resumes with its own breakpoints, not the paused run's", async () => {
+    const thread = await client.threads.create();
+    const parts = await collect(
+      client.runs.stream(thread.thread_id, "pipeline", { input: { topic: "t" }, interruptAfter: "*", streamMode: ["updates", "values"] }),
+    );
+    assert.deepEqual(
+      parts.filter((part) => part.event === "updates").map((part) => part.data),
+      [{ plan: { trail: ["plan"] } }, { __interrupt__: [] }],
+    );
+    assert.equal((await client.threads.get(thread.thread_id)).status, "interrupted");
+
+    const second = await client.runs.wait(thread.thread_id, "pipeline", { command: { resume: true }, interruptAfter: ["act"] });
+    assert.deepEqual(second, { topic: "t", trail: ["plan", "act"] });
+    assert.deepEqual((await client.threads.getState(thread.thread_id)).next, ["report"]);
+    // This resume asks for no breakpoint: the run goes to the end (the first run's "*" is not inherited).
+    const last = await client.runs.wait(thread.thread_id, "pipeline", { command: { resume: true } });
+    assert.deepEqual(last, { topic: "t", trail: ["plan", "act", "report"] });
+    assert.equal((await client.threads.get(thread.thread_id)).status, "idle");
+  });
+
+  test("breakpoints naming no node of the graph are 422", async () => {
+    const thread = await client.threads.create();
+    await rejectsWith(client.runs.create(thread.thread_id, "pipeline", { input: { topic: "t" }, interruptBefore: ["nope"] }), 422);
+    await rejectsWith(client.runs.create(thread.thread_id, "pipeline", { input: { topic: "t" }, interruptAfter: ["plan", "gone"] }), 422);
   });
 });

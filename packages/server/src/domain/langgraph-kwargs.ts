@@ -2,7 +2,8 @@
  * What a run created through the LangGraph facade asked for, recorded in its
  * `config.configurable` under one key (docs/architecture.md): the facade reads its stream modes
  * and strategy back; the worker reads whether to record checkpoints in the run's log (LangGraph's
- * `checkpoints` and `debug` modes cost a payload per step, so only runs that asked get them).
+ * `checkpoints` and `debug` modes cost a payload per step, so only runs that asked get them) and
+ * the run's static breakpoints.
  */
 export const LANGGRAPH_KWARGS_KEY = "__langgraph_kwargs";
 
@@ -20,4 +21,24 @@ export function langGraphKwargs(config: Json): Json {
 export function recordsCheckpoints(config: Json): boolean {
   const modes = langGraphKwargs(config).stream_mode;
   return Array.isArray(modes) && (modes.includes("checkpoints") || modes.includes("debug"));
+}
+
+/** LangGraph's static breakpoints: node names, or "*" for every node. */
+export type Breakpoints = "*" | string[];
+
+/**
+ * The static breakpoints a run asked for (`interrupt_before` / `interrupt_after`), as LangGraph's
+ * stream options take them; absent when none.
+ */
+export function breakpointsOf(config: Json): { interruptBefore?: Breakpoints; interruptAfter?: Breakpoints } {
+  const kwargs = langGraphKwargs(config);
+  const before = asBreakpoints(kwargs.interrupt_before);
+  const after = asBreakpoints(kwargs.interrupt_after);
+  return { ...(before ? { interruptBefore: before } : {}), ...(after ? { interruptAfter: after } : {}) };
+}
+
+function asBreakpoints(value: unknown): Breakpoints | undefined {
+  if (value === "*") return "*";
+  if (Array.isArray(value) && value.length > 0 && value.every((node) => typeof node === "string")) return value as string[];
+  return undefined;
 }

@@ -267,17 +267,20 @@ export class RunService {
    * Resumes a paused run (spec section 3, "paused → POST resume"): in one transaction, the run that
    * continues it and the old run's typed link; its unconsumed steering moves along. The row lock
    * makes one of concurrent resumes win; the others find the link set (409 run_resume_conflict).
-   * The new run is claimable only once this commits.
+   * The new run is claimable only once this commits. `options.config` replaces the config the new
+   * run would inherit (the LangGraph facade records the resuming request's stream modes and breakpoints there).
    */
-  async resume(tenantId: string, runId: string, command: ResumeBody): Promise<Run> {
+  async resume(tenantId: string, runId: string, command: ResumeBody, options: { config?: Record<string, unknown> } = {}): Promise<Run> {
     return this.db.transaction(async (tx) => {
       const old = await this.own(tx, tenantId, runId, { lock: true });
       await this.transition(tx, old, "resume");
-      const successor = await runRows.insertSuccessor(tx, runId, randomUUID(), {
-        resume: command.resume,
-        update: command.update ?? null,
-        goto: command.goto ?? null,
-      });
+      const successor = await runRows.insertSuccessor(
+        tx,
+        runId,
+        randomUUID(),
+        { resume: command.resume, update: command.update ?? null, goto: command.goto ?? null },
+        options.config,
+      );
       // A stateless run checkpoints under its own id: its state goes to the run that continues it.
       if (old.thread_id === null) await runRows.moveRunCheckpoints(tx, runId, successor.run_id);
       const moved = await migrateToSuccessor(tx, runId, successor.run_id);

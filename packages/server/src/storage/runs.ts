@@ -402,24 +402,25 @@ export async function setThreadStatus(tx: Queryable, threadId: string, status: T
 }
 
 /**
- * The run that continues a resumed one: same thread, assistant, graph, context, config and
- * limits, `metadata.resumed_from_run_id`; and the old run's typed link to it.
+ * The run that continues a resumed one: same thread, assistant, graph, context, config (unless
+ * `config` replaces it) and limits, `metadata.resumed_from_run_id`; and the old run's typed link to it.
  */
 export async function insertSuccessor(
   tx: Queryable,
   runId: string,
   newRunId: string,
   command: NonNullable<ClaimedRun["command"]>,
+  config?: Record<string, unknown>,
 ): Promise<ClaimedRun> {
   const [row] = await tx.query<RunRow>(
     `insert into runs (run_id, tenant_id, thread_id, assistant_id, graph_id, input, command, context, config, metadata,
                        multitask_strategy, durability, run_timeout, max_model_calls, max_tool_calls, max_tokens, max_cost, request_hash)
-     select $2, tenant_id, thread_id, assistant_id, graph_id, null, $3::jsonb, context, config,
+     select $2, tenant_id, thread_id, assistant_id, graph_id, null, $3::jsonb, context, coalesce($4::jsonb, config),
             metadata || jsonb_build_object('resumed_from_run_id', run_id::text), 'enqueue', durability, run_timeout,
             max_model_calls, max_tool_calls, max_tokens, max_cost, null
        from runs where run_id = $1
      returning ${RUN_COLUMNS}`,
-    [runId, newRunId, json(command)],
+    [runId, newRunId, json(command), config === undefined ? null : json(config)],
   );
   await tx.query("update runs set superseded_by_run_id = $2, updated_at = now() where run_id = $1", [runId, newRunId]);
   return toClaimed(row!);

@@ -7,7 +7,7 @@ import { ATTEMPT_CHECKPOINTS_KEY, AttemptCheckpoints, CHECKPOINT_HOOK_KEY, type 
 import type { PendingEvent } from "../storage/events.ts";
 import type { ClaimedRun } from "../storage/runs.ts";
 import { storableText } from "../domain/storable-json.ts";
-import { recordsCheckpoints } from "../domain/langgraph-kwargs.ts";
+import { breakpointsOf, recordsCheckpoints } from "../domain/langgraph-kwargs.ts";
 import { assertStorable } from "./storable-output.ts";
 
 /** A run's budget limits, as the meter takes them. */
@@ -60,6 +60,8 @@ export async function executeAttempt(
   };
   let lastValues: Record<string, unknown> = {};
   const interrupts = new Map<unknown, unknown>();
+  // A static breakpoint (interrupt_before / interrupt_after) stops the graph with an empty `__interrupt__`.
+  let atBreakpoint = false;
   try {
     const graph = await deps.graphs.get(run.graph_id, config);
     if (!graph) throw new Error(`graph ${run.graph_id} is not loaded on this worker`);
@@ -67,9 +69,10 @@ export async function executeAttempt(
       ? new Command({ ...run.command, update: run.command.update ?? undefined, goto: run.command.goto ?? undefined })
       : run.input;
     const streamMode: StreamMode[] = recordsCheckpoints(run.config) ? [...STREAM_MODES, CHECKPOINT_MODE] : [...STREAM_MODES];
-    const stream = await graph.stream(input, { ...config, streamMode, durability: run.durability });
+    const stream = await graph.stream(input, { ...config, streamMode, durability: run.durability, ...breakpointsOf(run.config) });
     for await (const [mode, chunk] of stream as AsyncIterable<[StreamMode, unknown]>) {
       if (mode === "values") lastValues = valuesWithout(chunk, lastValues);
+      if (mode === "updates" && Array.isArray((chunk as { __interrupt__?: unknown } | null)?.__interrupt__)) atBreakpoint = true;
       for (const found of interruptsIn(chunk)) interrupts.set((found as { id?: unknown }).id ?? found, found);
       // Checked before it is buffered: an event the database refuses fails this attempt here, once.
       const event = toEvent(mode, chunk);
@@ -83,6 +86,8 @@ export async function executeAttempt(
     const found = [...interrupts.values()];
     return { kind: "paused", output: { ...lastValues, __interrupt__: found }, interrupts: found };
   }
+  // Stopped at a breakpoint: paused with nothing to answer; a new run (or a command) continues it.
+  if (atBreakpoint) return { kind: "paused", output: lastValues, interrupts: [] };
   return { kind: "succeeded", output: lastValues };
 }
 

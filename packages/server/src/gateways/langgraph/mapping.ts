@@ -174,14 +174,39 @@ export function waitBody(run: Run): unknown {
 export function unsupportedRunFields(body: LgRunCreateBody): string[] {
   const refused: string[] = [];
   if (body.webhook != null) refused.push("webhook (webhooks are not supported)");
-  if (nonEmpty(body.interrupt_before)) refused.push("interrupt_before (not supported yet)");
-  if (nonEmpty(body.interrupt_after)) refused.push("interrupt_after (not supported yet)");
   if (body.feedback_keys?.length) refused.push("feedback_keys (LangSmith feedback is not supported)");
   if (body.if_not_exists != null && body.if_not_exists !== "reject") refused.push("if_not_exists (threads are created with POST /threads)");
   return refused;
 }
 
-const nonEmpty = (value: "*" | string[] | null | undefined) => value === "*" || (Array.isArray(value) && value.length > 0);
+const nonEmpty = (value: "*" | string[] | null | undefined): value is "*" | string[] =>
+  value === "*" || (Array.isArray(value) && value.length > 0);
+
+/**
+ * What a LangGraph run request records about itself in the run's config (`LG_KWARGS_KEY`): its
+ * stream modes, strategy, subgraph streaming and static breakpoints (the worker reads the last).
+ */
+export function requestKwargs(body: LgRunCreateBody, modes: readonly LgStreamMode[], strategy: LgMultitaskStrategy): JsonObject {
+  return {
+    stream_mode: [...modes],
+    multitask_strategy: strategy,
+    stream_subgraphs: body.stream_subgraphs ?? false,
+    ...(nonEmpty(body.interrupt_before) ? { interrupt_before: body.interrupt_before } : {}),
+    ...(nonEmpty(body.interrupt_after) ? { interrupt_after: body.interrupt_after } : {}),
+  };
+}
+
+/** A config with its recorded LangGraph kwargs replaced. */
+export function withKwargs(config: JsonObject, kwargs: JsonObject): JsonObject {
+  const configurable = typeof config.configurable === "object" && config.configurable !== null ? (config.configurable as JsonObject) : {};
+  return { ...config, configurable: { ...configurable, [LG_KWARGS_KEY]: kwargs } };
+}
+
+/** The breakpoint node names of a request that name no node of the graph (`*` names every node). */
+export function unknownBreakpointNodes(body: LgRunCreateBody, nodes: readonly string[]): string[] {
+  const named = [body.interrupt_before, body.interrupt_after].flatMap((value) => (Array.isArray(value) ? value : []));
+  return [...new Set(named.filter((node) => !nodes.includes(node)))];
+}
 
 /** The modes a request asks for; LangGraph's default is `values`. */
 export function requestedStreamModes(mode: LgStreamMode | LgStreamMode[] | null | undefined): LgStreamMode[] {

@@ -5,9 +5,12 @@ import {
   checkpointIdOf,
   LG_KWARGS_KEY,
   requestedStreamModes,
+  requestKwargs,
   rudderMultitask,
+  unknownBreakpointNodes,
   unservedStreamModes,
   unsupportedRunFields,
+  withKwargs,
 } from "./mapping.ts";
 
 /** Runs of a thread the facade looks at when deciding a command or a rollback. */
@@ -40,6 +43,9 @@ export async function startRun(
       await threads.mergeMetadata(tenantId, threadId, { graph_id: assistant.graph_id, assistant_id: body.assistant_id });
     return { run, modes };
   };
+  await checkBreakpoints(services, assistant.graph_id, body);
+  const strategy = body.multitask_strategy ?? "reject";
+  const kwargs = requestKwargs(body, modes, strategy);
 
   const command = body.command ?? undefined;
   if (threadId !== null && command) {
@@ -49,16 +55,17 @@ export async function startRun(
       (run) => run.status === "paused" && run.superseded_by_run_id === null,
     );
     if (paused) {
-      const run = await runService.resume(tenantId, paused.run_id, {
-        resume: command.resume,
-        update: command.update ?? null,
-        goto: command.goto ?? null,
-      });
+      // The run that continues it records this request's modes and breakpoints, not the paused run's.
+      const run = await runService.resume(
+        tenantId,
+        paused.run_id,
+        { resume: command.resume, update: command.update ?? null, goto: command.goto ?? null },
+        { config: withKwargs(paused.config, kwargs) },
+      );
       return recordOnThread(run);
     }
   }
 
-  const strategy = body.multitask_strategy ?? "reject";
   let checkpointId = body.checkpoint_id ?? checkpointIdOf(body.checkpoint);
   if (threadId !== null && strategy === "rollback" && checkpointId === undefined) {
     checkpointId = await checkpointBeforeActiveRuns(services, tenantId, threadId);
@@ -67,7 +74,7 @@ export async function startRun(
   const configurable: JsonObject = {
     ...asObject(config.configurable),
     ...(checkpointId !== undefined ? { checkpoint_id: checkpointId } : {}),
-    [LG_KWARGS_KEY]: { stream_mode: modes, multitask_strategy: strategy, stream_subgraphs: body.stream_subgraphs ?? false },
+    [LG_KWARGS_KEY]: kwargs,
   };
   const request: CreateRunBody = {
     assistant_id: body.assistant_id,
@@ -85,6 +92,16 @@ export async function startRun(
     ...(body.after_seconds ? { afterSeconds: body.after_seconds } : {}),
   });
   return recordOnThread(run);
+}
+
+/** Breakpoints must name nodes of the assistant's graph (LangGraph would stop nowhere, silently). */
+async function checkBreakpoints(services: AppServices, graphId: string, body: LgRunCreateBody): Promise<void> {
+  if (!Array.isArray(body.interrupt_before) && !Array.isArray(body.interrupt_after)) return;
+  const graph = await services.graphs.get(graphId);
+  const nodes = Object.keys((graph as unknown as { nodes?: Record<string, unknown> } | undefined)?.nodes ?? {});
+  const unknown = unknownBreakpointNodes(body, nodes);
+  if (unknown.length)
+    throw new ApiError("validation_error", `interrupt_before / interrupt_after: ${unknown.join(", ")} names no node of graph ${graphId}`);
 }
 
 /**
