@@ -27,7 +27,7 @@ export async function startRudderDev(configFile: string): Promise<RudderDev> {
     await database?.drop();
   };
   try {
-    const banner = await waitForOutput(child, /Dev token[^\n]*\n\s+(\S+)\n/);
+    const banner = await waitForOutput(child, /Dev token[^\n]*\n\s+(\S+)\n/, 180_000);
     const url = /ready at (http:\/\/127\.0\.0\.1:\d+)/.exec(banner)?.[1];
     const token = /Dev token[^\n]*\n\s+(\S+)\n/.exec(banner)?.[1];
     if (!url || !token) throw new Error(`rudder dev printed no URL or token:\n${banner}`);
