@@ -6,6 +6,9 @@
  *   performance.timeOrigin + performance.now(), comparable across processes of one machine) and
  *   numbered (`i`). With `start_at` (same clock) it also waits until then, so K runs started one
  *   after another tick together (bench/token-stream.ts).
+ * - `hold`: one node that waits `hold_ms` (default ten minutes) or until the attempt is aborted (a
+ *   cancel), as a run that waits on a person or a slow tool: bench/standing-load.ts keeps a
+ *   thousand of them running.
  * - `oneNodeGraph()`: the uncompiled 1-node graph (same shape as examples' echo), for in-process
  *   `graph.invoke` reference figures with or without a checkpointer.
  */
@@ -35,6 +38,28 @@ export const ticker = new StateGraph(TickerState)
   .addEdge(START, "tick")
   .addEdge("tick", END)
   .compile({ name: "ticker" });
+
+const HoldState = Annotation.Root({
+  hold_ms: Annotation<number>(),
+  held: Annotation<boolean>(),
+});
+
+export const hold = new StateGraph(HoldState)
+  .addNode("hold", async (state, config: LangGraphRunnableConfig) => {
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(done, state.hold_ms ?? 600_000);
+      config.signal?.addEventListener("abort", done, { once: true });
+      function done() {
+        clearTimeout(timer);
+        config.signal?.removeEventListener("abort", done);
+        resolve();
+      }
+    });
+    return { held: true };
+  })
+  .addEdge(START, "hold")
+  .addEdge("hold", END)
+  .compile({ name: "hold" });
 
 const EchoState = Annotation.Root({
   message: Annotation<string>(),
