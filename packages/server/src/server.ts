@@ -106,7 +106,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
   const { config, db } = options;
   await prepareSchema(db, options.schema);
   if (options.exclusiveDatabase) await expireLeases(db);
-  const checkpointer = new RudderCheckpointSaver(db);
+  const checkpointer = new RudderCheckpointSaver(db, { tenantId: null }); // every call names its tenant
   const graphs = await GraphRegistry.load(config.graphs, checkpointer);
   const notifier: Notifier =
     options.notifier ?? (db.driver === "postgres" && db.url ? createPostgresNotifier(db.url) : createLocalNotifier());
@@ -242,9 +242,10 @@ async function prepareSchema(db: Db, mode: StartOptions["schema"]): Promise<void
     return;
   }
   const status = await migrationStatus(db);
-  if (status.current < status.latest) {
+  // Pending, not just "current < latest": a revision below the current one can still be missing (docs/database.md).
+  if (status.pending.length > 0) {
     throw new SchemaOutdatedError(
-      `the database schema is at revision ${status.current} but this server needs ${status.latest}; run \`rudder migrate\` first`,
+      `the database schema is at revision ${status.current} but this server needs ${status.latest}; run \`rudder migrate\` first (not applied: ${status.pending.map((m) => m.id).join(", ")})`,
     );
   }
 }

@@ -288,7 +288,7 @@ test("group commit keeps each caller's outcome: one failing write fails alone; w
   await withSaver(async (_saver, db) => {
     const batcher = new CheckpointWriteBatcher(db);
     const row = (threadId: string, metadata: string) =>
-      checkpointWrite([threadId, "", "c1", null, "json", new TextEncoder().encode("{}"), metadata]);
+      checkpointWrite(["", threadId, "", "c1", null, "json", new TextEncoder().encode("{}"), metadata]);
     const outcomes = await Promise.allSettled(
       Array.from({ length: 10 }, (_, index) => batcher.write(row(`iso-${index}`, index === 4 ? "not json" : `{"n":${index}}`))),
     );

@@ -6,18 +6,65 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { createPostgresDb } from "../src/storage/db.ts";
 import { loadMigrations, migrate, MigrationError, migrationStatus } from "../src/storage/migrate.ts";
+import { resolveConfig } from "../src/config/config.ts";
+import { SchemaOutdatedError, startServer } from "../src/server.ts";
 import { runRudder } from "./support/cli.ts";
 import { createTestDatabase, TEST_DRIVER } from "./support/db.ts";
+import { EXAMPLES_CONFIG, TEST_SECRET } from "./support/server.ts";
 
 const FIXTURE_CHAIN = loadMigrations(fileURLToPath(new URL("./fixtures/migrations/", import.meta.url)));
 
 describe("migrations", () => {
-  test("the shipped chain is numbered 1..n without gaps", () => {
+  test("the shipped chain is numbered in increasing order, each revision once", () => {
     const ids = loadMigrations().map((m) => m.id);
-    assert.deepEqual(
-      ids,
-      ids.map((_, i) => i + 1),
+    assert.ok(ids.length > 0 && ids[0] === 1);
+    assert.ok(
+      ids.every((id, i) => i === 0 || id > ids[i - 1]!),
+      `ids: ${ids.join(", ")}`,
     );
+  });
+
+  test("a revision that ships below one already applied is still applied, and the server waits for it", async () => {
+    // Two changes developed at once reserve revisions 2 and 3; 3 lands (and is applied) first.
+    const one = FIXTURE_CHAIN[0]!;
+    const two = { id: 2, name: "late_two", sql: "create table fixture_late_two (id int)" };
+    const three = { id: 3, name: "late_three", sql: "create table fixture_late_three (id int)" };
+    const { db, drop } = await createTestDatabase({ migrated: false });
+    try {
+      assert.deepEqual(await migrate(db, { chain: [one, three] }), [1, 3]);
+      const status = await migrationStatus(db, [one, two, three]);
+      assert.deepEqual([status.current, status.latest], [3, 3]);
+      assert.deepEqual(
+        status.pending.map((m) => m.id),
+        [2],
+        "pending although below the current revision",
+      );
+      assert.deepEqual(await migrate(db, { chain: [one, two, three] }), [2]);
+      assert.deepEqual((await migrationStatus(db, [one, two, three])).pending, []);
+      const [row] = await db.query<{ n: number }>(
+        "select count(*)::int as n from information_schema.tables where table_name in ('fixture_late_two', 'fixture_late_three')",
+      );
+      assert.equal(row!.n, 2);
+    } finally {
+      await drop();
+    }
+  });
+
+  test("a server that needs the schema current refuses one that lacks a revision below its current one", async () => {
+    const { db, drop } = await createTestDatabase();
+    try {
+      const [missing] = loadMigrations().slice(-2, -1);
+      await db.query("delete from rudder_migrations where id = $1", [missing!.id]);
+      const config = { ...resolveConfig({ config: EXAMPLES_CONFIG, port: 0 }, {}) };
+      config.auth = { ...config.auth, jwtSecret: TEST_SECRET };
+      await assert.rejects(startServer({ config, db, schema: "require-current", logger: false, worker: false }), (error: unknown) => {
+        assert.ok(error instanceof SchemaOutdatedError);
+        assert.match(error.message, new RegExp(`not applied: ${missing!.id}\\)`));
+        return true;
+      });
+    } finally {
+      await drop();
+    }
   });
 
   test("a fresh database migrates to the latest revision, once", async () => {

@@ -1,13 +1,14 @@
 import type { BaseCheckpointSaver, CheckpointTuple, StateSnapshot } from "@langchain/langgraph";
 import type { CheckpointRef, ForkAnswer, ForkBody, ThreadState } from "@rudder/api";
 import { ApiError, notFound } from "../domain/errors.ts";
+import { TENANT_KEY } from "../storage/checkpointer.ts";
 import type { GraphRegistry, RunnableGraph } from "./registry.ts";
 
 /**
  * Reads and forks thread state through LangGraph. The graph is the one that wrote the thread's
  * newest checkpoint (its `graph_id` metadata, which Rudder's runs set); a thread whose graph is
  * unknown is read straight from the checkpointer, without graph-derived `next` and `tasks`.
- * Callers check the thread's tenant first.
+ * Callers check the thread's tenant first; every read and write names it to the checkpointer.
  */
 export class ThreadStateReader {
   constructor(
@@ -15,23 +16,23 @@ export class ThreadStateReader {
     private readonly checkpointer: BaseCheckpointSaver,
   ) {}
 
-  async state(threadId: string, checkpointId?: string): Promise<ThreadState> {
-    const config = configFor(threadId, checkpointId);
+  async state(tenantId: string, threadId: string, checkpointId?: string): Promise<ThreadState> {
+    const config = configFor(tenantId, threadId, checkpointId);
     const tuple = await this.checkpointer.getTuple(config);
     if (!tuple) {
       if (checkpointId !== undefined) throw notFound("checkpoint", checkpointId);
       return emptyState();
     }
     const graph = await this.graphOf(tuple);
-    return graph ? fromSnapshot(await graph.getState(tuple.config)) : fromTuple(tuple);
+    return graph ? fromSnapshot(await graph.getState(withTenant(tenantId, tuple.config))) : fromTuple(tuple);
   }
 
   /** Newest first, at most `limit`, starting below `before` (a checkpoint id) when given. */
-  async history(threadId: string, options: { limit: number; before?: string | undefined }): Promise<ThreadState[]> {
-    const config = configFor(threadId);
+  async history(tenantId: string, threadId: string, options: { limit: number; before?: string | undefined }): Promise<ThreadState[]> {
+    const config = configFor(tenantId, threadId);
     const listOptions = {
       limit: options.limit,
-      before: options.before === undefined ? undefined : configFor(threadId, options.before),
+      before: options.before === undefined ? undefined : configFor(tenantId, threadId, options.before),
     };
     const newest = await this.checkpointer.getTuple(config);
     const graph = newest && (await this.graphOf(newest));
@@ -49,8 +50,8 @@ export class ThreadStateReader {
    * update is written as a new checkpoint through the graph, as `graph.updateState` does;
    * without, the lineage starts at the checkpoint itself and nothing is written.
    */
-  async fork(threadId: string, request: ForkBody): Promise<ForkAnswer> {
-    const tuple = await this.checkpointer.getTuple(configFor(threadId, request.checkpoint_id));
+  async fork(tenantId: string, threadId: string, request: ForkBody): Promise<ForkAnswer> {
+    const tuple = await this.checkpointer.getTuple(configFor(tenantId, threadId, request.checkpoint_id));
     if (!tuple) {
       throw request.checkpoint_id === undefined
         ? new ApiError("conflict", `thread ${threadId} has no checkpoint to fork from`)
@@ -62,7 +63,11 @@ export class ThreadStateReader {
     if (!graph) throw new ApiError("conflict", `the graph that wrote thread ${threadId} is not loaded; it cannot be updated`);
     try {
       // The graph id rides along in the metadata, so the new checkpoint records who wrote it too.
-      const next = await graph.updateState({ ...tuple.config, metadata: { graph_id: graphId } }, request.values ?? null, request.as_node);
+      const next = await graph.updateState(
+        { ...withTenant(tenantId, tuple.config), metadata: { graph_id: graphId } },
+        request.values ?? null,
+        request.as_node,
+      );
       return { configurable: refOf(next)! };
     } catch (error) {
       if (isNamed(error, "InvalidUpdateError")) throw new ApiError("validation_error", (error as Error).message);
@@ -82,8 +87,20 @@ function graphIdOf(tuple: CheckpointTuple): string | undefined {
   return typeof graphId === "string" ? graphId : undefined;
 }
 
-function configFor(threadId: string, checkpointId?: string) {
-  return { configurable: { thread_id: threadId, checkpoint_ns: "", ...(checkpointId ? { checkpoint_id: checkpointId } : {}) } };
+function configFor(tenantId: string, threadId: string, checkpointId?: string) {
+  return {
+    configurable: {
+      thread_id: threadId,
+      checkpoint_ns: "",
+      ...(checkpointId ? { checkpoint_id: checkpointId } : {}),
+      [TENANT_KEY]: tenantId,
+    },
+  };
+}
+
+/** A config the checkpointer handed back (it does not echo the tenant), naming the tenant again. */
+function withTenant<T extends { configurable?: Record<string, unknown> }>(tenantId: string, config: T): T {
+  return { ...config, configurable: { ...config.configurable, [TENANT_KEY]: tenantId } };
 }
 
 function refOf(config: { configurable?: Record<string, unknown> } | undefined): CheckpointRef | null {

@@ -115,7 +115,7 @@ export class RunService {
       const replay = await this.replayOf(tx, run);
       if (replay) return replay;
       if (!(await runRows.lockThread(tx, run.tenantId, run.threadId))) throw notFound("thread", run.threadId);
-      await this.applyMultitaskStrategy(tx, run.threadId, run.multitaskStrategy);
+      await this.applyMultitaskStrategy(tx, run.tenantId, run.threadId, run.multitaskStrategy);
     }
     const inserted = await runRows.insertRun(tx, run, this.limits.queuedRunQuota).catch((error: unknown) => {
       // The thread was deleted between the check and the insert.
@@ -149,14 +149,14 @@ export class RunService {
   }
 
   /** reject: 409 while the thread has an active run. cancel_previous: its pending and running runs are cancelled first. */
-  private async applyMultitaskStrategy(tx: Transaction, threadId: string, strategy: MultitaskStrategy): Promise<void> {
+  private async applyMultitaskStrategy(tx: Transaction, tenantId: string, threadId: string, strategy: MultitaskStrategy): Promise<void> {
     if (strategy === "reject") {
-      const active = await runRows.lockRunsOfThread(tx, threadId, ACTIVE_STATUSES);
+      const active = await runRows.lockRunsOfThread(tx, tenantId, threadId, ACTIVE_STATUSES);
       if (active.length) throw new ApiError("concurrent_run", `thread ${threadId} has an active run (multitask_strategy "reject")`);
       return;
     }
     if (strategy !== "cancel_previous") return;
-    for (const previous of await runRows.lockRunsOfThread(tx, threadId, ["pending", "running"])) {
+    for (const previous of await runRows.lockRunsOfThread(tx, tenantId, threadId, ["pending", "running"])) {
       await this.transition(tx, previous, "cancel_previous");
     }
   }
@@ -200,7 +200,7 @@ export class RunService {
     const withEvents = options.events ?? true;
     let cursor = options.after ?? 0;
     const readPage = async () => {
-      const events = await runRows.readEvents(this.db, runId, cursor, EVENT_PAGE);
+      const events = await runRows.readEvents(this.db, tenantId, runId, cursor, EVENT_PAGE);
       if (events.length) cursor = events.at(-1)!.sequence;
       return events;
     };
@@ -276,14 +276,15 @@ export class RunService {
       await this.transition(tx, old, "resume");
       const successor = await runRows.insertSuccessor(
         tx,
+        tenantId,
         runId,
         randomUUID(),
         { resume: command.resume, update: command.update ?? null, goto: command.goto ?? null },
         options.config,
       );
       // A stateless run checkpoints under its own id: its state goes to the run that continues it.
-      if (old.thread_id === null) await runRows.moveRunCheckpoints(tx, runId, successor.run_id);
-      const moved = await migrateToSuccessor(tx, runId, successor.run_id);
+      if (old.thread_id === null) await runRows.moveRunCheckpoints(tx, tenantId, runId, successor.run_id);
+      const moved = await migrateToSuccessor(tx, tenantId, runId, successor.run_id);
       await this.notifier.publishWithin(tx, { topic: "run_created" });
       this.countCreated(tx, successor.graph_id);
       const metrics = this.limits.metrics;
@@ -302,7 +303,7 @@ export class RunService {
 
   async events(tenantId: string, runId: string, after: number, limit: number): Promise<RunEvent[]> {
     await this.own(this.db, tenantId, runId);
-    return runRows.readEvents(this.db, runId, after, limit);
+    return runRows.readEvents(this.db, tenantId, runId, after, limit);
   }
 
   private async own(db: Queryable, tenantId: string, runId: string, options: { lock?: boolean } = {}): Promise<ClaimedRun> {

@@ -24,7 +24,7 @@ import { setThreadStatus, updateRunStatus, type ClaimedRun } from "../storage/ru
 export async function applyTransition(
   tx: Transaction,
   notifier: Notifier,
-  run: Pick<ClaimedRun, "run_id" | "thread_id" | "status" | "error">,
+  run: Pick<ClaimedRun, "tenant_id" | "run_id" | "thread_id" | "status" | "error">,
   trigger: RunTrigger,
   rule: TransitionRule,
   metrics?: Metrics,
@@ -32,15 +32,15 @@ export async function applyTransition(
   const status = nextStatus(rule, run.status);
   const event = eventOf(trigger, rule, run.status);
   const reason = CANCEL_REASON_OF[trigger];
-  const changed = await updateRunStatus(tx, run.run_id, {
+  const changed = await updateRunStatus(tx, run.tenant_id, run.run_id, {
     status,
     finishes: rule.finishes,
     // A run ending cancelled carries the cancel error; a redriven run starts clean.
     error: status === "cancelled" && reason ? cancelError(reason) : trigger === "redrive" ? null : run.error,
     requeue: trigger === "redrive",
   });
-  if (event) await appendEvents(tx, run.run_id, [event]);
-  if (rule.thread && run.thread_id !== null) await setThreadStatus(tx, run.thread_id, rule.thread);
+  if (event) await appendEvents(tx, run.tenant_id, run.run_id, [event]);
+  if (rule.thread && run.thread_id !== null) await setThreadStatus(tx, run.tenant_id, run.thread_id, rule.thread);
   await notifier.publishWithin(
     tx,
     { topic: "run_changed", runId: run.run_id },

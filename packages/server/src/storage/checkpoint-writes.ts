@@ -7,27 +7,36 @@ import type { Db, Queryable } from "./db.ts";
 export interface CheckpointWrite {
   /** Identity of every row it writes: two writes of one row never share a statement. */
   readonly keys: readonly string[];
-  /** thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint_type, checkpoint, metadata (json text). */
+  /** tenant_id, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint_type, checkpoint, metadata (json text). */
   readonly checkpoints: readonly (readonly unknown[])[];
-  /** thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, value_type, value. */
+  /** tenant_id, thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, value_type, value. */
   readonly writes: readonly (readonly unknown[])[];
 }
 
 export function checkpointWrite(
-  row: [threadId: string, ns: string, checkpointId: string, parentId: string | null, type: string, bytes: Uint8Array, metadata: string],
+  row: [
+    tenantId: string,
+    threadId: string,
+    ns: string,
+    checkpointId: string,
+    parentId: string | null,
+    type: string,
+    bytes: Uint8Array,
+    metadata: string,
+  ],
 ): CheckpointWrite {
-  return { keys: [`c|${row[0]}|${row[1]}|${row[2]}`], checkpoints: [row], writes: [] };
+  return { keys: [`c|${JSON.stringify(row.slice(0, 4))}`], checkpoints: [row], writes: [] };
 }
 
 export function taskWrites(
-  target: { threadId: string; ns: string; checkpointId: string; taskId: string; taskPath: string },
+  target: { tenantId: string; threadId: string; ns: string; checkpointId: string; taskId: string; taskPath: string },
   rows: readonly (readonly [idx: number, channel: string, type: string, bytes: Uint8Array])[],
 ): CheckpointWrite {
-  const { threadId, ns, checkpointId, taskId, taskPath } = target;
+  const { tenantId, threadId, ns, checkpointId, taskId, taskPath } = target;
   return {
-    keys: rows.map(([idx]) => `w|${threadId}|${ns}|${checkpointId}|${taskId}|${idx}`),
+    keys: rows.map(([idx]) => `w|${JSON.stringify([tenantId, threadId, ns, checkpointId, taskId, idx])}`),
     checkpoints: [],
-    writes: rows.map(([idx, channel, type, bytes]) => [threadId, ns, checkpointId, taskId, taskPath, idx, channel, type, bytes]),
+    writes: rows.map(([idx, channel, type, bytes]) => [tenantId, threadId, ns, checkpointId, taskId, taskPath, idx, channel, type, bytes]),
   };
 }
 
@@ -130,16 +139,16 @@ async function writeOnce(db: Queryable, writes: readonly CheckpointWrite[]): Pro
 }
 
 const INSERT_CHECKPOINTS = `insert into checkpoints
-  (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint_type, checkpoint, metadata)`;
-const CHECKPOINT_CASTS = ["text", "text", "text", "text", "text", "bytea", "jsonb"];
+  (tenant_id, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint_type, checkpoint, metadata)`;
+const CHECKPOINT_CASTS = ["text", "text", "text", "text", "text", "text", "bytea", "jsonb"];
 /** LangGraph may put a checkpoint id again: the latest content wins, the parent link stays. */
-const ON_CHECKPOINT_CONFLICT = `on conflict (thread_id, checkpoint_ns, checkpoint_id) do update
+const ON_CHECKPOINT_CONFLICT = `on conflict (tenant_id, thread_id, checkpoint_ns, checkpoint_id) do update
   set checkpoint_type = excluded.checkpoint_type, checkpoint = excluded.checkpoint, metadata = excluded.metadata`;
 
 const INSERT_WRITES = `insert into checkpoint_writes
-  (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, value_type, value)`;
-const WRITE_CASTS = ["text", "text", "text", "text", "text", "integer", "text", "text", "bytea"];
+  (tenant_id, thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, value_type, value)`;
+const WRITE_CASTS = ["text", "text", "text", "text", "text", "text", "integer", "text", "text", "bytea"];
 /** Ordinary writes are insert-if-absent (a replayed task must not change what was recorded); special writes (negative index) are upserts. */
-const ON_WRITE_CONFLICT = `on conflict (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) do update
+const ON_WRITE_CONFLICT = `on conflict (tenant_id, thread_id, checkpoint_ns, checkpoint_id, task_id, idx) do update
   set channel = excluded.channel, value_type = excluded.value_type, value = excluded.value, task_path = excluded.task_path
   where checkpoint_writes.idx < 0`;

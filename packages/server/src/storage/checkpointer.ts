@@ -41,6 +41,12 @@ function commitHookOf(config: RunnableConfig): CheckpointCommitHook | undefined 
   return typeof hook?.covers === "function" ? hook : undefined;
 }
 
+/**
+ * Where a run (and every Rudder read of a thread's state) names its tenant in `config.configurable`:
+ * checkpoints are keyed by (tenant, thread), and every statement of the saver names the tenant.
+ */
+export const TENANT_KEY = "__rudder_tenant_id";
+
 /** Where a run puts its `AttemptCheckpoints` in `config.configurable`. */
 export const ATTEMPT_CHECKPOINTS_KEY = "__rudder_attempt_checkpoints";
 
@@ -102,7 +108,8 @@ const SELECT_TUPLE = `select c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.pa
   (select coalesce(json_agg(json_build_array(w.task_id, w.channel, w.value_type, encode(w.value, 'base64'))
                             order by ${WRITES_ORDER}), '[]'::json)
      from checkpoint_writes w
-    where w.thread_id = c.thread_id and w.checkpoint_ns = c.checkpoint_ns and w.checkpoint_id = c.checkpoint_id
+    where w.tenant_id = c.tenant_id and w.thread_id = c.thread_id and w.checkpoint_ns = c.checkpoint_ns
+      and w.checkpoint_id = c.checkpoint_id
   ) as pending_writes
 from checkpoints c`;
 
@@ -111,12 +118,24 @@ const SELECT_PENDING_SENDS = `select w.thread_id, w.checkpoint_ns, w.checkpoint_
 from checkpoint_writes w
 join jsonb_to_recordset($1::jsonb) as p(thread_id text, checkpoint_ns text, checkpoint_id text)
   on w.thread_id = p.thread_id and w.checkpoint_ns = p.checkpoint_ns and w.checkpoint_id = p.checkpoint_id
-where w.channel = $2
+where w.tenant_id = $3 and w.channel = $2
 order by ${WRITES_ORDER}`;
 
 /** One statement, so a thread is never left with writes whose checkpoint is gone. */
-const DELETE_THREAD = `with deleted_writes as (delete from checkpoint_writes where thread_id = $1)
-delete from checkpoints where thread_id = $1`;
+const DELETE_THREAD = `with deleted_writes as (delete from checkpoint_writes where tenant_id = $1 and thread_id = $2)
+delete from checkpoints where tenant_id = $1 and thread_id = $2`;
+
+/** What a saver is built with besides the database. */
+export interface CheckpointSaverOptions {
+  readonly serde?: SerializerProtocol | undefined;
+  /**
+   * The tenant of a call whose `config.configurable` names none (`TENANT_KEY`). Default `""`: a
+   * saver used on its own, outside Rudder's runs, keeps its checkpoints under tenant "". `null`:
+   * every call must name its tenant (Rudder's own saver), so a path that forgets fails loudly
+   * instead of reading or writing another tenant's rows.
+   */
+  readonly tenantId?: string | null | undefined;
+}
 
 /**
  * LangGraph checkpoint saver over Rudder's `Db` seam, so the same code persists threads on PostgreSQL
@@ -125,36 +144,41 @@ delete from checkpoints where thread_id = $1`;
  */
 export class RudderCheckpointSaver extends BaseCheckpointSaver {
   private readonly batcher: CheckpointWriteBatcher;
+  private readonly tenantId: string | null;
 
   constructor(
     private readonly db: Db,
-    serde?: SerializerProtocol,
+    options: SerializerProtocol | CheckpointSaverOptions = {},
   ) {
+    const { serde, tenantId = "" } = isSerde(options) ? { serde: options } : options;
     super(serde);
+    this.tenantId = tenantId;
     this.batcher = new CheckpointWriteBatcher(db);
   }
 
   async getTuple(config: RunnableConfig): Promise<CheckpointTuple | undefined> {
     const threadId = config.configurable?.thread_id;
     if (threadId === undefined || threadId === null) return undefined;
+    const tenantId = this.tenantOf(config);
     if (await this.nothingStoredFor(config, String(threadId))) return undefined;
     const ns = config.configurable?.checkpoint_ns ?? "";
     const checkpointId = getCheckpointId(config);
     // Without an id, the latest: a backward scan of the primary key, as uuid6 ids sort by creation time.
-    const pick = checkpointId ? "and c.checkpoint_id = $3" : "order by c.checkpoint_id desc limit 1";
-    const params = checkpointId ? [String(threadId), ns, checkpointId] : [String(threadId), ns];
-    const sql = `${SELECT_TUPLE} where c.thread_id = $1 and c.checkpoint_ns = $2 ${pick}`;
+    const pick = checkpointId ? "and c.checkpoint_id = $4" : "order by c.checkpoint_id desc limit 1";
+    const params = [tenantId, String(threadId), ns, ...(checkpointId ? [checkpointId] : [])];
+    const sql = `${SELECT_TUPLE} where c.tenant_id = $1 and c.thread_id = $2 and c.checkpoint_ns = $3 ${pick}`;
     const rows = await this.db.query<CheckpointRow>(sql, params);
-    const [tuple] = await this.toTuples(rows);
+    const [tuple] = await this.toTuples(tenantId, rows);
     return tuple;
   }
 
   async *list(config: RunnableConfig, options: CheckpointListOptions = {}): AsyncGenerator<CheckpointTuple> {
     const threadId = config.configurable?.thread_id;
+    const tenantId = this.tenantOf(config);
     if (threadId !== undefined && threadId !== null && (await this.nothingStoredFor(config, String(threadId)))) return;
-    const { sql, params } = listQuery(config, options);
+    const { sql, params } = listQuery(tenantId, config, options);
     const rows = await this.db.query<CheckpointRow>(sql, params);
-    yield* await this.toTuples(rows);
+    yield* await this.toTuples(tenantId, rows);
   }
 
   async put(
@@ -164,6 +188,7 @@ export class RudderCheckpointSaver extends BaseCheckpointSaver {
     _newVersions: ChannelVersions, // unused: the whole checkpoint is stored, not per-channel blobs
   ): Promise<RunnableConfig> {
     const threadId = requiredThreadId(config, "put a checkpoint");
+    const tenantId = this.tenantOf(config);
     const ns = config.configurable?.checkpoint_ns ?? "";
     const [[type, bytes], metadataJson] = await Promise.all([
       this.serde.dumpsTyped(checkpoint),
@@ -172,12 +197,13 @@ export class RudderCheckpointSaver extends BaseCheckpointSaver {
     assertStorableState(type, bytes, "the checkpoint");
     const parentId = config.configurable?.checkpoint_id || null;
     const commit: CheckpointTarget = { kind: "checkpoint", checkpointNs: ns, step: metadata.step };
-    await this.write(config, checkpointWrite([threadId, ns, checkpoint.id, parentId, type, bytes, metadataJson]), commit);
+    await this.write(config, checkpointWrite([tenantId, threadId, ns, checkpoint.id, parentId, type, bytes, metadataJson]), commit);
     return { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: checkpoint.id } };
   }
 
   async putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath = ""): Promise<void> {
     const threadId = requiredThreadId(config, "put writes");
+    const tenantId = this.tenantOf(config);
     const checkpointId = config.configurable?.checkpoint_id;
     if (!checkpointId) throw new Error('Failed to put writes: config.configurable has no "checkpoint_id".');
     const rows = await Promise.all(
@@ -189,12 +215,13 @@ export class RudderCheckpointSaver extends BaseCheckpointSaver {
     );
     if (rows.length === 0) return;
     const ns = config.configurable?.checkpoint_ns ?? "";
-    const write = taskWrites({ threadId, ns, checkpointId: String(checkpointId), taskId, taskPath }, rows);
+    const write = taskWrites({ tenantId, threadId, ns, checkpointId: String(checkpointId), taskId, taskPath }, rows);
     await this.write(config, write, { kind: "writes", taskId, channels: rows.map(([, channel]) => channel) });
   }
 
+  /** BaseCheckpointSaver's signature names no config: the thread of the saver's own tenant. */
   async deleteThread(threadId: string): Promise<void> {
-    await this.db.query(DELETE_THREAD, [threadId]);
+    await this.db.query(DELETE_THREAD, [this.tenantOf({}), threadId]);
   }
 
   /** Commits an attempt's deferred writes inside the caller's transaction (the run's settle). */
@@ -239,15 +266,24 @@ export class RudderCheckpointSaver extends BaseCheckpointSaver {
     return false;
   }
 
+  /** The tenant a call names in `configurable` (`TENANT_KEY`), else the saver's own; none is an error. */
+  private tenantOf(config: RunnableConfig): string {
+    const named = config.configurable?.[TENANT_KEY] as unknown;
+    if (typeof named === "string") return named;
+    if (named !== undefined && named !== null) throw new Error(`config.configurable.${TENANT_KEY} must be a string`);
+    if (this.tenantId === null) throw new Error(`this checkpoint saver needs config.configurable.${TENANT_KEY}: no tenant was named`);
+    return this.tenantId;
+  }
+
   /** Metadata goes through serde (so LangChain objects survive) and is stored as jsonb text. */
   private async dumpMetadata(metadata: Record<string, unknown>): Promise<string> {
     const [, bytes] = await this.serde.dumpsTyped(metadata);
     return stripNulEscapes(new TextDecoder().decode(bytes));
   }
 
-  private async toTuples(rows: CheckpointRow[]): Promise<CheckpointTuple[]> {
+  private async toTuples(tenantId: string, rows: CheckpointRow[]): Promise<CheckpointTuple[]> {
     const tuples = await Promise.all(rows.map((row) => this.toTuple(row)));
-    await this.migratePendingSends(tuples);
+    await this.migratePendingSends(tenantId, tuples);
     return tuples;
   }
 
@@ -279,11 +315,11 @@ export class RudderCheckpointSaver extends BaseCheckpointSaver {
    * the TASKS channel, filled from the parent's TASKS writes. Rebuilt on read, like the reference
    * savers: one extra query, only when a page holds a legacy checkpoint.
    */
-  private async migratePendingSends(tuples: CheckpointTuple[]): Promise<void> {
+  private async migratePendingSends(tenantId: string, tuples: CheckpointTuple[]): Promise<void> {
     const legacy = tuples.filter((tuple) => tuple.checkpoint.v < 4 && tuple.parentConfig !== undefined);
     if (legacy.length === 0) return;
     const parents = legacy.map((tuple) => tuple.parentConfig?.configurable);
-    const rows = await this.db.query<PendingSendRow>(SELECT_PENDING_SENDS, [JSON.stringify(parents), TASKS]);
+    const rows = await this.db.query<PendingSendRow>(SELECT_PENDING_SENDS, [JSON.stringify(parents), TASKS, tenantId]);
     for (const tuple of legacy) {
       const parent = tuple.parentConfig?.configurable ?? {};
       const mine = rows.filter(
@@ -306,6 +342,10 @@ export class RudderCheckpointSaver extends BaseCheckpointSaver {
   }
 }
 
+function isSerde(value: SerializerProtocol | CheckpointSaverOptions): value is SerializerProtocol {
+  return typeof (value as Partial<SerializerProtocol>).dumpsTyped === "function";
+}
+
 function requiredThreadId(config: RunnableConfig, action: string): string {
   const threadId = config.configurable?.thread_id;
   if (threadId === undefined || threadId === null || threadId === "") {
@@ -315,9 +355,9 @@ function requiredThreadId(config: RunnableConfig, action: string): string {
 }
 
 /** The WHERE clause of `list`, built from whichever of the config/options parts are present. */
-function listQuery(config: RunnableConfig, options: CheckpointListOptions): { sql: string; params: unknown[] } {
-  const params: unknown[] = [];
-  const where: string[] = [];
+function listQuery(tenantId: string, config: RunnableConfig, options: CheckpointListOptions): { sql: string; params: unknown[] } {
+  const params: unknown[] = [tenantId];
+  const where: string[] = ["c.tenant_id = $1"];
   const add = (predicate: (placeholder: string) => string, value: unknown) => {
     params.push(value);
     where.push(predicate(`$${params.length}`));
@@ -332,7 +372,7 @@ function listQuery(config: RunnableConfig, options: CheckpointListOptions): { sq
   if (options.filter && Object.keys(options.filter).length > 0) {
     add((p) => `c.metadata @> ${p}::jsonb`, JSON.stringify(options.filter));
   }
-  let sql = `${SELECT_TUPLE}${where.length ? ` where ${where.join(" and ")}` : ""} order by c.checkpoint_id desc`;
+  let sql = `${SELECT_TUPLE} where ${where.join(" and ")} order by c.checkpoint_id desc`;
   if (options.limit !== undefined) {
     params.push(Math.max(0, Math.floor(options.limit)));
     sql += ` limit $${params.length}`;

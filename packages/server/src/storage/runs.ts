@@ -2,7 +2,7 @@ import type { ResumeBody, Run, RunEvent, ThreadStatus } from "@rudder/api";
 import type { Usage } from "../domain/budget.ts";
 import { LEASED_STATUSES, type Durability, type MultitaskStrategy, type RunError, type RunStatus } from "../domain/runs.ts";
 import type { Queryable } from "./db.ts";
-import { leaseHeld, type Lease } from "./lease.ts";
+import { leaseHeld, leaseParams, type Lease } from "./lease.ts";
 import { iso, json } from "./rows.ts";
 
 /** What a worker needs beyond the public view. */
@@ -64,7 +64,8 @@ const RUN_COLUMNS = runColumns();
  * Claims and the reaper take the thread before the run this way and never wait, so they cannot
  * deadlock with creates and settles, which lock the thread first and may wait.
  */
-const THREAD_LOCKED_UNLESS_HELD = "exists (select 1 from threads t where t.thread_id = r.thread_id for update skip locked)";
+const THREAD_LOCKED_UNLESS_HELD =
+  "exists (select 1 from threads t where t.tenant_id = r.tenant_id and t.thread_id = r.thread_id for update skip locked)";
 
 function toClaimed(row: RunRow): ClaimedRun & { idempotency_key: string | null; request_hash: string | null } {
   return {
@@ -176,10 +177,16 @@ export async function countPending(db: Queryable, tenantId: string): Promise<num
 }
 
 /** The thread's runs in one of `statuses`, locked (after its thread: see `lockThread`). */
-export async function lockRunsOfThread(tx: Queryable, threadId: string, statuses: readonly RunStatus[]): Promise<ClaimedRun[]> {
+export async function lockRunsOfThread(
+  tx: Queryable,
+  tenantId: string,
+  threadId: string,
+  statuses: readonly RunStatus[],
+): Promise<ClaimedRun[]> {
   const rows = await tx.query<RunRow>(
-    `select ${RUN_COLUMNS} from runs where thread_id = $1 and status = any($2::text[]) order by created_at, run_id for update`,
-    [threadId, statuses],
+    `select ${RUN_COLUMNS} from runs where tenant_id = $1 and thread_id = $2 and status = any($3::text[])
+      order by created_at, run_id for update`,
+    [tenantId, threadId, statuses],
   );
   return rows.map(toClaimed);
 }
@@ -258,7 +265,9 @@ export type Claim = ClaimedRun & { readonly claimableSeconds: number };
  * claim never waits, so it cannot deadlock against them; their commit's notice brings it back.
  * The unique index on active runs per thread backs the thread rule: a claim that loses that
  * race claims nothing and the caller tries again. The new statuses come from the lifecycle's
- * claim rule (`to` and `thread`).
+ * claim rule (`to` and `thread`). The candidate scan crosses tenants (one queue on one
+ * PostgreSQL); every other part of it joins on (tenant_id, id), so it can run per tenant
+ * (docs/architecture.md, "Distributing by tenant").
  */
 export async function claimRuns(
   db: Queryable,
@@ -270,13 +279,15 @@ export async function claimRuns(
   try {
     const rows = await db.query<RunRow & { claimable_seconds: number }>(
       `with candidate as (
-         select r.run_id,
+         select r.tenant_id, r.run_id,
                 extract(epoch from (clock_timestamp() - case when r.status = 'pending' then r.available_at else r.lease_expires_at end))::float8 as claimable_seconds
            from runs r
           where (r.status = 'pending' and r.available_at <= now()
                  and (r.thread_id is null or (
-                   not exists (select 1 from runs a where a.thread_id = r.thread_id and a.status in ('running', 'cancelling'))
-                   and not exists (select 1 from runs p where p.thread_id = r.thread_id and p.status = 'pending'
+                   not exists (select 1 from runs a where a.tenant_id = r.tenant_id and a.thread_id = r.thread_id
+                                                and a.status in ('running', 'cancelling'))
+                   and not exists (select 1 from runs p where p.tenant_id = r.tenant_id and p.thread_id = r.thread_id
+                                    and p.status = 'pending'
                                     and (p.created_at, p.run_id) < (r.created_at, r.run_id))
                    and ${THREAD_LOCKED_UNLESS_HELD})))
              or (r.status = 'running' and r.lease_expires_at < now())
@@ -287,11 +298,11 @@ export async function claimRuns(
          update runs r set status = $4, attempt = r.attempt + 1, lease_owner = $1, steering_closed = false,
                 lease_expires_at = now() + $2 * interval '1 millisecond',
                 started_at = coalesce(r.started_at, clock_timestamp()), updated_at = now()
-           from candidate where r.run_id = candidate.run_id
+           from candidate where r.tenant_id = candidate.tenant_id and r.run_id = candidate.run_id
          returning ${runColumns("r")}, candidate.claimable_seconds
        ), busy as (
          update threads t set status = $5, updated_at = now()
-           from claimed where t.thread_id = claimed.thread_id::uuid
+           from claimed where t.tenant_id = claimed.tenant_id and t.thread_id = claimed.thread_id::uuid
        )
        select * from claimed order by created_at, run_id`,
       [owner, leaseMs, limit, rule.to, rule.thread],
@@ -310,10 +321,10 @@ export async function claimRuns(
  */
 export async function heartbeat(db: Queryable, lease: Lease, leaseMs: number, usage: Usage): Promise<RunStatus | undefined> {
   const [row] = await db.query<{ status: RunStatus }>(
-    `update runs set lease_expires_at = now() + $4 * interval '1 millisecond', usage = $5::jsonb
-      where ${leaseHeld(1)} and status = any($6::text[])
+    `update runs set lease_expires_at = now() + $5 * interval '1 millisecond', usage = $6::jsonb
+      where ${leaseHeld(1)} and status = any($7::text[])
       returning status`,
-    [lease.runId, lease.attempt, lease.owner, leaseMs, json(usage), LEASED_STATUSES],
+    [...leaseParams(lease), leaseMs, json(usage), LEASED_STATUSES],
   );
   return row?.status;
 }
@@ -343,28 +354,27 @@ export async function settleAttempt(
 ): Promise<{ steered: boolean; threadHasQueued: boolean } | undefined> {
   const [row] = await tx.query<{ steered: boolean; thread_has_queued: boolean }>(
     `with settled as (
-       update runs set status = $4, output = $5::jsonb, error = $6::jsonb, lease_owner = null, lease_expires_at = null,
-              finished_at = case when $7 then now() else finished_at end,
-              available_at = now() + $8 * interval '1 millisecond', usage = $9::jsonb, updated_at = now()
+       update runs set status = $5, output = $6::jsonb, error = $7::jsonb, lease_owner = null, lease_expires_at = null,
+              finished_at = case when $8 then now() else finished_at end,
+              available_at = now() + $9 * interval '1 millisecond', usage = $10::jsonb, updated_at = now()
         where ${leaseHeld(1)}
-        returning run_id, thread_id, last_steering_sequence
+        returning tenant_id, run_id, thread_id, last_steering_sequence
      ), thread as (
-       update threads t set status = $10, updated_at = now()
-         from settled where t.thread_id = settled.thread_id and $10::text is not null
+       update threads t set status = $11, updated_at = now()
+         from settled where t.tenant_id = settled.tenant_id and t.thread_id = settled.thread_id and $11::text is not null
      ), stateless_writes as (
        delete from checkpoint_writes w using settled
-        where $7 and settled.thread_id is null and w.thread_id = settled.run_id::text
+        where $8 and settled.thread_id is null and w.tenant_id = settled.tenant_id and w.thread_id = settled.run_id::text
      ), stateless_checkpoints as (
        delete from checkpoints c using settled
-        where $7 and settled.thread_id is null and c.thread_id = settled.run_id::text
+        where $8 and settled.thread_id is null and c.tenant_id = settled.tenant_id and c.thread_id = settled.run_id::text
      )
      select last_steering_sequence > 0 as steered,
-            exists (select 1 from runs p where p.thread_id = settled.thread_id and p.status = 'pending') as thread_has_queued
+            exists (select 1 from runs p where p.tenant_id = settled.tenant_id and p.thread_id = settled.thread_id
+                                           and p.status = 'pending') as thread_has_queued
        from settled`,
     [
-      lease.runId,
-      lease.attempt,
-      lease.owner,
+      ...leaseParams(lease),
       fields.status,
       json(fields.output ?? null),
       json(fields.error),
@@ -380,25 +390,30 @@ export async function settleAttempt(
 /** A status change outside an attempt (cancel, redrive, the reaper): the row, as the lifecycle decided it. */
 export async function updateRunStatus(
   tx: Queryable,
+  tenantId: string,
   runId: string,
   change: { status: RunStatus; finishes: boolean; error: RunError | null; requeue?: boolean },
 ): Promise<ClaimedRun> {
   const [row] = await tx.query<RunRow>(
-    `update runs set status = $2, error = $3::jsonb, updated_at = now(),
-            finished_at = case when $4 then now() when $5 then null else finished_at end,
-            lease_owner = case when $4 then null else lease_owner end,
-            lease_expires_at = case when $4 then null else lease_expires_at end,
-            attempt = case when $5 then 0 else attempt end,
-            output = case when $5 then null else output end,
-            available_at = case when $5 then now() else available_at end
-      where run_id = $1 returning ${RUN_COLUMNS}`,
-    [runId, change.status, json(change.error), change.finishes, change.requeue ?? false],
+    `update runs set status = $3, error = $4::jsonb, updated_at = now(),
+            finished_at = case when $5 then now() when $6 then null else finished_at end,
+            lease_owner = case when $5 then null else lease_owner end,
+            lease_expires_at = case when $5 then null else lease_expires_at end,
+            attempt = case when $6 then 0 else attempt end,
+            output = case when $6 then null else output end,
+            available_at = case when $6 then now() else available_at end
+      where tenant_id = $1 and run_id = $2 returning ${RUN_COLUMNS}`,
+    [tenantId, runId, change.status, json(change.error), change.finishes, change.requeue ?? false],
   );
   return toClaimed(row!);
 }
 
-export async function setThreadStatus(tx: Queryable, threadId: string, status: ThreadStatus): Promise<void> {
-  await tx.query("update threads set status = $2, updated_at = now() where thread_id = $1", [threadId, status]);
+export async function setThreadStatus(tx: Queryable, tenantId: string, threadId: string, status: ThreadStatus): Promise<void> {
+  await tx.query("update threads set status = $3, updated_at = now() where tenant_id = $1 and thread_id = $2", [
+    tenantId,
+    threadId,
+    status,
+  ]);
 }
 
 /**
@@ -407,6 +422,7 @@ export async function setThreadStatus(tx: Queryable, threadId: string, status: T
  */
 export async function insertSuccessor(
   tx: Queryable,
+  tenantId: string,
   runId: string,
   newRunId: string,
   command: NonNullable<ClaimedRun["command"]>,
@@ -418,11 +434,15 @@ export async function insertSuccessor(
      select $2, tenant_id, thread_id, assistant_id, graph_id, null, $3::jsonb, context, coalesce($4::jsonb, config),
             metadata || jsonb_build_object('resumed_from_run_id', run_id::text), 'enqueue', durability, run_timeout,
             max_model_calls, max_tool_calls, max_tokens, max_cost, null
-       from runs where run_id = $1
+       from runs where tenant_id = $5 and run_id = $1
      returning ${RUN_COLUMNS}`,
-    [runId, newRunId, json(command), config === undefined ? null : json(config)],
+    [runId, newRunId, json(command), config === undefined ? null : json(config), tenantId],
   );
-  await tx.query("update runs set superseded_by_run_id = $2, updated_at = now() where run_id = $1", [runId, newRunId]);
+  await tx.query("update runs set superseded_by_run_id = $3, updated_at = now() where tenant_id = $1 and run_id = $2", [
+    tenantId,
+    runId,
+    newRunId,
+  ]);
   return toClaimed(row!);
 }
 
@@ -430,14 +450,15 @@ export async function insertSuccessor(
  * A stateless run's checkpoints (kept under its own id) handed to the run that resumes it, so the
  * resume continues from the interrupt. The paused run holds no lease, so nothing writes them meanwhile.
  */
-export async function moveRunCheckpoints(tx: Queryable, fromRunId: string, toRunId: string): Promise<void> {
-  await tx.query("update checkpoint_writes set thread_id = $2 where thread_id = $1", [fromRunId, toRunId]);
-  await tx.query("update checkpoints set thread_id = $2 where thread_id = $1", [fromRunId, toRunId]);
+export async function moveRunCheckpoints(tx: Queryable, tenantId: string, fromRunId: string, toRunId: string): Promise<void> {
+  await tx.query("update checkpoint_writes set thread_id = $3 where tenant_id = $1 and thread_id = $2", [tenantId, fromRunId, toRunId]);
+  await tx.query("update checkpoints set thread_id = $3 where tenant_id = $1 and thread_id = $2", [tenantId, fromRunId, toRunId]);
 }
 
 /**
  * Cancelling runs whose worker died (the lease expired), locked: thread before run, skipping what
  * others hold, as the claim does, so a late settle of the same run and the reaper cannot deadlock.
+ * A sweep over every tenant (docs/architecture.md, "Distributing by tenant").
  */
 export async function lockAbandonedCancels(tx: Queryable): Promise<ClaimedRun[]> {
   const rows = await tx.query<RunRow>(
@@ -449,17 +470,17 @@ export async function lockAbandonedCancels(tx: Queryable): Promise<ClaimedRun[]>
   return rows.map(toClaimed);
 }
 
-export async function readEvents(db: Queryable, runId: string, after: number, limit: number): Promise<RunEvent[]> {
+export async function readEvents(db: Queryable, tenantId: string, runId: string, after: number, limit: number): Promise<RunEvent[]> {
   const rows = await db.query<EventRow>(
     `select run_id::text as run_id, sequence, kind, data, created_at from run_events
-      where run_id = $1 and sequence > $2 order by sequence limit $3`,
-    [runId, after, limit],
+      where tenant_id = $1 and run_id = $2 and sequence > $3 order by sequence limit $4`,
+    [tenantId, runId, after, limit],
   );
   return rows.map(toEvent);
 }
 
 /** Status only, for a follower's re-checks. */
-export async function runStatus(db: Queryable, runId: string): Promise<RunStatus | undefined> {
-  const [row] = await db.query<{ status: RunStatus }>("select status from runs where run_id = $1", [runId]);
+export async function runStatus(db: Queryable, tenantId: string, runId: string): Promise<RunStatus | undefined> {
+  const [row] = await db.query<{ status: RunStatus }>("select status from runs where tenant_id = $1 and run_id = $2", [tenantId, runId]);
   return row?.status;
 }

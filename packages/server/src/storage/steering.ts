@@ -3,7 +3,7 @@ import type { SteeringEvent } from "@rudder/api";
 import type { RunStatus } from "../domain/runs.ts";
 import type { Db, Queryable } from "./db.ts";
 import { appendEvents, type PendingEvent } from "./events.ts";
-import { leaseHeld, type Lease } from "./lease.ts";
+import { leaseHeld, leaseParams, type Lease } from "./lease.ts";
 import { iso, json } from "./rows.ts";
 
 export interface SteerRequest {
@@ -133,7 +133,8 @@ export async function lockRunForSteering(
 export async function insertSteeringEvent(tx: Queryable, tenantId: string, runId: string, request: SteerRequest): Promise<SteeringEvent> {
   const [row] = await tx.query<SteeringRow>(
     `with seq as (
-       update runs set last_steering_sequence = last_steering_sequence + 1 where run_id = $2 returning last_steering_sequence
+       update runs set last_steering_sequence = last_steering_sequence + 1 where tenant_id = $1 and run_id = $2
+       returning last_steering_sequence
      )
      insert into steering_events (id, tenant_id, run_id, sequence, kind, payload, metadata, idempotency_key)
      select $3, $1, $2, seq.last_steering_sequence, $4, $5::jsonb, $6::jsonb, $7 from seq
@@ -141,7 +142,7 @@ export async function insertSteeringEvent(tx: Queryable, tenantId: string, runId
     [tenantId, runId, randomUUID(), request.kind, json(request.payload), json(request.metadata), request.idempotencyKey ?? null],
   );
   const event = toEvent(row!);
-  await appendEvents(tx, runId, [acceptedEvent(event)]);
+  await appendEvents(tx, tenantId, runId, [acceptedEvent(event)]);
   return event;
 }
 
@@ -153,11 +154,7 @@ export class SteeringRepository {
    * before its final flush"). False when the lease is lost.
    */
   async closeAdmission(lease: Lease): Promise<boolean> {
-    const rows = await this.db.query(`update runs set steering_closed = true where ${leaseHeld(1)} returning 1`, [
-      lease.runId,
-      lease.attempt,
-      lease.owner,
-    ]);
+    const rows = await this.db.query(`update runs set steering_closed = true where ${leaseHeld(1)} returning 1`, leaseParams(lease));
     return rows.length > 0;
   }
 
@@ -175,10 +172,11 @@ export class SteeringRepository {
  * run still holds becomes superseded. Returns their run.steer.superseded events, in sequence
  * order, for the caller to append with the run's last events.
  */
-export async function supersedeAtFinalBoundary(tx: Queryable, runId: string): Promise<PendingEvent[]> {
+export async function supersedeAtFinalBoundary(tx: Queryable, tenantId: string, runId: string): Promise<PendingEvent[]> {
   const rows = await tx.query<SteeringRow>(
-    `update steering_events set status = 'superseded' where run_id = $1 and status in ('pending', 'delivered') returning ${COLUMNS}`,
-    [runId],
+    `update steering_events set status = 'superseded'
+      where tenant_id = $1 and run_id = $2 and status in ('pending', 'delivered') returning ${COLUMNS}`,
+    [tenantId, runId],
   );
   const events = rows.map(toEvent).sort((a, b) => a.sequence - b.sequence);
   return events.map((row) => supersededEvent(row, "unconsumed_at_final_boundary", null));
@@ -190,18 +188,19 @@ export async function supersedeAtFinalBoundary(tx: Queryable, runId: string): Pr
  * root id kept in source_event_id, the original created_at. The old rows become superseded;
  * returns how many.
  */
-export async function migrateToSuccessor(tx: Queryable, oldRunId: string, newRunId: string): Promise<number> {
+export async function migrateToSuccessor(tx: Queryable, tenantId: string, oldRunId: string, newRunId: string): Promise<number> {
   // Consumed rows stay consumed (their run.steer.consumed is written); those of a task that did not
   // complete (it interrupted) go to the new run's re-execution of that task.
   await tx.query(
-    `update steering_events set replay_run_id = $2, consumed_attempt = null, taken_by = null
-      where replay_run_id = $1 and status = 'consumed' and settled_at is null`,
-    [oldRunId, newRunId],
+    `update steering_events set replay_run_id = $3, consumed_attempt = null, taken_by = null
+      where tenant_id = $1 and replay_run_id = $2 and status = 'consumed' and settled_at is null`,
+    [tenantId, oldRunId, newRunId],
   );
   const rows = (
     await tx.query<SteeringRow>(
-      `update steering_events set status = 'superseded' where run_id = $1 and status in ('pending', 'delivered') returning ${COLUMNS}`,
-      [oldRunId],
+      `update steering_events set status = 'superseded'
+        where tenant_id = $1 and run_id = $2 and status in ('pending', 'delivered') returning ${COLUMNS}`,
+      [tenantId, oldRunId],
     )
   )
     .map(toEvent)
@@ -219,21 +218,23 @@ export async function migrateToSuccessor(tx: Queryable, oldRunId: string, newRun
     `insert into steering_events (id, tenant_id, run_id, sequence, kind, payload, metadata, idempotency_key, status, source_event_id, created_at)
      select m.id, s.tenant_id, $1, m.sequence, s.kind, s.payload, s.metadata, s.idempotency_key, 'pending', m.source_event_id, s.created_at
        from jsonb_to_recordset($2::jsonb) as m(old_id uuid, id uuid, sequence int, source_event_id uuid)
-       join steering_events s on s.id = m.old_id`,
+       join steering_events s on s.tenant_id = $3 and s.id = m.old_id`,
     [
       newRunId,
       json(
         moved.map((row, index) => ({ old_id: rows[index]!.id, id: row.id, sequence: row.sequence, source_event_id: row.source_event_id })),
       ),
+      tenantId,
     ],
   );
-  await tx.query("update runs set last_steering_sequence = $2 where run_id = $1", [newRunId, moved.length]);
+  await tx.query("update runs set last_steering_sequence = $3 where tenant_id = $1 and run_id = $2", [tenantId, newRunId, moved.length]);
   await appendEvents(
     tx,
+    tenantId,
     oldRunId,
     rows.map((row, index) => supersededEvent(row, "resume_transfer", { runId: newRunId, eventId: moved[index]!.id })),
   );
-  await appendEvents(tx, newRunId, moved.map(acceptedEvent));
+  await appendEvents(tx, tenantId, newRunId, moved.map(acceptedEvent));
   return rows.length;
 }
 
@@ -264,10 +265,10 @@ function readParams(holder: SteeringHolder, reader: SteeringReader): unknown[] {
 const HANDED_AGAIN = `(($7::boolean and s.consumed_task_id = $6)
   or (s.taken_by is distinct from $8
       and not exists (select 1 from checkpoints c
-                       where c.thread_id = $5 and c.checkpoint_ns = s.consumed_ns and c.checkpoint_id = s.consumed_checkpoint_id)))`;
+                       where c.tenant_id = $1 and c.thread_id = $5 and c.checkpoint_ns = s.consumed_ns and c.checkpoint_id = s.consumed_checkpoint_id)))`;
 
-/** The lease fence: the run is running under this attempt (a cancel or a lost lease stops every read). */
-const HOLDS_RUN = `tenant_id = $1 and ${leaseHeld(2)} and status = 'running'`;
+/** The lease fence ($1..$4 are `leaseParams`): the run is running under this attempt (a cancel or a lost lease stops every read). */
+const HOLDS_RUN = `${leaseHeld(1)} and status = 'running'`;
 
 /** Stamps a row with the task that takes it now ($9 node, $10 namespace, $11 step, $12 checkpoint). */
 const TAKEN_BY = `consumed_task_id = $6, consumed_node = $9, consumed_ns = $10, consumed_step = $11, consumed_checkpoint_id = $12,
@@ -294,17 +295,17 @@ export async function takeSteering(
 ): Promise<{ again: SteeringEvent[]; consumed: ConsumedRow[] }> {
   const rows = await tx.query<ReadRow>(
     `with fence as (
-       select run_id from runs where ${HOLDS_RUN} for update
+       select tenant_id, run_id from runs where ${HOLDS_RUN} for update
      ), again as (
        update steering_events s set ${TAKEN_BY}
          from fence
-        where s.tenant_id = $1 and s.replay_run_id = fence.run_id and s.status = 'consumed' and s.settled_at is null
+        where s.tenant_id = fence.tenant_id and s.replay_run_id = fence.run_id and s.status = 'consumed' and s.settled_at is null
           and ${HANDED_AGAIN}
        returning ${steeringColumns("s")}, s.consumed_at
      ), taken as (
        update steering_events s set status = 'consumed', consumed_at = now(), replay_run_id = fence.run_id, ${TAKEN_BY}
          from fence
-        where s.tenant_id = $1 and s.run_id = fence.run_id and s.status in ('pending', 'delivered')
+        where s.tenant_id = fence.tenant_id and s.run_id = fence.run_id and s.status in ('pending', 'delivered')
        returning ${steeringColumns("s")}, s.consumed_at, extract(epoch from (now() - s.created_at))::float8 as latency
      )
      select ${READ_COLUMNS}, false as is_new, null::float8 as latency from again

@@ -82,8 +82,8 @@ export async function threadHasActiveRun(db: Queryable, tenantId: string, thread
 /** The thread with its runs, checkpoints and pending writes (its runs' events and steering go with the runs). */
 export async function deleteThread(tx: Queryable, tenantId: string, threadId: string): Promise<void> {
   await tx.query("delete from threads where tenant_id = $1 and thread_id = $2", [tenantId, threadId]);
-  await tx.query("delete from checkpoint_writes where thread_id = $1", [threadId]);
-  await tx.query("delete from checkpoints where thread_id = $1", [threadId]);
+  await tx.query("delete from checkpoint_writes where tenant_id = $1 and thread_id = $2", [tenantId, threadId]);
+  await tx.query("delete from checkpoints where tenant_id = $1 and thread_id = $2", [tenantId, threadId]);
 }
 
 /** Newest first; `metadata` matches by containment (`@>`), served by the GIN index. */

@@ -70,16 +70,16 @@ export class ThreadService {
 
   async stateOf(tenantId: string, threadId: string, checkpointId: string | undefined): Promise<ThreadState> {
     await this.get(tenantId, threadId);
-    return this.state.state(threadId, checkpointId);
+    return this.state.state(tenantId, threadId, checkpointId);
   }
 
   async history(tenantId: string, threadId: string, options: { limit: number; before?: string | undefined }): Promise<ThreadState[]> {
     await this.get(tenantId, threadId);
-    return this.state.history(threadId, options);
+    return this.state.history(tenantId, threadId, options);
   }
 
   async fork(tenantId: string, threadId: string, request: ForkBody): Promise<ForkAnswer> {
     await this.get(tenantId, threadId);
-    return this.state.fork(threadId, request);
+    return this.state.fork(tenantId, threadId, request);
   }
 }

@@ -3,7 +3,13 @@ import { RUDDER_METER_KEY, RUDDER_STEERING_KEY, type SteeringChannel, type Usage
 import { UsageMeter } from "../domain/budget.ts";
 import { BudgetCallbackHandler, type ModelPrice } from "./budget-callbacks.ts";
 import type { GraphRegistry } from "../graphs/registry.ts";
-import { ATTEMPT_CHECKPOINTS_KEY, AttemptCheckpoints, CHECKPOINT_HOOK_KEY, type CheckpointCommitHook } from "../storage/checkpointer.ts";
+import {
+  ATTEMPT_CHECKPOINTS_KEY,
+  AttemptCheckpoints,
+  CHECKPOINT_HOOK_KEY,
+  TENANT_KEY,
+  type CheckpointCommitHook,
+} from "../storage/checkpointer.ts";
 import type { PendingEvent } from "../storage/events.ts";
 import type { ClaimedRun } from "../storage/runs.ts";
 import { storableText } from "../domain/storable-json.ts";
@@ -105,7 +111,13 @@ export function runConfig(
   const recorder: UsageRecorder | undefined = meter && { record: (usage) => meter.record(usage) };
   return {
     ...run.config,
-    configurable: { ...configurable, thread_id: checkpointThreadId(run), ...(recorder ? { [RUDDER_METER_KEY]: recorder } : {}) },
+    // The tenant comes last: a run's own config cannot name another tenant's checkpoints.
+    configurable: {
+      ...configurable,
+      thread_id: checkpointThreadId(run),
+      [TENANT_KEY]: run.tenant_id,
+      ...(recorder ? { [RUDDER_METER_KEY]: recorder } : {}),
+    },
     ...(meter ? { callbacks: [new BudgetCallbackHandler(meter, prices)] } : {}),
     context: run.context,
     metadata: {

@@ -69,7 +69,7 @@ export function steeringChannel(
     const { again, consumed } = await deps.db.transaction(async (tx) => {
       const taken = await takeSteering(tx, holder, reader);
       if (taken.consumed.length > 0) {
-        await appendEvents(tx, run.run_id, consumedEvents(taken.consumed, reader));
+        await appendEvents(tx, run.tenant_id, run.run_id, consumedEvents(taken.consumed, reader));
         await deps.notifier.publishWithin(tx, { topic: "run_events", runId: run.run_id });
         const metrics = deps.metrics;
         if (metrics) tx.afterCommit(() => metrics.consumedSteering(taken.consumed.map((row) => row.latencySeconds)));

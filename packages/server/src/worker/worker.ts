@@ -224,7 +224,7 @@ export class Worker {
   /** One attempt of a claimed run; `log` carries its run_id, attempt and worker_id. */
   private async process(run: Claim, log: FastifyBaseLogger): Promise<void> {
     const claimedAt = performance.now();
-    const lease: Lease = { runId: run.run_id, attempt: run.attempt, owner: this.id };
+    const lease: Lease = { tenantId: run.tenant_id, runId: run.run_id, attempt: run.attempt, owner: this.id };
     const controller: AbortController & { reason?: StopReason } = new AbortController();
     this.active.set(run.run_id, controller);
     const stop = (reason: StopReason) => {
@@ -234,7 +234,7 @@ export class Worker {
     };
     const buffer = new EventBuffer(
       async (events) => {
-        if ((await appendEvents(this.deps.db, lease.runId, events, lease)).length === 0) stop("lease_lost");
+        if ((await appendEvents(this.deps.db, lease.tenantId, lease.runId, events, lease)).length === 0) stop("lease_lost");
         else await this.deps.notifier.publish({ topic: "run_events", runId: run.run_id });
       },
       this.options.eventFlushMs,
@@ -374,8 +374,8 @@ export class Worker {
         // Back in the queue, or its thread is free for the run waiting on it: a claim may find it now.
         ...(outcome.status === "pending" || settled.threadHasQueued ? [{ topic: "run_created" } as const] : []),
       );
-      const superseded = rule.finishes && settled.steered ? await supersedeAtFinalBoundary(tx, lease.runId) : [];
-      await appendEvents(tx, lease.runId, [...events, ...superseded, outcome.event]);
+      const superseded = rule.finishes && settled.steered ? await supersedeAtFinalBoundary(tx, lease.tenantId, lease.runId) : [];
+      await appendEvents(tx, lease.tenantId, lease.runId, [...events, ...superseded, outcome.event]);
       const metrics = this.deps.metrics;
       if (metrics) {
         tx.afterCommit(() => {
