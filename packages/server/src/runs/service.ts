@@ -6,7 +6,7 @@ import { ACTIVE_STATUSES, isSettled, requestFingerprint, type MultitaskStrategy 
 import type { AssistantCatalog } from "../graphs/assistants.ts";
 import { validateGraphInput } from "../graphs/input.ts";
 import type { GraphRegistry } from "../graphs/registry.ts";
-import type { Notifier } from "../notify/notifier.ts";
+import type { Notice, Notifier } from "../notify/notifier.ts";
 import { wakeups } from "../notify/wakeups.ts";
 import type { Metrics } from "../observability/metrics.ts";
 import type { Db, Queryable, Transaction } from "../storage/db.ts";
@@ -199,8 +199,12 @@ export class RunService {
       if (events.length) cursor = events.at(-1)!.sequence;
       return events;
     };
-    const relevant = (topic: string) => topic === "run_changed" || (withEvents && topic === "run_events");
-    for await (const wakeup of wakeups(this.notifier, (n) => relevant(n.topic) && "runId" in n && n.runId === runId, {
+    const relevant = (n: Notice) =>
+      n.topic === "run_changed"
+        ? n.runId === runId
+        : withEvents &&
+          (n.topic === "run_events" ? n.runId === runId : n.topic === "events_flushed" && n.runs.some(([id]) => id === runId));
+    for await (const wakeup of wakeups(this.notifier, relevant, {
       intervalMs: options.recheckMs ?? RECHECK_MS,
       signal: options.signal,
     })) {
