@@ -87,6 +87,32 @@ export async function appendEventBatches(db: Queryable, batches: readonly EventB
     .then((appended) => appended.sort((a, b) => (a.run_id === b.run_id ? a.sequence - b.sequence : a.run_id < b.run_id ? -1 : 1)));
 }
 
+/** Where a reader of many runs' logs is: events after `after` are wanted. */
+export interface LogCursor {
+  readonly runId: string;
+  readonly after: number;
+}
+
+/**
+ * The events after each cursor, up to `limit` per run, in one statement (a process's streams
+ * share it: one read per wake-up for all the runs it follows). By run, in sequence order.
+ */
+export async function readEventsAfter(db: Queryable, cursors: readonly LogCursor[], limit: number): Promise<RunEvent[]> {
+  if (cursors.length === 0) return [];
+  const rows = await db.query<AppendedEvent & { data: Record<string, unknown> }>(
+    `select e.run_id::text as run_id, e.sequence, e.kind, e.data, e.created_at
+       from unnest($1::uuid[], $2::int[]) as c(run_id, after)
+      cross join lateral (
+        select r.run_id, r.sequence, r.kind, r.data, r.created_at from run_events r
+         where r.run_id = c.run_id and r.sequence > c.after
+         order by r.sequence limit $3
+      ) e
+      order by e.run_id, e.sequence`,
+    [cursors.map((cursor) => cursor.runId), cursors.map((cursor) => cursor.after), limit],
+  );
+  return rows.map(toRunEvent);
+}
+
 /** A log row as the API shows it. */
 export function toRunEvent(row: AppendedEvent & { data: unknown }): RunEvent {
   return {
