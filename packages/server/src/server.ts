@@ -159,7 +159,8 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
   const app = serveApi ? await buildApp({ services, bodyLimitBytes: config.bodyLimitBytes, logger: log, version: VERSION }) : undefined;
   const worker = options.worker
     ? new Worker(
-        { db, steering, graphs, checkpointer, notifier, log, prices: config.modelPrices, metrics, store },
+        // Streams of this process get the worker's committed events without reading them back.
+        { db, steering, graphs, checkpointer, notifier, log, prices: config.modelPrices, metrics, store, handoff: runService.feed },
         {
           ...DEFAULT_WORKER_OPTIONS,
           concurrency: config.workerConcurrency,

@@ -12,6 +12,8 @@ export type Notice =
   | { readonly topic: "run_created"; readonly dueAt?: number }
   | { readonly topic: "run_changed"; readonly runId: string }
   | { readonly topic: "run_events"; readonly runId: string }
+  /** A worker's event flush committed: each run it wrote, with its last sequence now. */
+  | { readonly topic: "events_flushed"; readonly runs: ReadonlyArray<readonly [runId: string, sequence: number]> }
   | { readonly topic: "steering"; readonly runId: string }
   /** A schedule was created, changed or deleted: executors recompute when to wake. */
   | { readonly topic: "schedules_changed" };

@@ -13,6 +13,7 @@ import type { Db, Queryable, Transaction } from "../storage/db.ts";
 import * as runRows from "../storage/runs.ts";
 import { publicRun, type ClaimedRun, type NewRun } from "../storage/runs.ts";
 import { migrateToSuccessor } from "../storage/steering.ts";
+import { EventFeed } from "./event-feed.ts";
 import { applyTransition } from "./transitions.ts";
 
 export interface RunLimits {
@@ -46,13 +47,18 @@ const EVENT_PAGE = 500;
  * caller's), applies the lifecycle's decision, and storage only runs statements.
  */
 export class RunService {
+  /** The process's shared reads of run event logs: every stream of a run reads through it. */
+  readonly feed: EventFeed;
+
   constructor(
     private readonly db: Db,
     private readonly assistants: AssistantCatalog,
     private readonly graphs: GraphRegistry,
     private readonly notifier: Notifier,
     private readonly limits: RunLimits,
-  ) {}
+  ) {
+    this.feed = new EventFeed(db, notifier);
+  }
 
   /**
    * Creates a run: the Idempotency-Key replay rule, the thread's existence, the tenant's
@@ -191,38 +197,75 @@ export class RunService {
 
   /**
    * A run's events after `after` and its end, as they become durable: one iterator for SSE, join
-   * and the gateways. Each wake-up reads the log, then the run; the final status commits with the
-   * last events, so after a settled status one more read finds everything. It wakes on the run's
-   * notices and re-reads storage every `recheckMs` in case one was lost ("quiet" then, when
-   * nothing new came). The first read checks the run is the tenant's (404 otherwise).
+   * and the gateways. Events come through the process's shared tail of the run (`EventFeed`: one
+   * read per notice for all the streams of all runs, or none when this process's worker handed
+   * them over); the run row is read at the start, on its run_changed notices and on re-checks.
+   * The final status commits with the last events, so after a settled status one more read finds
+   * everything. It re-reads storage every `recheckMs` in case a notice was lost ("quiet" then,
+   * when nothing new came). The first run read checks the run is the tenant's (404 otherwise).
    */
   async *follow(tenantId: string, runId: string, options: FollowOptions = {}): AsyncGenerator<FollowUpdate, void, undefined> {
-    const withEvents = options.events ?? true;
+    if (options.events === false) {
+      yield* this.followStatus(tenantId, runId, options);
+      return;
+    }
     let cursor = options.after ?? 0;
-    const readPage = async () => {
-      const events = await runRows.readEvents(this.db, tenantId, runId, cursor, EVENT_PAGE);
-      if (events.length) cursor = events.at(-1)!.sequence;
+    const intervalMs = options.recheckMs ?? RECHECK_MS;
+    const { signal } = options;
+    // The run is the tenant's before anything of it is read: its tail is shared with the run's other streams.
+    await this.own(this.db, tenantId, runId);
+    const tail = this.feed.attach(tenantId, runId, cursor);
+    /** The next page after the cursor: from the shared tail, or from the log while behind it. */
+    const nextPage = async (): Promise<RunEvent[]> => {
+      const events = tail.since(cursor) ?? (await runRows.readEvents(this.db, tenantId, runId, cursor, EVENT_PAGE));
+      if (events.length) tail.moved((cursor = events.at(-1)!.sequence));
       return events;
     };
-    const relevant = (topic: string) => topic === "run_changed" || (withEvents && topic === "run_events");
-    for await (const wakeup of wakeups(this.notifier, (n) => relevant(n.topic) && "runId" in n && n.runId === runId, {
-      intervalMs: options.recheckMs ?? RECHECK_MS,
-      signal: options.signal,
-    })) {
-      let news = false;
-      if (withEvents) {
-        for (let page = await readPage(); page.length; page = page.length === EVENT_PAGE ? await readPage() : []) {
+    try {
+      let wakeup: "start" | "notice" | "recheck" = "start";
+      let seenChanges = tail.changes;
+      while (!signal?.aborted) {
+        tail.take();
+        // A notice was read by the tail for every follower; at the start and on a re-check (a
+        // notice may have been lost) the log is read again now.
+        if (wakeup !== "notice") await tail.refresh();
+        let news = false;
+        for (let page = await nextPage(); page.length; page = await nextPage()) {
           news = true;
           yield { type: "events", events: page };
         }
+        // The run row is read only when its status may have changed: first, on run_changed, on a re-check.
+        if (wakeup !== "notice" || tail.changes !== seenChanges) {
+          seenChanges = tail.changes;
+          const run = await this.own(this.db, tenantId, runId);
+          if (isSettled(run.status)) {
+            // The final status committed with the last events: one more read finds them all.
+            await tail.refresh();
+            for (let rest = await nextPage(); rest.length; rest = await nextPage()) yield { type: "events", events: rest };
+            yield { type: "settled", run: publicRun(run) };
+            return;
+          }
+        }
+        if (!news && wakeup === "recheck") yield { type: "quiet" };
+        wakeup = await tail.wait(intervalMs, signal);
       }
+    } finally {
+      tail.detach();
+    }
+  }
+
+  /** A run's end without its events (join): woken by its run_changed notices. */
+  private async *followStatus(tenantId: string, runId: string, options: FollowOptions): AsyncGenerator<FollowUpdate, void, undefined> {
+    for await (const wakeup of wakeups(this.notifier, (n) => n.topic === "run_changed" && n.runId === runId, {
+      intervalMs: options.recheckMs ?? RECHECK_MS,
+      signal: options.signal,
+    })) {
       const run = await this.own(this.db, tenantId, runId);
       if (isSettled(run.status)) {
-        if (withEvents) for (let rest = await readPage(); rest.length; rest = await readPage()) yield { type: "events", events: rest };
         yield { type: "settled", run: publicRun(run) };
         return;
       }
-      if (!news && wakeup === "recheck") yield { type: "quiet" };
+      if (wakeup === "recheck") yield { type: "quiet" };
     }
   }
 

@@ -1,7 +1,7 @@
-import type { RunEventBody } from "@rudder/api";
+import type { RunEvent, RunEventBody } from "@rudder/api";
 import type { Queryable } from "./db.ts";
 import { leaseHeld, leaseParams, type Lease } from "./lease.ts";
-import { json } from "./rows.ts";
+import { iso, json } from "./rows.ts";
 
 /** An event to append, of a known kind with its one data shape: the log gives it its sequence and time. */
 export type PendingEvent = RunEventBody;
@@ -36,4 +36,100 @@ export async function appendEvents(
     lease ? [...leaseParams(lease), json(events)] : [tenantId, runId, json(events)],
   );
   return rows.map((row) => row.sequence);
+}
+
+/** One run's share of a batched append: its fencing lease and its events, in order. */
+export interface EventBatch {
+  readonly lease: Lease;
+  readonly events: readonly PendingEvent[];
+}
+
+/** An appended event as the batched append returns it (`data` only when asked for). */
+export interface AppendedEvent {
+  run_id: string;
+  sequence: number;
+  kind: string;
+  data?: unknown;
+  created_at: Date | string;
+}
+
+/**
+ * Appends the events of many runs in one statement, each run fenced by its own lease (the
+ * condition of `leaseHeld`, per run): a run whose lease is lost gets nothing written and no rows
+ * back. The run rows are locked in run id order (concurrent multi-run appenders cannot deadlock
+ * each other) and, as in `appendEvents`, held to commit, so each run's sequences commit in order.
+ * With `withData` the rows come back as the log holds them (for in-process hand-off to streams).
+ * Returns the appended events, by run, in sequence order.
+ */
+export async function appendEventBatches(db: Queryable, batches: readonly EventBatch[], withData = false): Promise<AppendedEvent[]> {
+  if (batches.length === 0) return [];
+  const rows = batches.map((batch) => ({
+    tenant_id: batch.lease.tenantId,
+    run_id: batch.lease.runId,
+    attempt: batch.lease.attempt,
+    owner: batch.lease.owner,
+    events: batch.events,
+  }));
+  return db
+    .query<AppendedEvent>(
+      `with batch as (
+       select b.tenant_id, b.run_id, b.attempt, b.owner, b.events
+         from jsonb_to_recordset($1::jsonb) as b(tenant_id text, run_id uuid, attempt int, owner text, events jsonb)
+     ), held as materialized (
+       select r.tenant_id, r.run_id from runs r join batch b
+           on r.tenant_id = b.tenant_id and r.run_id = b.run_id and r.attempt = b.attempt and r.lease_owner = b.owner
+        order by r.run_id
+          for update of r
+     ), allocated as (
+       update runs r set last_event_sequence = r.last_event_sequence + jsonb_array_length(b.events)
+         from held h, batch b
+        where r.tenant_id = h.tenant_id and r.run_id = h.run_id and b.tenant_id = h.tenant_id and b.run_id = h.run_id
+       returning r.tenant_id, r.run_id, r.last_event_sequence - jsonb_array_length(b.events) as base, b.events
+     )
+     insert into run_events (tenant_id, run_id, sequence, kind, data)
+     select a.tenant_id, a.run_id, a.base + e.ordinality::int, e.value->>'kind', e.value->'data'
+       from allocated a, jsonb_array_elements(a.events) with ordinality as e(value, ordinality)
+     returning run_id::text as run_id, sequence, kind, ${withData ? "data, " : ""}created_at`,
+      [json(rows)],
+    )
+    .then((appended) => appended.sort((a, b) => (a.run_id === b.run_id ? a.sequence - b.sequence : a.run_id < b.run_id ? -1 : 1)));
+}
+
+/** Where a reader of many runs' logs is: events after `after` are wanted. */
+export interface LogCursor {
+  readonly tenantId: string;
+  readonly runId: string;
+  readonly after: number;
+}
+
+/**
+ * The events after each cursor, up to `limit` per run, in one statement (a process's streams
+ * share it: one read per wake-up for all the runs it follows). By run, in sequence order.
+ */
+export async function readEventsAfter(db: Queryable, cursors: readonly LogCursor[], limit: number): Promise<RunEvent[]> {
+  if (cursors.length === 0) return [];
+  const rows = await db.query<AppendedEvent & { data: Record<string, unknown> }>(
+    `select e.run_id::text as run_id, e.sequence, e.kind, e.data, e.created_at
+       from unnest($1::text[], $2::uuid[], $3::int[]) as c(tenant_id, run_id, after)
+      cross join lateral (
+        select r.run_id, r.sequence, r.kind, r.data, r.created_at from run_events r
+         where r.tenant_id = c.tenant_id and r.run_id = c.run_id and r.sequence > c.after
+         order by r.sequence limit $4
+      ) e
+      order by e.run_id, e.sequence`,
+    [cursors.map((cursor) => cursor.tenantId), cursors.map((cursor) => cursor.runId), cursors.map((cursor) => cursor.after), limit],
+  );
+  return rows.map(toRunEvent);
+}
+
+/** A log row as the API shows it. */
+export function toRunEvent(row: AppendedEvent & { data: unknown }): RunEvent {
+  return {
+    id: `${row.run_id}:${row.sequence}`,
+    run_id: row.run_id,
+    sequence: row.sequence,
+    kind: row.kind,
+    data: row.data as RunEvent["data"],
+    created_at: iso(row.created_at),
+  };
 }

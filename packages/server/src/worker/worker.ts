@@ -17,7 +17,7 @@ import { supersedeAtFinalBoundary } from "../storage/steering.ts";
 import type { SteeringRepository } from "../storage/steering.ts";
 import type { AttemptCheckpoints, RudderCheckpointSaver } from "../storage/checkpointer.ts";
 import { steeringChannel } from "./steering-channel.ts";
-import { EventBuffer } from "./event-buffer.ts";
+import { EventWriter, type EventHandoff } from "./event-writer.ts";
 import type { ModelPrice } from "./budget-callbacks.ts";
 import { attemptCheckpoints, budgetOf, executeAttempt, type AttemptResult } from "./executor.ts";
 import { atDeadline } from "./deadline.ts";
@@ -72,10 +72,14 @@ interface WorkerDeps {
   readonly metrics?: Metrics;
   /** The long-term store: each run's nodes get its tenant's, as LangGraph's store. */
   readonly store: StoreService;
+  /** Streams of this process (API and worker in one process): flushed events go to them directly. */
+  readonly handoff?: EventHandoff;
 }
 
 /** Due times of delayed runs a worker remembers; later ones are found by the poll. */
 const MAX_DUE_TIMES = 1000;
+/** A flush starts at once when this many events of all runs wait (else after `eventFlushMs`). */
+const EVENT_FLUSH_BATCH = 2048;
 
 /** The lifecycle's claim rule: the status and thread status a claim writes. */
 const CLAIM_RULE = RUN_TRANSITIONS.find((rule) => rule.trigger === "claim" && rule.from.includes("pending"))!;
@@ -95,11 +99,15 @@ export class Worker {
   private readonly active = new Map<string, AbortController & { reason?: StopReason }>();
   private readonly running = new Set<Promise<void>>();
   private loop: Promise<void> = Promise.resolve();
+  /** Every attempt's events, written in one multi-run insert per flush. */
+  private readonly events: EventWriter;
 
   constructor(
     private readonly deps: WorkerDeps,
     private readonly options: WorkerOptions = DEFAULT_WORKER_OPTIONS,
-  ) {}
+  ) {
+    this.events = new EventWriter(deps.db, deps.notifier, { flushMs: options.eventFlushMs, maxBatch: EVENT_FLUSH_BATCH }, deps.handoff);
+  }
 
   start(): void {
     this.loop = this.claimLoop();
@@ -232,14 +240,7 @@ export class Worker {
       controller.reason = reason;
       controller.abort();
     };
-    const buffer = new EventBuffer(
-      async (events) => {
-        if ((await appendEvents(this.deps.db, lease.tenantId, lease.runId, events, lease)).length === 0) stop("lease_lost");
-        else await this.deps.notifier.publish({ topic: "run_events", runId: run.run_id });
-      },
-      this.options.eventFlushMs,
-      256,
-    );
+    const buffer = this.events.open(lease, () => stop("lease_lost"));
     // Usage carries over from earlier attempts, so a budget holds across retries.
     const meter = new UsageMeter(budgetOf(run), run.usage);
     const watch = this.watchLease(run, lease, meter, stop);

@@ -1,0 +1,288 @@
+import type { RunEvent } from "@rudder/api";
+import type { Notice, Notifier } from "../notify/notifier.ts";
+import type { Db } from "../storage/db.ts";
+import { readEventsAfter } from "../storage/events.ts";
+import type { EventHandoff } from "../worker/event-writer.ts";
+
+/** Events read per run per statement. */
+const PAGE = 500;
+/** Events a run's tail keeps for its readers; one that falls further behind reads the log itself. */
+const MAX_CACHED = 2000;
+
+/**
+ * The streams of one process share their reads of the event log. Each followed run has one tail
+ * (however many streams follow it), which holds the events its slowest reader has not taken yet.
+ * One notifier subscription serves every tail: a notice for a run (`run_events`, or a worker's
+ * `events_flushed` with the run's new last sequence) marks its tail due, and one statement reads
+ * the new events of every due run (`readEventsAfter`), then wakes their readers, who take the
+ * events from memory. A tail skips the read when it already holds the notice's sequence: a worker
+ * in this process (`rudder dev`) hands its committed events over (`deliver`) before its notice.
+ *
+ * The log stays the truth: tails read only committed rows, in sequence order (a run's sequences
+ * commit in order, see storage/events.ts), and a reader that joins behind a tail's memory (a
+ * replay from Last-Event-ID) reads the log itself until it catches up.
+ */
+export class EventFeed implements EventHandoff {
+  private readonly tails = new Map<string, RunTail>();
+  private due = new Set<RunTail>();
+  private next: { promise: Promise<void>; resolve: () => void; reject: (error: unknown) => void } | undefined;
+  private reading: Promise<void> = Promise.resolve();
+  private readonly unsubscribe: () => void;
+
+  constructor(
+    private readonly db: Db,
+    notifier: Notifier,
+  ) {
+    this.unsubscribe = notifier.subscribe((notice) => this.heard(notice));
+  }
+
+  close(): void {
+    this.unsubscribe();
+  }
+
+  /**
+   * Starts following a run from `after`; `detach` when done. Only for a run the caller has checked
+   * is the tenant's: a tail is shared by every stream of the run in this process.
+   */
+  attach(tenantId: string, runId: string, after: number): TailReader {
+    let tail = this.tails.get(runId);
+    if (!tail) this.tails.set(runId, (tail = new RunTail(this, tenantId, runId, after)));
+    return tail.attach(after);
+  }
+
+  /** @internal */
+  release(tail: RunTail): void {
+    if (this.tails.get(tail.runId) === tail) this.tails.delete(tail.runId);
+    this.due.delete(tail);
+  }
+
+  follows(runId: string): boolean {
+    return this.tails.has(runId);
+  }
+
+  deliver(runId: string, events: readonly RunEvent[]): void {
+    this.tails.get(runId)?.deliver(events);
+  }
+
+  private heard(notice: Notice): void {
+    switch (notice.topic) {
+      case "run_events":
+        this.hint(notice.runId, Number.POSITIVE_INFINITY);
+        break;
+      case "events_flushed":
+        for (const [runId, sequence] of notice.runs) this.hint(runId, sequence);
+        break;
+      case "run_changed":
+        this.tails.get(notice.runId)?.changed();
+        break;
+      default:
+    }
+  }
+
+  private hint(runId: string, sequence: number): void {
+    const tail = this.tails.get(runId);
+    // A failed read is retried by the readers' own re-checks, which also surface the error.
+    if (tail && tail.head < sequence) this.refresh(tail).catch(() => {});
+  }
+
+  /**
+   * Reads the tail's new events, batched with every other tail due: resolves once a read that
+   * started after this call has finished (reads are chained, one at a time).
+   */
+  refresh(tail: RunTail): Promise<void> {
+    this.due.add(tail);
+    if (!this.next) {
+      let resolve!: () => void;
+      let reject!: (error: unknown) => void;
+      const promise = new Promise<void>((res, rej) => {
+        resolve = res;
+        reject = rej;
+      });
+      this.next = { promise, resolve, reject };
+      this.reading = this.reading.then(() => this.readDue());
+    }
+    return this.next.promise;
+  }
+
+  private async readDue(): Promise<void> {
+    const batch = this.next!;
+    this.next = undefined;
+    const tails = [...this.due];
+    this.due = new Set();
+    try {
+      const events = await readEventsAfter(
+        this.db,
+        tails.map((tail) => ({ tenantId: tail.tenantId, runId: tail.runId, after: tail.head })),
+        PAGE,
+      );
+      const byRun = new Map<string, RunEvent[]>();
+      for (const event of events) byRun.set(event.run_id, [...(byRun.get(event.run_id) ?? []), event]);
+      for (const tail of tails) {
+        const found = byRun.get(tail.runId) ?? [];
+        tail.deliver(found);
+        // A full page: there is more; read on (the callers' promise waits for this read only).
+        if (found.length === PAGE) this.refresh(tail).catch(() => {});
+      }
+      batch.resolve();
+    } catch (error) {
+      batch.reject(error);
+    }
+  }
+}
+
+/** One stream's view of a run's tail. */
+export interface TailReader {
+  /** Events after `cursor` held in memory (up to a page); undefined when the cursor is behind what is held. */
+  since(cursor: number): RunEvent[] | undefined;
+  /** Reads the log now (with the other due runs); resolves once a read started after this call finished. */
+  refresh(): Promise<void>;
+  /** Resolves "notice" once something happened since the last `take`, or "recheck" after `ms`, or on abort. */
+  wait(ms: number, signal?: AbortSignal): Promise<"notice" | "recheck">;
+  /** Clears the wake-up flag: call before looking at `since` and `changes`. */
+  take(): void;
+  /** Count of `run_changed` notices heard for the run. */
+  readonly changes: number;
+  /** Where this reader is, so the tail can drop what every reader has taken. */
+  moved(cursor: number): void;
+  detach(): void;
+}
+
+class RunTail {
+  /** Events (sequence > base), ascending. */
+  private cache: RunEvent[] = [];
+  private base: number;
+  /** The highest sequence read. */
+  head: number;
+  changes = 0;
+  private readonly readers = new Set<Reader>();
+
+  constructor(
+    private readonly feed: EventFeed,
+    readonly tenantId: string,
+    readonly runId: string,
+    after: number,
+  ) {
+    this.base = after;
+    this.head = after;
+  }
+
+  attach(after: number): TailReader {
+    const reader = new Reader(this, after);
+    this.readers.add(reader);
+    return reader;
+  }
+
+  detach(reader: Reader): void {
+    this.readers.delete(reader);
+    if (this.readers.size === 0) this.feed.release(this);
+    else this.trim();
+  }
+
+  refresh(): Promise<void> {
+    return this.feed.refresh(this);
+  }
+
+  /** Committed events, in order: appended when they continue what is held, else a read fills the gap. */
+  deliver(events: readonly RunEvent[]): void {
+    const fresh = events.filter((event) => event.sequence > this.head);
+    if (fresh.length === 0) return;
+    if (fresh[0]!.sequence !== this.head + 1) {
+      // Something committed in between that this process did not see yet: read it from the log.
+      this.refresh().catch(() => {});
+      return;
+    }
+    for (const event of fresh) this.cache.push(event);
+    this.head = fresh.at(-1)!.sequence;
+    this.trim();
+    this.wake();
+  }
+
+  changed(): void {
+    this.changes++;
+    this.wake();
+  }
+
+  since(cursor: number): RunEvent[] | undefined {
+    if (cursor < this.base) return undefined;
+    let low = 0;
+    let high = this.cache.length;
+    while (low < high) {
+      const middle = (low + high) >> 1;
+      if (this.cache[middle]!.sequence <= cursor) low = middle + 1;
+      else high = middle;
+    }
+    return this.cache.slice(low, low + PAGE);
+  }
+
+  /** Drops what every reader has taken, and beyond the cap what the slowest have not (they read the log). */
+  trim(): void {
+    let slowest = this.head;
+    for (const reader of this.readers) slowest = Math.min(slowest, reader.cursor);
+    let drop = 0;
+    while (drop < this.cache.length && this.cache[drop]!.sequence <= slowest) drop++;
+    drop = Math.max(drop, this.cache.length - MAX_CACHED);
+    if (drop <= 0) return;
+    this.base = this.cache[drop - 1]!.sequence;
+    this.cache = this.cache.slice(drop);
+  }
+
+  private wake(): void {
+    for (const reader of this.readers) reader.wake();
+  }
+}
+
+class Reader implements TailReader {
+  private woken = false;
+  private waiting: (() => void) | undefined;
+
+  constructor(
+    private readonly tail: RunTail,
+    public cursor: number,
+  ) {}
+
+  get changes(): number {
+    return this.tail.changes;
+  }
+
+  since(cursor: number): RunEvent[] | undefined {
+    return this.tail.since(cursor);
+  }
+
+  refresh(): Promise<void> {
+    return this.tail.refresh();
+  }
+
+  moved(cursor: number): void {
+    this.cursor = cursor;
+  }
+
+  take(): void {
+    this.woken = false;
+  }
+
+  wake(): void {
+    this.woken = true;
+    this.waiting?.();
+  }
+
+  async wait(ms: number, signal?: AbortSignal): Promise<"notice" | "recheck"> {
+    if (this.woken || signal?.aborted) return "notice";
+    return new Promise((resolve) => {
+      const finish = (reason: "notice" | "recheck") => {
+        clearTimeout(timer);
+        signal?.removeEventListener("abort", onAbort);
+        this.waiting = undefined;
+        resolve(reason);
+      };
+      const onAbort = () => finish("notice");
+      const timer = setTimeout(() => finish("recheck"), ms);
+      this.waiting = () => finish("notice");
+      signal?.addEventListener("abort", onAbort);
+    });
+  }
+
+  detach(): void {
+    this.waiting?.();
+    this.tail.detach(this);
+  }
+}

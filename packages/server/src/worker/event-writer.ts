@@ -1,0 +1,239 @@
+import type { RunEvent } from "@rudder/api";
+import type { Notice, Notifier } from "../notify/notifier.ts";
+import type { Db } from "../storage/db.ts";
+import { appendEventBatches, toRunEvent, type AppendedEvent, type PendingEvent } from "../storage/events.ts";
+import type { Lease } from "../storage/lease.ts";
+
+/** Where a worker hands the events it committed to streams of its own process (`rudder dev`). */
+export interface EventHandoff {
+  /** Whether a stream of this process follows the run now (its rows then come back with their data). */
+  follows(runId: string): boolean;
+  /** The run's events, committed, in sequence order: called after the commit, before its notice. */
+  deliver(runId: string, events: readonly RunEvent[]): void;
+}
+
+export interface EventWriterOptions {
+  /** A flush starts at most this long after the first event it carries was pushed. */
+  readonly flushMs: number;
+  /** A flush starts at once when this many events are waiting (across runs). */
+  readonly maxBatch: number;
+  /** Runs per `events_flushed` notice (NOTIFY payloads are bounded). */
+  readonly runsPerNotice?: number;
+}
+
+/** Thrown to the attempts whose events a flush could not write (the database failed, not the lease). */
+export class EventFlushError extends Error {}
+
+/** PostgreSQL's deadlock and serialization failures: the flush is retried, once each. */
+const RETRYABLE = new Set(["40P01", "40001"]);
+
+/**
+ * One writer per worker process: every attempt's events wait here, and each flush writes the
+ * events of all its runs in one multi-row insert (`appendEventBatches`), in one commit with one
+ * notice listing the runs and their new last sequence (`events_flushed`). A chatty graph's token
+ * stream costs a share of a commit per flush, not a commit per run per 20 ms.
+ *
+ * Each attempt has a handle (`open`). Flushes are chained (one in flight at a time), so a run's
+ * batches commit in the order they were pushed. A run whose lease is gone gets nothing written:
+ * its handle is told (`lost`) and drops what it holds, so a stale attempt's buffered events never
+ * land. A flush the database refuses fails the handles of every run it carried (the caller treats
+ * it as a lost lease: another attempt redoes the work), as one run's own flush did before.
+ */
+export class EventWriter {
+  private readonly waiting = new Map<string, RunEvents>();
+  private pendingCount = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private chain: Promise<void> = Promise.resolve();
+  /** A flush is queued on the chain and has not taken its batch yet. */
+  private queued = false;
+
+  constructor(
+    private readonly db: Db,
+    private readonly notifier: Notifier,
+    private readonly options: EventWriterOptions,
+    private readonly handoff?: EventHandoff,
+  ) {}
+
+  /** A handle for one attempt's events, fenced by its lease; `lost` is called once if the lease is found gone. */
+  open(lease: Lease, lost: () => void): RunEvents {
+    return new RunEvents(this, lease, lost);
+  }
+
+  /** @internal: a handle has a new event waiting. */
+  enqueue(handle: RunEvents): void {
+    this.waiting.set(handle.lease.runId, handle);
+    this.pendingCount++;
+    if (this.pendingCount >= this.options.maxBatch) this.flush();
+    else if (!this.timer) {
+      this.timer = setTimeout(() => void this.flush(), this.options.flushMs);
+      this.timer.unref();
+    }
+  }
+
+  /**
+   * Queues a flush of everything waiting when it starts; resolves once it committed (or failed:
+   * each handle learns its own fate). A flush queued behind another takes what arrived meanwhile.
+   */
+  flush(): Promise<void> {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    if (this.queued) return this.chain;
+    this.queued = true;
+    this.chain = this.chain.then(() => {
+      this.queued = false;
+      return this.writeWaiting();
+    });
+    return this.chain;
+  }
+
+  private async writeWaiting(): Promise<void> {
+    const handles = [...this.waiting.values()];
+    this.waiting.clear();
+    this.pendingCount = 0;
+    const batches = handles.map((handle) => ({ handle, events: handle.takeForFlush() })).filter((batch) => batch.events.length > 0);
+    if (batches.length === 0) return;
+    try {
+      const appended = await this.write(batches.map(({ handle, events }) => ({ lease: handle.lease, events })));
+      const byRun = new Map<string, AppendedEvent[]>();
+      for (const row of appended) byRun.set(row.run_id, [...(byRun.get(row.run_id) ?? []), row]);
+      for (const { handle, events } of batches) {
+        const rows = byRun.get(handle.lease.runId);
+        if (rows?.length === events.length) handle.flushed();
+        else handle.leaseLost();
+      }
+    } catch (error) {
+      for (const { handle } of batches) handle.failed(new EventFlushError("writing the run's events failed", { cause: error }));
+    }
+  }
+
+  /** One transaction: the append, and the notice sent with its commit; the hand-off after it. */
+  private async write(batches: { lease: Lease; events: readonly PendingEvent[] }[]): Promise<AppendedEvent[]> {
+    const withData = this.handoff !== undefined && batches.some((batch) => this.handoff!.follows(batch.lease.runId));
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.db.transaction(async (tx) => {
+          const appended = await appendEventBatches(tx, batches, withData);
+          const last = new Map<string, number>();
+          for (const row of appended) last.set(row.run_id, Math.max(last.get(row.run_id) ?? 0, row.sequence));
+          if (last.size === 0) return appended;
+          const handoff = this.handoff;
+          if (handoff && withData) tx.afterCommit(() => deliver(handoff, appended));
+          await this.notifier.publishWithin(tx, ...flushedNotices([...last], this.options.runsPerNotice ?? 100));
+          return appended;
+        });
+      } catch (error) {
+        if (attempt >= 3 || !RETRYABLE.has(String((error as { code?: unknown }).code))) throw error;
+      }
+    }
+  }
+}
+
+/** The runs and their new last sequences, as notices of at most `perNotice` runs each. */
+function flushedNotices(runs: [string, number][], perNotice: number): Notice[] {
+  const notices: Notice[] = [];
+  for (let at = 0; at < runs.length; at += perNotice) notices.push({ topic: "events_flushed", runs: runs.slice(at, at + perNotice) });
+  return notices;
+}
+
+function deliver(handoff: EventHandoff, appended: readonly AppendedEvent[]): void {
+  const byRun = new Map<string, RunEvent[]>();
+  for (const row of appended) {
+    if (row.data === undefined || !handoff.follows(row.run_id)) continue;
+    byRun.set(row.run_id, [...(byRun.get(row.run_id) ?? []), toRunEvent({ ...row, data: row.data })]);
+  }
+  for (const [runId, events] of byRun) handoff.deliver(runId, events);
+}
+
+/**
+ * One attempt's events in the process's writer. `push` adds an event; `flush` + `settled` make
+ * everything pushed so far durable (steering's drain needs the log up to date first); `take` stops
+ * batching and returns what no flush has taken, for the settle's own transaction, after waiting
+ * for the flushes that carry this run's earlier events (so the log stays in push order).
+ */
+export class RunEvents {
+  private pending: PendingEvent[] = [];
+  /** Flushes that took events of this run and have not finished. */
+  private inFlight = 0;
+  private idle: (() => void)[] = [];
+  private failure: unknown;
+  private requested: Promise<void> | undefined;
+  private gone = false;
+  private closed = false;
+
+  constructor(
+    private readonly writer: EventWriter,
+    readonly lease: Lease,
+    private readonly lost: () => void,
+  ) {}
+
+  push(event: PendingEvent): void {
+    if (this.gone || this.closed) return;
+    this.pending.push(event);
+    this.writer.enqueue(this);
+  }
+
+  /** Starts a flush now (of every run's waiting events); a failure surfaces from the next `settled()`. */
+  flush(): void {
+    if (this.pending.length > 0) this.requested = this.writer.flush();
+  }
+
+  /**
+   * Waits for the flush `flush()` asked for and every flush that took this run's events so far;
+   * throws if one failed or the lease was lost.
+   */
+  async settled(): Promise<void> {
+    await this.requested;
+    if (this.inFlight > 0) await new Promise<void>((resolve) => this.idle.push(resolve));
+    if (this.failure !== undefined) throw this.failure;
+  }
+
+  /**
+   * Stops batching and returns the events no flush has taken, for the final transaction, once the
+   * flushes that took earlier ones have committed (so they keep their place before these).
+   */
+  async take(): Promise<PendingEvent[]> {
+    this.closed = true;
+    const rest = this.pending;
+    this.pending = [];
+    if (this.inFlight > 0) await new Promise<void>((resolve) => this.idle.push(resolve));
+    if (this.failure !== undefined) throw this.failure;
+    return rest;
+  }
+
+  /** @internal: the writer takes this run's waiting events into a flush. */
+  takeForFlush(): PendingEvent[] {
+    const batch = this.pending;
+    this.pending = [];
+    if (batch.length > 0) this.inFlight++;
+    return batch;
+  }
+
+  /** @internal */
+  flushed(): void {
+    this.done();
+  }
+
+  /** @internal: the lease was not held: nothing of this flush was written, and nothing more will be. */
+  leaseLost(): void {
+    this.failure ??= new EventFlushError("the lease was lost: the attempt's events were not written");
+    this.gone = true;
+    this.pending = [];
+    this.done();
+    this.lost();
+  }
+
+  /** @internal */
+  failed(error: EventFlushError): void {
+    this.failure ??= error;
+    this.gone = true;
+    this.pending = [];
+    this.done();
+    this.lost();
+  }
+
+  private done(): void {
+    this.inFlight--;
+    if (this.inFlight > 0) return;
+    for (const resolve of this.idle.splice(0)) resolve();
+  }
+}

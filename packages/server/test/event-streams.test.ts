@@ -1,0 +1,200 @@
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import { fileURLToPath } from "node:url";
+import type { RunEvent } from "@rudder/api";
+import { createLocalNotifier } from "../src/notify/notifier.ts";
+import { EventFeed } from "../src/runs/event-feed.ts";
+import type { Db, Queryable, Transaction } from "../src/storage/db.ts";
+import type { Lease } from "../src/storage/lease.ts";
+import { claimRuns, insertRun, readEvents, type NewRun } from "../src/storage/runs.ts";
+import { EventWriter } from "../src/worker/event-writer.ts";
+import { createTestDatabase, TEST_DRIVER, type TestDatabase } from "./support/db.ts";
+import { startTestServer, type TestServer } from "./support/server.ts";
+import { openSse, type SseEvent } from "./support/sse.ts";
+
+const TESTING_CONFIG = fileURLToPath(new URL("./fixtures/testing.rudder.json", import.meta.url));
+
+/** `database`, counting the statements that read run event logs. */
+function countingLogReads(database: TestDatabase): { database: TestDatabase; reads: () => number } {
+  let reads = 0;
+  const isLogRead = (sql: string) => /^\s*select\b[\s\S]*\bfrom\b[\s\S]*\brun_events\b/i.test(sql);
+  const record = async <Row>(target: Queryable, sql: string, params?: readonly unknown[]): Promise<Row[]> => {
+    if (isLogRead(sql)) reads++;
+    return target.query<Row>(sql, params);
+  };
+  const inner = database.db;
+  const db: Db = {
+    driver: inner.driver,
+    ...(inner.url === undefined ? {} : { url: inner.url }),
+    query: (sql, params) => record(inner, sql, params),
+    exec: (script) => inner.exec(script),
+    transaction: (work) =>
+      inner.transaction((tx: Transaction) =>
+        work({
+          query: (sql, params) => record(tx, sql, params),
+          exec: (script) => tx.exec(script),
+          beforeCommit: (statement) => tx.beforeCommit(statement),
+          afterCommit: (callback) => tx.afterCommit(callback),
+        }),
+      ),
+    close: () => inner.close(),
+  };
+  return { database: { ...database, db }, reads: () => reads };
+}
+
+const parsed = (events: readonly SseEvent[]) => events.map((event) => JSON.parse(event.data) as RunEvent);
+const ticksOf = (events: readonly RunEvent[]) => events.filter((e) => e.kind === "custom").map((e) => (e.data.data as { i: number }).i);
+
+describe(`shared stream reads on ${TEST_DRIVER}`, () => {
+  let server: TestServer;
+  let reads: () => number;
+  before(async () => {
+    const counted = countingLogReads(await createTestDatabase());
+    reads = counted.reads;
+    server = await startTestServer({ configFile: TESTING_CONFIG, database: counted.database, config: { streamHeartbeatMs: 5_000 } });
+  });
+  after(async () => {
+    await server.close();
+  });
+
+  test("readers from the start, joining mid-stream, and resuming from Last-Event-ID each get every event once, in log order", async () => {
+    const count = 120;
+    const created = await server.request("POST", "/v1/runs", { body: { assistant_id: "ticks", input: { count, interval_ms: 4 } } });
+    assert.equal(created.status, 202);
+    const runId = String(created.body.run_id);
+    const token = await server.token();
+    const streamUrl = `${server.url}/v1/runs/${runId}/stream`;
+    const open = (lastEventId?: string) =>
+      openSse(streamUrl, { headers: { authorization: `Bearer ${token}` }, ...(lastEventId === undefined ? {} : { lastEventId }) });
+    const early = await Promise.all([open(), open(), open()]);
+    // Wait until the run is well under way, then join: one from the start, one from where another reader is.
+    const first = early[0]!;
+    const seen: SseEvent[] = [];
+    while (seen.filter((event) => event.event === "custom").length < 30) seen.push((await first.next())!);
+    const fromStart = await open();
+    const resumeAt = seen.at(-1)!.id!;
+    const resumed = await open(resumeAt);
+    const [firstRest, ...others] = await Promise.all([
+      first.rest(),
+      ...early.slice(1).map((s) => s.rest()),
+      fromStart.rest(),
+      resumed.rest(),
+    ]);
+    const log = await readEvents(server.database.db, "t1", runId, 0, 10_000);
+    assert.equal(ticksOf(log).length, count);
+    assert.equal(log.at(-1)!.kind, "run_succeeded");
+    const whole = [...seen, ...firstRest!];
+    for (const stream of [whole, others[0]!, others[1]!, others[2]!]) assert.deepEqual(parsed(stream), log);
+    assert.deepEqual(
+      parsed(others[3]!),
+      log.filter((event) => event.sequence > Number(resumeAt)),
+    );
+  });
+
+  test("five readers of a streaming run cost fewer log reads than events (not a read per reader per flush)", async () => {
+    const count = 100;
+    const created = await server.request("POST", "/v1/runs", { body: { assistant_id: "ticks", input: { count, interval_ms: 5 } } });
+    const runId = String(created.body.run_id);
+    const token = await server.token();
+    const before = reads();
+    const streams = await Promise.all(
+      Array.from({ length: 5 }, () => openSse(`${server.url}/v1/runs/${runId}/stream`, { headers: { authorization: `Bearer ${token}` } })),
+    );
+    const all = await Promise.all(streams.map((stream) => stream.rest()));
+    for (const events of all) assert.equal(ticksOf(parsed(events)).length, count);
+    // Before shared reads, each reader read the log once per flush (every 20 ms, so > 25 flushes here): 125+.
+    const used = reads() - before;
+    assert.ok(used < count / 2, `${used} log reads for 5 readers of ${count} events`);
+  });
+});
+
+describe(`the event feed without a hand-off (API and worker in different processes) on ${TEST_DRIVER}`, () => {
+  let database: TestDatabase;
+  let reads: () => number;
+  before(async () => {
+    const counted = countingLogReads(await createTestDatabase());
+    database = counted.database;
+    reads = counted.reads;
+  });
+  after(async () => {
+    await database.drop();
+  });
+
+  function stateless(tenantId: string): NewRun {
+    return {
+      tenantId,
+      runId: randomUUID(),
+      threadId: null,
+      assistantId: "echo",
+      graphId: "echo",
+      input: {},
+      command: null,
+      context: {},
+      config: {},
+      metadata: {},
+      afterSeconds: null,
+      multitaskStrategy: "enqueue",
+      durability: "sync",
+      runTimeout: null,
+      maxModelCalls: null,
+      maxToolCalls: null,
+      maxTokens: null,
+      maxCost: null,
+      idempotencyKey: undefined,
+      requestHash: randomUUID(),
+    };
+  }
+
+  test("one read per flush serves every reader of every run, each getting its run's events once and in order", async () => {
+    const tenant = `t-${randomUUID()}`;
+    const ids = new Set<string>();
+    for (let i = 0; i < 6; i++) ids.add((await insertRun(database.db, stateless(tenant), 1000))!.run_id);
+    const owner = `worker-${randomUUID()}`;
+    const leases: Lease[] = (await claimRuns(database.db, owner, 60_000, 1000, { to: "running", thread: "busy" }))
+      .filter((claim) => ids.has(claim.run_id))
+      .map((claim) => ({ tenantId: claim.tenant_id, runId: claim.run_id, attempt: claim.attempt, owner }));
+    // Two notifiers joined by hand stand for two processes: the worker's notices reach the API's feed, nothing else does.
+    const workerNotifier = createLocalNotifier();
+    const apiNotifier = createLocalNotifier();
+    workerNotifier.subscribe((notice) => void apiNotifier.publish(notice));
+    const feed = new EventFeed(database.db, apiNotifier);
+    const writer = new EventWriter(database.db, workerNotifier, { flushMs: 60_000, maxBatch: 100_000 });
+    const handles = leases.map((lease) => writer.open(lease, () => assert.fail("held")));
+    const readers = leases.flatMap((lease) =>
+      [0, 1].map(() => ({
+        tenantId: lease.tenantId,
+        runId: lease.runId,
+        reader: feed.attach(lease.tenantId, lease.runId, 0),
+        got: [] as RunEvent[],
+      })),
+    );
+    const before = reads();
+    const flushes = 8;
+    for (let flush = 0; flush < flushes; flush++) {
+      for (const handle of handles) for (let i = 0; i < 5; i++) handle.push({ kind: "custom", data: { data: { i: flush * 5 + i } } });
+      await writer.flush();
+      // Every reader waits for its wake-up, then takes what the tail read for it.
+      for (const entry of readers) {
+        await entry.reader.wait(5_000);
+        entry.reader.take();
+        const cursor = entry.got.at(-1)?.sequence ?? 0;
+        const page = entry.reader.since(cursor) ?? [];
+        entry.reader.moved(page.at(-1)?.sequence ?? cursor);
+        entry.got.push(...page);
+      }
+    }
+    const used = reads() - before;
+    assert.ok(used <= flushes, `${used} log reads for ${flushes} flushes of ${leases.length} runs with ${readers.length} readers`);
+    for (const entry of readers) {
+      assert.deepEqual(
+        ticksOf(entry.got),
+        Array.from({ length: flushes * 5 }, (_, i) => i),
+      );
+      assert.deepEqual(entry.got, await readEvents(database.db, entry.tenantId, entry.runId, 0, 1000));
+    }
+    for (const entry of readers) entry.reader.detach();
+    assert.equal(feed.follows(leases[0]!.runId), false);
+    feed.close();
+  });
+});

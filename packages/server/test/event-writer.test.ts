@@ -1,0 +1,213 @@
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import type { RunEvent } from "@rudder/api";
+import { createLocalNotifier, type Notice } from "../src/notify/notifier.ts";
+import { appendEvents, type PendingEvent } from "../src/storage/events.ts";
+import type { Lease } from "../src/storage/lease.ts";
+import { claimRuns, insertRun, readEvents, type NewRun } from "../src/storage/runs.ts";
+import { EventWriter, type EventHandoff } from "../src/worker/event-writer.ts";
+import { createTestDatabase, TEST_DRIVER, type TestDatabase } from "./support/db.ts";
+
+function stateless(tenantId: string): NewRun {
+  return {
+    tenantId,
+    runId: randomUUID(),
+    threadId: null,
+    assistantId: "echo",
+    graphId: "echo",
+    input: {},
+    command: null,
+    context: {},
+    config: {},
+    metadata: {},
+    afterSeconds: null,
+    multitaskStrategy: "enqueue",
+    durability: "sync",
+    runTimeout: null,
+    maxModelCalls: null,
+    maxToolCalls: null,
+    maxTokens: null,
+    maxCost: null,
+    idempotencyKey: undefined,
+    requestHash: randomUUID(),
+  };
+}
+
+const tick = (i: number): PendingEvent => ({ kind: "custom", data: { data: { i } } });
+const ticksOf = (events: readonly RunEvent[]) => events.filter((e) => e.kind === "custom").map((e) => (e.data.data as { i: number }).i);
+
+describe(`the worker's event writer on ${TEST_DRIVER}`, () => {
+  let database: TestDatabase;
+  before(async () => {
+    database = await createTestDatabase();
+  });
+  after(async () => {
+    await database.drop();
+  });
+
+  /** `count` runs claimed by `owner`: their leases. */
+  async function claimed(count: number, owner = `worker-${randomUUID()}`): Promise<Lease[]> {
+    const tenant = `t-${randomUUID()}`;
+    const ids = new Set<string>();
+    for (let i = 0; i < count; i++) ids.add((await insertRun(database.db, stateless(tenant), 1000))!.run_id);
+    const claims = await claimRuns(database.db, owner, 60_000, 1000, { to: "running", thread: "busy" });
+    return claims
+      .filter((claim) => ids.has(claim.run_id))
+      .map((claim) => ({ tenantId: claim.tenant_id, runId: claim.run_id, attempt: claim.attempt, owner }));
+  }
+
+  test("one flush writes the events of many runs in one commit, with one notice listing them", async () => {
+    const notifier = createLocalNotifier();
+    const heard: Notice[] = [];
+    notifier.subscribe((notice) => heard.push(notice));
+    let transactions = 0;
+    const db = {
+      ...database.db,
+      transaction: <T>(work: Parameters<typeof database.db.transaction<T>>[0]) => (transactions++, database.db.transaction(work)),
+    };
+    const writer = new EventWriter(db, notifier, { flushMs: 60_000, maxBatch: 100_000 });
+    const leases = await claimed(5);
+    const handles = leases.map((lease) => writer.open(lease, () => assert.fail("no lease is lost")));
+    for (let i = 0; i < 3; i++) for (const handle of handles) handle.push(tick(i));
+    await writer.flush();
+    assert.equal(transactions, 1);
+    const flushed = heard.filter((notice) => notice.topic === "events_flushed");
+    assert.equal(flushed.length, 1);
+    assert.deepEqual(
+      new Map(flushed[0]!.topic === "events_flushed" ? flushed[0]!.runs.map(([id, seq]) => [id, seq]) : []),
+      new Map(leases.map((lease) => [lease.runId, 3])),
+    );
+    for (const lease of leases) assert.deepEqual(ticksOf(await readEvents(database.db, lease.tenantId, lease.runId, 0, 100)), [0, 1, 2]);
+    await notifier.close();
+  });
+
+  test("a run's events keep their order across flushes, and interleave correctly with other appenders", async () => {
+    const notifier = createLocalNotifier();
+    const writer = new EventWriter(database.db, notifier, { flushMs: 1, maxBatch: 7 });
+    const [lease] = await claimed(1);
+    const handle = writer.open(lease!, () => assert.fail("the lease is held"));
+    for (let i = 0; i < 50; i++) {
+      handle.push(tick(i));
+      if (i % 10 === 9) {
+        // Another appender (an accepted steer, a cancel's event) in between: it must land after what was flushed before.
+        handle.flush();
+        await handle.settled();
+        await appendEvents(database.db, lease!.tenantId, lease!.runId, [{ kind: "custom", data: { data: { other: i } } }]);
+      }
+      if (i % 3 === 0) await new Promise((resolve) => setTimeout(resolve, 2));
+    }
+    const rest = await handle.take();
+    await appendEvents(database.db, lease!.tenantId, lease!.runId, rest);
+    const log = await readEvents(database.db, lease!.tenantId, lease!.runId, 0, 1000);
+    assert.deepEqual(
+      log.map((event) => event.sequence),
+      log.map((_, index) => index + 1),
+    );
+    assert.deepEqual(
+      ticksOf(log).filter((i) => i !== undefined),
+      Array.from({ length: 50 }, (_, i) => i),
+    );
+    const others = log.filter((event) => (event.data.data as { other?: number }).other !== undefined);
+    for (const other of others) {
+      const before = log.filter((event) => event.sequence < other.sequence && (event.data.data as { i?: number }).i !== undefined);
+      assert.equal(
+        before.length,
+        (other.data.data as { other: number }).other + 1,
+        "every tick pushed before the other appender's event precedes it",
+      );
+    }
+    await notifier.close();
+  });
+
+  test("a stale attempt's buffered events are not written once its lease is lost; other runs in the flush still are", async () => {
+    const notifier = createLocalNotifier();
+    const writer = new EventWriter(database.db, notifier, { flushMs: 60_000, maxBatch: 100_000 });
+    const [stale, healthy] = await claimed(2);
+    let lost = 0;
+    const staleHandle = writer.open(stale!, () => lost++);
+    const healthyHandle = writer.open(healthy!, () => assert.fail("the healthy run keeps its lease"));
+    staleHandle.push(tick(0));
+    healthyHandle.push(tick(0));
+    await writer.flush();
+    // Its lease expires and another worker claims the run (attempt 2).
+    await database.db.query("update runs set lease_expires_at = now() - interval '1 second' where run_id = $1", [stale!.runId]);
+    const [reclaimed] = await claimRuns(database.db, "another-worker", 60_000, 1000, { to: "running", thread: "busy" });
+    assert.equal(reclaimed?.run_id, stale!.runId);
+    staleHandle.push(tick(1));
+    staleHandle.push(tick(2));
+    healthyHandle.push(tick(1));
+    await writer.flush();
+    assert.equal(lost, 1);
+    await assert.rejects(staleHandle.settled());
+    staleHandle.push(tick(3)); // after the loss: dropped
+    await writer.flush();
+    assert.deepEqual(ticksOf(await readEvents(database.db, stale!.tenantId, stale!.runId, 0, 100)), [0]);
+    assert.deepEqual(ticksOf(await readEvents(database.db, healthy!.tenantId, healthy!.runId, 0, 100)), [0, 1]);
+    await assert.rejects(staleHandle.take());
+    await notifier.close();
+  });
+
+  test("a crash between flushes loses only what was not flushed: every acknowledged event is in the log", async () => {
+    const notifier = createLocalNotifier();
+    const writer = new EventWriter(database.db, notifier, { flushMs: 60_000, maxBatch: 100_000 });
+    const [lease] = await claimed(1);
+    let lost = 0;
+    const handle = writer.open(lease!, () => lost++);
+    for (let i = 0; i < 10; i++) handle.push(tick(i));
+    handle.flush();
+    await handle.settled(); // acknowledged: durable
+    for (let i = 10; i < 15; i++) handle.push(tick(i)); // in memory only when the process dies
+    // The process dies here: the writer is dropped without a flush.
+    assert.deepEqual(
+      ticksOf(await readEvents(database.db, lease!.tenantId, lease!.runId, 0, 100)),
+      Array.from({ length: 10 }, (_, i) => i),
+    );
+    // The next attempt appends after them: sequences stay dense and ordered.
+    await database.db.query("update runs set lease_expires_at = now() - interval '1 second' where run_id = $1", [lease!.runId]);
+    const [next] = await claimRuns(database.db, "next-worker", 60_000, 1000, { to: "running", thread: "busy" });
+    const again = new EventWriter(database.db, notifier, { flushMs: 60_000, maxBatch: 100_000 });
+    const nextHandle = again.open({ tenantId: next!.tenant_id, runId: next!.run_id, attempt: next!.attempt, owner: "next-worker" }, () =>
+      assert.fail("held"),
+    );
+    nextHandle.push(tick(100));
+    await again.flush();
+    // The dead attempt "wakes up" and flushes what it held: its lease is gone, nothing lands.
+    await writer.flush();
+    assert.equal(lost, 1);
+    const log = await readEvents(database.db, lease!.tenantId, lease!.runId, 0, 100);
+    assert.deepEqual(ticksOf(log), [...Array.from({ length: 10 }, (_, i) => i), 100]);
+    assert.deepEqual(
+      log.map((event) => event.sequence),
+      log.map((_, index) => index + 1),
+    );
+    await notifier.close();
+  });
+
+  test("with a hand-off, the committed events go to this process's streams as the log holds them, before the notice", async () => {
+    const notifier = createLocalNotifier();
+    const order: string[] = [];
+    const delivered: RunEvent[] = [];
+    const [followed, unfollowed] = await claimed(2);
+    const handoff: EventHandoff = {
+      follows: (runId) => runId === followed!.runId,
+      deliver: (runId, events) => {
+        order.push(`deliver ${runId}`);
+        delivered.push(...events);
+      },
+    };
+    notifier.subscribe((notice) => {
+      if (notice.topic === "events_flushed") order.push("notice");
+    });
+    const writer = new EventWriter(database.db, notifier, { flushMs: 60_000, maxBatch: 100_000 }, handoff);
+    const a = writer.open(followed!, () => assert.fail("held"));
+    const b = writer.open(unfollowed!, () => assert.fail("held"));
+    a.push(tick(0));
+    a.push({ kind: "custom", data: { data: { z: 1, a: [1, 2], s: "é" } } });
+    b.push(tick(0));
+    await writer.flush();
+    assert.deepEqual(order, [`deliver ${followed!.runId}`, "notice"]);
+    assert.deepEqual(delivered, await readEvents(database.db, followed!.tenantId, followed!.runId, 0, 100));
+    await notifier.close();
+  });
+});
