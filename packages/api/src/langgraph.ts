@@ -142,7 +142,12 @@ export type LgThread = Static<typeof LgThread>;
 export const LgThreadCreateBody = Type.Object(
   {
     metadata: Opt(JsonObject),
-    thread_id: Opt(Type.String({ description: "not supported: Rudder names threads (422 when given)" })),
+    thread_id: Opt(
+      Type.String({
+        format: "uuid",
+        description: "the thread's id, unique within the tenant (default: a new UUID); if_exists says what an id the tenant has does",
+      }),
+    ),
     if_exists: Opt(literals(["raise", "do_nothing"])),
     supersteps: Opt(Type.Array(Type.Unknown(), { maxItems: 0, description: "not supported (422 when non-empty)" })),
     ttl: Opt(Type.Unknown({ description: "not supported (422 when given)" })),

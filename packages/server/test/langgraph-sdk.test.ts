@@ -1,6 +1,6 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { createHash } from "node:crypto";
+import { createHash, randomUUID } from "node:crypto";
 import { fileURLToPath } from "node:url";
 import { Client } from "@langchain/langgraph-sdk";
 import { collect, lgClient, rejectsWith, waitUntilRunning, type Part } from "./support/langgraph.ts";
@@ -189,6 +189,48 @@ describe("LangGraph API through the SDK: assistants, threads, runs, streams", ()
     assert.ok(written.configurable?.checkpoint_id);
     assert.equal((await client.threads.getState<{ reply: string }>(thread.thread_id)).values.reply, "edited");
     assert.equal((await client.threads.getHistory(thread.thread_id, { limit: 1 })).length, 1);
+  });
+
+  test("threads.create with the client's thread id: if_exists raise (409) or do_nothing; one id in two tenants is two threads", async () => {
+    const threadId = randomUUID();
+    const created = await client.threads.create({ threadId, metadata: { owner: "t1" } });
+    assert.equal(created.thread_id, threadId);
+    await rejectsWith(client.threads.create({ threadId }), 409);
+    await rejectsWith(client.threads.create({ threadId, ifExists: "raise" }), 409);
+    const again = await client.threads.create({ threadId, ifExists: "do_nothing", metadata: { owner: "someone else" } });
+    assert.deepEqual([again.thread_id, again.metadata?.owner], [threadId, "t1"], "the existing thread, unchanged");
+    const fresh = randomUUID();
+    assert.equal(
+      (await client.threads.create({ threadId: fresh, ifExists: "do_nothing" })).thread_id,
+      fresh,
+      "do_nothing creates one that is missing",
+    );
+
+    // Another tenant takes the same id: its own thread, with its own runs, state and lifetime.
+    const other = await lgClient(server, "t2");
+    const theirs = await other.threads.create({ threadId, metadata: { owner: "t2" } });
+    assert.deepEqual([theirs.thread_id, theirs.metadata?.owner], [threadId, "t2"]);
+    assert.deepEqual(await client.runs.wait(threadId, "echo", { input: { message: "mine" } }), { message: "mine", reply: "mine" });
+    assert.deepEqual(await other.runs.wait(threadId, "echo", { input: { message: "theirs" } }), { message: "theirs", reply: "theirs" });
+    assert.equal((await client.threads.getState<{ message: string }>(threadId)).values.message, "mine");
+    assert.equal((await other.threads.getState<{ message: string }>(threadId)).values.message, "theirs");
+    assert.equal((await client.threads.getHistory(threadId)).length, (await other.threads.getHistory(threadId)).length);
+    assert.deepEqual(
+      (await client.runs.list(threadId)).map((run) => run.thread_id),
+      [threadId],
+      "each tenant sees only its own run on the thread",
+    );
+    await other.threads.delete(threadId);
+    await rejectsWith(other.threads.get(threadId), 404);
+    assert.equal((await client.threads.get<{ message: string }>(threadId)).values.message, "mine", "the first tenant's thread stays");
+
+    // A run's id is not a thread id the tenant can take (a stateless run's checkpoints live under it).
+    let runId = "";
+    await client.runs.wait(null, "approval", { input: { request: "x" }, onRunCreated: (meta) => (runId = meta.run_id) });
+    await rejectsWith(client.threads.create({ threadId: runId }), 409);
+    await rejectsWith(client.threads.create({ threadId: runId, ifExists: "do_nothing" }), 409);
+    assert.equal((await other.threads.create({ threadId: runId })).thread_id, runId, "another tenant's run does not reserve it");
+    assert.equal((await other.threads.getState(runId)).checkpoint, null, "and that thread does not see the run's checkpoints");
   });
 
   test("runs.create, join, get and list on a thread; a stateless runs.wait", async () => {

@@ -126,7 +126,7 @@ describe("threads", () => {
 
     before(async () => {
       threadId = (await server.request("POST", "/v1/threads", { body: { metadata: {} } })).body.thread_id;
-      graph = approvalGraph.compile({ checkpointer: new RudderCheckpointSaver(server.database.db) });
+      graph = approvalGraph.compile({ checkpointer: new RudderCheckpointSaver(server.database.db, { tenantId: "t1" }) }); // the thread's tenant
       // As a Rudder run does: the graph id rides in the run metadata, so it lands in checkpoint metadata.
       await graph.invoke({ request: "ship it" }, { configurable: { thread_id: threadId }, metadata: { graph_id: "approval" } });
     });

@@ -31,12 +31,19 @@ const toThread = (row: ThreadRow): Thread => ({
 
 // Threads, always scoped by tenant: another tenant's thread is indistinguishable from none.
 
-export async function insertThread(db: Queryable, tenantId: string, threadId: string, metadata: JsonObject): Promise<Thread> {
+/**
+ * Inserts the thread; undefined when the tenant already has the id: as a thread, or as a run's id
+ * (a stateless run keeps its checkpoints under its own id, which a thread of that id would share).
+ */
+export async function insertThread(db: Queryable, tenantId: string, threadId: string, metadata: JsonObject): Promise<Thread | undefined> {
   const [row] = await db.query<ThreadRow>(
-    `insert into threads (thread_id, tenant_id, metadata) values ($1, $2, $3::jsonb) returning ${COLUMNS}`,
+    `insert into threads (thread_id, tenant_id, metadata)
+     select $1::uuid, $2::text, $3::jsonb where not exists (select 1 from runs where tenant_id = $2 and run_id = $1::uuid)
+     on conflict (tenant_id, thread_id) do nothing
+     returning ${COLUMNS}`,
     [threadId, tenantId, json(metadata)],
   );
-  return toThread(row!);
+  return row && toThread(row);
 }
 
 export async function findThread(db: Queryable, tenantId: string, threadId: string): Promise<Thread | undefined> {

@@ -24,8 +24,25 @@ export class ThreadService {
     private readonly state: ThreadStateReader,
   ) {}
 
-  async create(tenantId: string, metadata: JsonObject): Promise<Thread> {
-    return insertThread(this.db, tenantId, randomUUID(), metadata);
+  /**
+   * A new thread, named by Rudder or, through the LangGraph API, by the client: ids are unique
+   * within a tenant (the same id in two tenants is two threads). An id the tenant already has is a
+   * 409 (`ifExists` "raise", the default), or answers the existing thread ("do_nothing"). An id
+   * that is one of the tenant's run ids is always a 409: a stateless run's checkpoints are kept
+   * under its run id, so a thread of that id would read them as its own.
+   */
+  async create(
+    tenantId: string,
+    metadata: JsonObject,
+    options: { threadId?: string | undefined; ifExists?: "raise" | "do_nothing" | undefined } = {},
+  ): Promise<Thread> {
+    const threadId = options.threadId ?? randomUUID();
+    const created = await insertThread(this.db, tenantId, threadId, metadata);
+    if (created) return created;
+    const existing = await findThread(this.db, tenantId, threadId);
+    if (!existing) throw new ApiError("conflict", `thread id ${threadId} is the id of a run of this tenant; choose another`);
+    if (options.ifExists === "do_nothing") return existing;
+    throw new ApiError("conflict", `thread ${threadId} already exists (if_exists "do_nothing" answers it instead)`);
   }
 
   async get(tenantId: string, threadId: string): Promise<Thread> {

@@ -204,20 +204,22 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
         tags,
         summary: "Create a thread",
         body: LgThreadCreateBody,
-        response: { 200: Type.Ref("LgThread"), ...problems(400, 401, 403, 422) },
+        response: { 200: Type.Ref("LgThread"), ...problems(400, 401, 403, 409, 422) },
       },
     },
     async (request) => {
       const body = request.body;
-      if (body.thread_id != null)
-        throw new ApiError("validation_error", "thread_id: Rudder names threads itself; create without one and use the id it returns");
       if (body.ttl != null) throw new ApiError("validation_error", "ttl: thread TTLs are not supported");
       const { graph_id: _graphId, ...metadata } = body.metadata ?? {};
-      const thread = await threads.create(request.principal.tenantId, {
-        ...metadata,
-        ...(typeof _graphId === "string" ? { graph_id: _graphId } : {}),
-      });
-      return lgThread(thread);
+      const thread = await threads.create(
+        request.principal.tenantId,
+        { ...metadata, ...(typeof _graphId === "string" ? { graph_id: _graphId } : {}) },
+        { threadId: body.thread_id ?? undefined, ifExists: body.if_exists ?? undefined },
+      );
+      // With "do_nothing" the thread may be an existing one: it comes with its values and interrupts.
+      return body.thread_id != null && body.if_exists === "do_nothing"
+        ? threadView(request.principal.tenantId, thread.thread_id)
+        : lgThread(thread);
     },
   );
 
