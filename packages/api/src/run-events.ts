@@ -62,12 +62,19 @@ export const RUN_EVENT_DATA = {
   run_cancelled: Type.Object({ reason: CancelReason, from: RunStatus, error: RunError }),
   run_redriven: Type.Object({ from: RunStatus }),
   // The graph's progress, as LangGraph streams it.
-  node_started: Type.Object({ node: Type.String(), task_id: Type.String(), triggers: Type.Array(Type.String()) }),
+  // `input` and `result` only when a run asked for them (LangGraph's `tasks`/`debug` stream modes).
+  node_started: Type.Object({
+    node: Type.String(),
+    task_id: Type.String(),
+    triggers: Type.Array(Type.String()),
+    input: Type.Optional(Type.Unknown()),
+  }),
   node_completed: Type.Object({
     node: Type.String(),
     task_id: Type.String(),
     error: Type.Union([Type.String(), Type.Null()]),
     interrupts: Type.Array(Type.Unknown()),
+    result: Type.Optional(Type.Unknown()),
   }),
   values: Type.Object({ values: Type.Unknown() }),
   updates: Type.Object({ updates: Type.Unknown() }),

@@ -93,4 +93,45 @@ describe("LangGraph API through the SDK: after_seconds, breakpoints, stream mode
     await rejectsWith(client.runs.create(thread.thread_id, "pipeline", { input: { topic: "t" }, interruptBefore: ["nope"] }), 422);
     await rejectsWith(client.runs.create(thread.thread_id, "pipeline", { input: { topic: "t" }, interruptAfter: ["plan", "gone"] }), 422);
   });
+
+  test("tasks: each task's input when it starts and its result when it ends, as LangGraph's tasks mode gives them", async () => {
+    const thread = await client.threads.create();
+    const parts = await collect(client.runs.stream(thread.thread_id, "pipeline", { input: { topic: "t" }, streamMode: "tasks" }));
+    const tasks = parts.filter((part) => part.event === "tasks").map((part) => part.data as Record<string, unknown>);
+    assert.deepEqual(
+      tasks.map((task) => [task.name, "input" in task ? "start" : "end"]),
+      [
+        ["plan", "start"],
+        ["plan", "end"],
+        ["act", "start"],
+        ["act", "end"],
+        ["report", "start"],
+        ["report", "end"],
+      ],
+    );
+    const [start, end] = tasks;
+    assert.deepEqual(
+      { ...start, id: "-", triggers: "-" },
+      { id: "-", name: "plan", input: { topic: "t", trail: [] }, triggers: "-", interrupts: [] },
+    );
+    assert.equal(end!.id, start!.id);
+    assert.deepEqual(end, { id: start!.id, name: "plan", result: { trail: ["plan"] }, error: null, interrupts: [] });
+    assert.deepEqual(tasks[4]!.input, { topic: "t", trail: ["plan", "act"] });
+
+    // debug carries the same payloads.
+    const debug = await collect(client.runs.stream(thread.thread_id, "pipeline", { input: { topic: "u" }, streamMode: "debug" }));
+    const task = debug.find((part) => (part.data as { type?: string }).type === "task")!.data as { payload: { input: unknown } };
+    assert.deepEqual(task.payload.input, { topic: "u", trail: ["plan", "act", "report"] });
+
+    // A run that did not ask for tasks records none of this: a later join asking for tasks gets them without.
+    const plain = await client.runs.create(thread.thread_id, "pipeline", { input: { topic: "v" } });
+    await client.runs.join(thread.thread_id, plain.run_id);
+    const joined = await collect(client.runs.joinStream(thread.thread_id, plain.run_id, { streamMode: "tasks" }));
+    const bare = joined.filter((part) => part.event === "tasks").map((part) => part.data as Record<string, unknown>);
+    assert.equal(bare.length, 6);
+    assert.ok(
+      bare.every((entry) => !("input" in entry) && !("result" in entry)),
+      JSON.stringify(bare),
+    );
+  });
 });

@@ -7,7 +7,7 @@ import { ATTEMPT_CHECKPOINTS_KEY, AttemptCheckpoints, CHECKPOINT_HOOK_KEY, type 
 import type { PendingEvent } from "../storage/events.ts";
 import type { ClaimedRun } from "../storage/runs.ts";
 import { storableText } from "../domain/storable-json.ts";
-import { breakpointsOf, recordsCheckpoints } from "../domain/langgraph-kwargs.ts";
+import { breakpointsOf, recordsCheckpoints, recordsTaskPayloads } from "../domain/langgraph-kwargs.ts";
 import { assertStorable } from "./storable-output.ts";
 
 /** A run's budget limits, as the meter takes them. */
@@ -68,6 +68,7 @@ export async function executeAttempt(
     const input = run.command
       ? new Command({ ...run.command, update: run.command.update ?? undefined, goto: run.command.goto ?? undefined })
       : run.input;
+    const taskPayloads = recordsTaskPayloads(run.config);
     const streamMode: StreamMode[] = recordsCheckpoints(run.config) ? [...STREAM_MODES, CHECKPOINT_MODE] : [...STREAM_MODES];
     const stream = await graph.stream(input, { ...config, streamMode, durability: run.durability, ...breakpointsOf(run.config) });
     for await (const [mode, chunk] of stream as AsyncIterable<[StreamMode, unknown]>) {
@@ -75,7 +76,7 @@ export async function executeAttempt(
       if (mode === "updates" && Array.isArray((chunk as { __interrupt__?: unknown } | null)?.__interrupt__)) atBreakpoint = true;
       for (const found of interruptsIn(chunk)) interrupts.set((found as { id?: unknown }).id ?? found, found);
       // Checked before it is buffered: an event the database refuses fails this attempt here, once.
-      const event = toEvent(mode, chunk);
+      const event = toEvent(mode, chunk, taskPayloads);
       assertStorable(event);
       deps.emit(event);
     }
@@ -148,7 +149,7 @@ function interruptsIn(update: unknown): unknown[] {
 }
 
 /** LangGraph's stream chunks as Rudder event kinds (DESIGN.md "Run events"). */
-function toEvent(mode: StreamMode, chunk: unknown): PendingEvent {
+function toEvent(mode: StreamMode, chunk: unknown, taskPayloads: boolean): PendingEvent {
   switch (mode) {
     case "checkpoints": {
       const checkpoint = chunk as {
@@ -183,7 +184,15 @@ function toEvent(mode: StreamMode, chunk: unknown): PendingEvent {
       return { kind: "messages", data: { message: messageAsJson(message), node: typeof node === "string" ? node : null, metadata } };
     }
     case "tasks": {
-      const task = chunk as { id: string; name: string; result?: unknown; error?: unknown; interrupts?: unknown[]; triggers?: string[] };
+      const task = chunk as {
+        id: string;
+        name: string;
+        input?: unknown;
+        result?: unknown;
+        error?: unknown;
+        interrupts?: unknown[];
+        triggers?: string[];
+      };
       if ("result" in task || "error" in task) {
         return {
           kind: "node_completed",
@@ -192,10 +201,14 @@ function toEvent(mode: StreamMode, chunk: unknown): PendingEvent {
             task_id: task.id,
             error: task.error ? storableText(String((task.error as Error).message ?? task.error)) : null,
             interrupts: task.interrupts ?? [],
+            ...(taskPayloads && "result" in task ? { result: task.result } : {}),
           },
         };
       }
-      return { kind: "node_started", data: { node: task.name, task_id: task.id, triggers: task.triggers ?? [] } };
+      return {
+        kind: "node_started",
+        data: { node: task.name, task_id: task.id, triggers: task.triggers ?? [], ...(taskPayloads ? { input: task.input } : {}) },
+      };
     }
   }
 }

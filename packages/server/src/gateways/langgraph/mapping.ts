@@ -288,9 +288,21 @@ export class LgEventMapper {
       case "messages":
         return this.messages(id, data);
       case "node_started":
-        return this.task(id, event, "task", { id: data.task_id, name: data.node, triggers: data.triggers });
+        return this.task(id, event, "task", {
+          id: data.task_id,
+          name: data.node,
+          ...("input" in data ? { input: data.input } : {}),
+          triggers: data.triggers,
+          interrupts: [],
+        });
       case "node_completed":
-        return this.task(id, event, "task_result", { id: data.task_id, name: data.node, error: data.error, interrupts: data.interrupts });
+        return this.task(id, event, "task_result", {
+          id: data.task_id,
+          name: data.node,
+          ...("result" in data ? { result: data.result } : {}),
+          error: data.error,
+          interrupts: data.interrupts,
+        });
       case "checkpoint": {
         const step = (data.metadata as JsonObject | undefined)?.step;
         if (typeof step === "number") this.step = step;
