@@ -2,7 +2,7 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
 import type { Client } from "@langchain/langgraph-sdk";
-import { collect, lgClient, rejectsWith } from "./support/langgraph.ts";
+import { collect, lgClient, rejectsWith, type Part } from "./support/langgraph.ts";
 import { startTestServer, type TestServer } from "./support/server.ts";
 
 const CONFIG = fileURLToPath(new URL("./fixtures/langgraph-streams.rudder.json", import.meta.url));
@@ -133,5 +133,63 @@ describe("LangGraph API through the SDK: after_seconds, breakpoints, stream mode
       bare.every((entry) => !("input" in entry) && !("result" in entry)),
       JSON.stringify(bare),
     );
+  });
+
+  test("stream_subgraphs: a subgraph's events come as <mode>|child:<task id>; without it, none are recorded", async () => {
+    const thread = await client.threads.create();
+    const parts = await collect(
+      client.runs.stream(thread.thread_id, "parent", {
+        input: { topic: "tides" },
+        streamMode: ["updates", "values", "tasks", "messages-tuple"],
+        streamSubgraphs: true,
+      }) as AsyncIterable<Part>,
+    );
+    const childTask = parts.find((part) => part.event === "tasks" && (part.data as { name: string }).name === "child")!;
+    const namespace = `child:${(childTask.data as { id: string }).id}`;
+    const updates = parts.filter((part) => part.event.startsWith("updates")).map((part) => [part.event, Object.keys(part.data as object)]);
+    assert.deepEqual(updates, [
+      ["updates", ["prepare"]],
+      [`updates|${namespace}`, ["research"]],
+      [`updates|${namespace}`, ["write"]],
+      ["updates", ["child"]],
+      ["updates", ["publish"]],
+    ]);
+    assert.deepEqual(parts.filter((part) => part.event === `values|${namespace}`).at(-1)!.data, {
+      topic: "tides",
+      notes: ["research", "write"],
+      answer: "notes on tides",
+    });
+    assert.deepEqual(parts.filter((part) => part.event === "values").at(-1)!.data, {
+      topic: "tides",
+      trail: ["prepare", "publish"],
+      answer: "notes on tides",
+    });
+    const subTasks = parts.filter((part) => part.event === `tasks|${namespace}`).map((part) => (part.data as { name: string }).name);
+    assert.deepEqual(subTasks, ["research", "research", "write", "write"]);
+    const tokens = parts
+      .filter((part) => part.event === `messages|${namespace}`)
+      .map((part) => (part.data as [{ content: string }])[0].content);
+    assert.ok(tokens.length > 1);
+    assert.equal(tokens.join(""), "notes on tides");
+
+    // A join replays the same namespaced events from the log.
+    const runId = (parts[0]!.data as { run_id: string }).run_id;
+    const replayed = await collect(client.runs.joinStream(thread.thread_id, runId, { streamMode: ["updates"] }));
+    assert.deepEqual(
+      replayed.filter((part) => part.event.startsWith("updates")).map((part) => part.event),
+      updates.map(([event]) => event),
+    );
+
+    // Without stream_subgraphs the run records only its own graph's events.
+    const plain = await collect(
+      client.runs.stream(thread.thread_id, "parent", { input: { topic: "x" }, streamMode: ["updates", "tasks"] }),
+    );
+    assert.ok(
+      plain.every((part) => !part.event.includes("|")),
+      JSON.stringify(plain.map((part) => part.event)),
+    );
+    const plainId = (plain[0]!.data as { run_id: string }).run_id;
+    const rejoined = await collect(client.runs.joinStream(thread.thread_id, plainId, { streamMode: ["updates", "values", "tasks"] }));
+    assert.ok(rejoined.every((part) => !part.event.includes("|")));
   });
 });

@@ -47,3 +47,6 @@ function asBreakpoints(value: unknown): Breakpoints | undefined {
   if (Array.isArray(value) && value.length > 0 && value.every((node) => typeof node === "string")) return value as string[];
   return undefined;
 }
+
+/** Whether the run asked for its subgraphs' events (`stream_subgraphs`): only then are they streamed and recorded. */
+export const streamsSubgraphs = (config: Json): boolean => langGraphKwargs(config).stream_subgraphs === true;

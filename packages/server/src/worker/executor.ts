@@ -7,7 +7,7 @@ import { ATTEMPT_CHECKPOINTS_KEY, AttemptCheckpoints, CHECKPOINT_HOOK_KEY, type 
 import type { PendingEvent } from "../storage/events.ts";
 import type { ClaimedRun } from "../storage/runs.ts";
 import { storableText } from "../domain/storable-json.ts";
-import { breakpointsOf, recordsCheckpoints, recordsTaskPayloads } from "../domain/langgraph-kwargs.ts";
+import { breakpointsOf, recordsCheckpoints, recordsTaskPayloads, streamsSubgraphs } from "../domain/langgraph-kwargs.ts";
 import { assertStorable } from "./storable-output.ts";
 
 /** A run's budget limits, as the meter takes them. */
@@ -70,13 +70,25 @@ export async function executeAttempt(
       : run.input;
     const taskPayloads = recordsTaskPayloads(run.config);
     const streamMode: StreamMode[] = recordsCheckpoints(run.config) ? [...STREAM_MODES, CHECKPOINT_MODE] : [...STREAM_MODES];
-    const stream = await graph.stream(input, { ...config, streamMode, durability: run.durability, ...breakpointsOf(run.config) });
-    for await (const [mode, chunk] of stream as AsyncIterable<[StreamMode, unknown]>) {
-      if (mode === "values") lastValues = valuesWithout(chunk, lastValues);
-      if (mode === "updates" && Array.isArray((chunk as { __interrupt__?: unknown } | null)?.__interrupt__)) atBreakpoint = true;
-      for (const found of interruptsIn(chunk)) interrupts.set((found as { id?: unknown }).id ?? found, found);
+    const subgraphs = streamsSubgraphs(run.config);
+    const stream = await graph.stream(input, {
+      ...config,
+      streamMode,
+      subgraphs,
+      durability: run.durability,
+      ...breakpointsOf(run.config),
+    });
+    for await (const part of stream as AsyncIterable<[StreamMode, unknown] | [string[], StreamMode, unknown]>) {
+      // With subgraphs, LangGraph prefixes each chunk with its namespace ([] for the graph itself).
+      const [namespace, mode, chunk] = part.length === 3 ? part : [[], ...part];
+      if (namespace.length === 0) {
+        // The run's own state, breakpoints and interrupts are the root graph's (a subgraph's interrupt reaches it too).
+        if (mode === "values") lastValues = valuesWithout(chunk, lastValues);
+        if (mode === "updates" && Array.isArray((chunk as { __interrupt__?: unknown } | null)?.__interrupt__)) atBreakpoint = true;
+        for (const found of interruptsIn(chunk)) interrupts.set((found as { id?: unknown }).id ?? found, found);
+      }
       // Checked before it is buffered: an event the database refuses fails this attempt here, once.
-      const event = toEvent(mode, chunk, taskPayloads);
+      const event = inNamespace(toEvent(mode, chunk, taskPayloads), namespace);
       assertStorable(event);
       deps.emit(event);
     }
@@ -146,6 +158,11 @@ function valuesWithout(chunk: unknown, previous: Record<string, unknown>): Recor
 function interruptsIn(update: unknown): unknown[] {
   const found = (update as { __interrupt__?: unknown } | null)?.__interrupt__;
   return Array.isArray(found) ? found : [];
+}
+
+/** A subgraph's event carries its namespace; the root graph's carry none. */
+function inNamespace(event: PendingEvent, namespace: string[]): PendingEvent {
+  return namespace.length === 0 ? event : ({ ...event, data: { ...event.data, namespace } } as PendingEvent);
 }
 
 /** LangGraph's stream chunks as Rudder event kinds (DESIGN.md "Run events"). */
