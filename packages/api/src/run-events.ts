@@ -37,6 +37,8 @@ export const CancelReason = literals(CANCEL_REASONS);
 export type CancelReason = Static<typeof CancelReason>;
 
 const NodeName = Type.Union([Type.String(), Type.Null()]);
+/** Where in the graph a subgraph's event came from: LangGraph's namespace, `["<node>:<task id>", ...]`. */
+const SubgraphNamespace = Type.Optional(Type.Array(Type.String(), { minItems: 1 }));
 /** The steering event's own fields, repeated in each of its lifecycle events (spec section 6). */
 const steeringFields = { steering_event_id: Uuid, sequence: Type.Integer({ minimum: 1 }), kind: Type.String() };
 
@@ -62,17 +64,27 @@ export const RUN_EVENT_DATA = {
   run_cancelled: Type.Object({ reason: CancelReason, from: RunStatus, error: RunError }),
   run_redriven: Type.Object({ from: RunStatus }),
   // The graph's progress, as LangGraph streams it.
-  node_started: Type.Object({ node: Type.String(), task_id: Type.String(), triggers: Type.Array(Type.String()) }),
+  // `input` and `result` only when a run asked for them (LangGraph's `tasks`/`debug` stream modes).
+  // `namespace` only on a subgraph's events, for runs that asked for them (LangGraph's `stream_subgraphs`).
+  node_started: Type.Object({
+    node: Type.String(),
+    task_id: Type.String(),
+    triggers: Type.Array(Type.String()),
+    input: Type.Optional(Type.Unknown()),
+    namespace: SubgraphNamespace,
+  }),
   node_completed: Type.Object({
     node: Type.String(),
     task_id: Type.String(),
     error: Type.Union([Type.String(), Type.Null()]),
     interrupts: Type.Array(Type.Unknown()),
+    result: Type.Optional(Type.Unknown()),
+    namespace: SubgraphNamespace,
   }),
-  values: Type.Object({ values: Type.Unknown() }),
-  updates: Type.Object({ updates: Type.Unknown() }),
-  custom: Type.Object({ data: Type.Unknown() }),
-  messages: Type.Object({ message: Type.Unknown(), node: NodeName, metadata: JsonObject }),
+  values: Type.Object({ values: Type.Unknown(), namespace: SubgraphNamespace }),
+  updates: Type.Object({ updates: Type.Unknown(), namespace: SubgraphNamespace }),
+  custom: Type.Object({ data: Type.Unknown(), namespace: SubgraphNamespace }),
+  messages: Type.Object({ message: Type.Unknown(), node: NodeName, metadata: JsonObject, namespace: SubgraphNamespace }),
   // Only when a run asked for it (LangGraph's `checkpoints`/`debug` stream modes).
   checkpoint: Type.Object({
     config: JsonObject,
@@ -81,6 +93,7 @@ export const RUN_EVENT_DATA = {
     metadata: JsonObject,
     next: Type.Array(Type.String()),
     tasks: Type.Array(Type.Unknown()),
+    namespace: SubgraphNamespace,
   }),
   // Steering (spec section 6, "Steering lifecycle events").
   "run.steer.accepted": Type.Object({ ...steeringFields, source_event_id: Type.Optional(Uuid) }),

@@ -221,7 +221,7 @@ describe("LangGraph facade rules", () => {
       ],
     );
     assert.deepEqual(sent[0]!.data, checkpoint);
-    assert.deepEqual((sent[2]!.data as { payload: unknown }).payload, { id: "t1", name: "n", triggers: ["start"] });
+    assert.deepEqual((sent[2]!.data as { payload: unknown }).payload, { id: "t1", name: "n", triggers: ["start"], interrupts: [] });
   });
 
   test("a failure is an error event whatever the modes; the metadata event is first with id 0", () => {

@@ -2,7 +2,7 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
 import type { Client } from "@langchain/langgraph-sdk";
-import { collect, lgClient, rejectsWith } from "./support/langgraph.ts";
+import { collect, lgClient, rejectsWith, type Part } from "./support/langgraph.ts";
 import { startTestServer, type TestServer } from "./support/server.ts";
 
 const CONFIG = fileURLToPath(new URL("./fixtures/langgraph-streams.rudder.json", import.meta.url));
@@ -92,5 +92,104 @@ describe("LangGraph API through the SDK: after_seconds, breakpoints, stream mode
     const thread = await client.threads.create();
     await rejectsWith(client.runs.create(thread.thread_id, "pipeline", { input: { topic: "t" }, interruptBefore: ["nope"] }), 422);
     await rejectsWith(client.runs.create(thread.thread_id, "pipeline", { input: { topic: "t" }, interruptAfter: ["plan", "gone"] }), 422);
+  });
+
+  test("tasks: each task's input when it starts and its result when it ends, as LangGraph's tasks mode gives them", async () => {
+    const thread = await client.threads.create();
+    const parts = await collect(client.runs.stream(thread.thread_id, "pipeline", { input: { topic: "t" }, streamMode: "tasks" }));
+    const tasks = parts.filter((part) => part.event === "tasks").map((part) => part.data as Record<string, unknown>);
+    assert.deepEqual(
+      tasks.map((task) => [task.name, "input" in task ? "start" : "end"]),
+      [
+        ["plan", "start"],
+        ["plan", "end"],
+        ["act", "start"],
+        ["act", "end"],
+        ["report", "start"],
+        ["report", "end"],
+      ],
+    );
+    const [start, end] = tasks;
+    assert.deepEqual(
+      { ...start, id: "-", triggers: "-" },
+      { id: "-", name: "plan", input: { topic: "t", trail: [] }, triggers: "-", interrupts: [] },
+    );
+    assert.equal(end!.id, start!.id);
+    assert.deepEqual(end, { id: start!.id, name: "plan", result: { trail: ["plan"] }, error: null, interrupts: [] });
+    assert.deepEqual(tasks[4]!.input, { topic: "t", trail: ["plan", "act"] });
+
+    // debug carries the same payloads.
+    const debug = await collect(client.runs.stream(thread.thread_id, "pipeline", { input: { topic: "u" }, streamMode: "debug" }));
+    const task = debug.find((part) => (part.data as { type?: string }).type === "task")!.data as { payload: { input: unknown } };
+    assert.deepEqual(task.payload.input, { topic: "u", trail: ["plan", "act", "report"] });
+
+    // A run that did not ask for tasks records none of this: a later join asking for tasks gets them without.
+    const plain = await client.runs.create(thread.thread_id, "pipeline", { input: { topic: "v" } });
+    await client.runs.join(thread.thread_id, plain.run_id);
+    const joined = await collect(client.runs.joinStream(thread.thread_id, plain.run_id, { streamMode: "tasks" }));
+    const bare = joined.filter((part) => part.event === "tasks").map((part) => part.data as Record<string, unknown>);
+    assert.equal(bare.length, 6);
+    assert.ok(
+      bare.every((entry) => !("input" in entry) && !("result" in entry)),
+      JSON.stringify(bare),
+    );
+  });
+
+  test("stream_subgraphs: a subgraph's events come as <mode>|child:<task id>; without it, none are recorded", async () => {
+    const thread = await client.threads.create();
+    const parts = await collect(
+      client.runs.stream(thread.thread_id, "parent", {
+        input: { topic: "tides" },
+        streamMode: ["updates", "values", "tasks", "messages-tuple"],
+        streamSubgraphs: true,
+      }) as AsyncIterable<Part>,
+    );
+    const childTask = parts.find((part) => part.event === "tasks" && (part.data as { name: string }).name === "child")!;
+    const namespace = `child:${(childTask.data as { id: string }).id}`;
+    const updates = parts.filter((part) => part.event.startsWith("updates")).map((part) => [part.event, Object.keys(part.data as object)]);
+    assert.deepEqual(updates, [
+      ["updates", ["prepare"]],
+      [`updates|${namespace}`, ["research"]],
+      [`updates|${namespace}`, ["write"]],
+      ["updates", ["child"]],
+      ["updates", ["publish"]],
+    ]);
+    assert.deepEqual(parts.filter((part) => part.event === `values|${namespace}`).at(-1)!.data, {
+      topic: "tides",
+      notes: ["research", "write"],
+      answer: "notes on tides",
+    });
+    assert.deepEqual(parts.filter((part) => part.event === "values").at(-1)!.data, {
+      topic: "tides",
+      trail: ["prepare", "publish"],
+      answer: "notes on tides",
+    });
+    const subTasks = parts.filter((part) => part.event === `tasks|${namespace}`).map((part) => (part.data as { name: string }).name);
+    assert.deepEqual(subTasks, ["research", "research", "write", "write"]);
+    const tokens = parts
+      .filter((part) => part.event === `messages|${namespace}`)
+      .map((part) => (part.data as [{ content: string }])[0].content);
+    assert.ok(tokens.length > 1);
+    assert.equal(tokens.join(""), "notes on tides");
+
+    // A join replays the same namespaced events from the log.
+    const runId = (parts[0]!.data as { run_id: string }).run_id;
+    const replayed = await collect(client.runs.joinStream(thread.thread_id, runId, { streamMode: ["updates"] }));
+    assert.deepEqual(
+      replayed.filter((part) => part.event.startsWith("updates")).map((part) => part.event),
+      updates.map(([event]) => event),
+    );
+
+    // Without stream_subgraphs the run records only its own graph's events.
+    const plain = await collect(
+      client.runs.stream(thread.thread_id, "parent", { input: { topic: "x" }, streamMode: ["updates", "tasks"] }),
+    );
+    assert.ok(
+      plain.every((part) => !part.event.includes("|")),
+      JSON.stringify(plain.map((part) => part.event)),
+    );
+    const plainId = (plain[0]!.data as { run_id: string }).run_id;
+    const rejoined = await collect(client.runs.joinStream(thread.thread_id, plainId, { streamMode: ["updates", "values", "tasks"] }));
+    assert.ok(rejoined.every((part) => !part.event.includes("|")));
   });
 });

@@ -17,11 +17,16 @@ export function langGraphKwargs(config: Json): Json {
   return asObject(asObject(asObject(config.configurable)?.[LANGGRAPH_KWARGS_KEY])) ?? {};
 }
 
-/** Whether the run asked for a mode that needs checkpoints in its log. */
-export function recordsCheckpoints(config: Json): boolean {
+const asksFor = (config: Json, ...wanted: string[]): boolean => {
   const modes = langGraphKwargs(config).stream_mode;
-  return Array.isArray(modes) && (modes.includes("checkpoints") || modes.includes("debug"));
-}
+  return Array.isArray(modes) && wanted.some((mode) => modes.includes(mode));
+};
+
+/** Whether the run asked for a mode that needs checkpoints in its log. */
+export const recordsCheckpoints = (config: Json): boolean => asksFor(config, "checkpoints", "debug");
+
+/** Whether the run asked for a mode that shows each task's input and result (a state per task: only when asked). */
+export const recordsTaskPayloads = (config: Json): boolean => asksFor(config, "tasks", "debug");
 
 /** LangGraph's static breakpoints: node names, or "*" for every node. */
 export type Breakpoints = "*" | string[];
@@ -42,3 +47,6 @@ function asBreakpoints(value: unknown): Breakpoints | undefined {
   if (Array.isArray(value) && value.length > 0 && value.every((node) => typeof node === "string")) return value as string[];
   return undefined;
 }
+
+/** Whether the run asked for its subgraphs' events (`stream_subgraphs`): only then are they streamed and recorded. */
+export const streamsSubgraphs = (config: Json): boolean => langGraphKwargs(config).stream_subgraphs === true;

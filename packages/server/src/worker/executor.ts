@@ -13,7 +13,7 @@ import {
 import type { PendingEvent } from "../storage/events.ts";
 import type { ClaimedRun } from "../storage/runs.ts";
 import { storableText } from "../domain/storable-json.ts";
-import { breakpointsOf, recordsCheckpoints } from "../domain/langgraph-kwargs.ts";
+import { breakpointsOf, recordsCheckpoints, recordsTaskPayloads, streamsSubgraphs } from "../domain/langgraph-kwargs.ts";
 import { assertStorable } from "./storable-output.ts";
 
 /** A run's budget limits, as the meter takes them. */
@@ -74,14 +74,27 @@ export async function executeAttempt(
     const input = run.command
       ? new Command({ ...run.command, update: run.command.update ?? undefined, goto: run.command.goto ?? undefined })
       : run.input;
+    const taskPayloads = recordsTaskPayloads(run.config);
     const streamMode: StreamMode[] = recordsCheckpoints(run.config) ? [...STREAM_MODES, CHECKPOINT_MODE] : [...STREAM_MODES];
-    const stream = await graph.stream(input, { ...config, streamMode, durability: run.durability, ...breakpointsOf(run.config) });
-    for await (const [mode, chunk] of stream as AsyncIterable<[StreamMode, unknown]>) {
-      if (mode === "values") lastValues = valuesWithout(chunk, lastValues);
-      if (mode === "updates" && Array.isArray((chunk as { __interrupt__?: unknown } | null)?.__interrupt__)) atBreakpoint = true;
-      for (const found of interruptsIn(chunk)) interrupts.set((found as { id?: unknown }).id ?? found, found);
+    const subgraphs = streamsSubgraphs(run.config);
+    const stream = await graph.stream(input, {
+      ...config,
+      streamMode,
+      subgraphs,
+      durability: run.durability,
+      ...breakpointsOf(run.config),
+    });
+    for await (const part of stream as AsyncIterable<[StreamMode, unknown] | [string[], StreamMode, unknown]>) {
+      // With subgraphs, LangGraph prefixes each chunk with its namespace ([] for the graph itself).
+      const [namespace, mode, chunk] = part.length === 3 ? part : [[], ...part];
+      if (namespace.length === 0) {
+        // The run's own state, breakpoints and interrupts are the root graph's (a subgraph's interrupt reaches it too).
+        if (mode === "values") lastValues = valuesWithout(chunk, lastValues);
+        if (mode === "updates" && Array.isArray((chunk as { __interrupt__?: unknown } | null)?.__interrupt__)) atBreakpoint = true;
+        for (const found of interruptsIn(chunk)) interrupts.set((found as { id?: unknown }).id ?? found, found);
+      }
       // Checked before it is buffered: an event the database refuses fails this attempt here, once.
-      const event = toEvent(mode, chunk);
+      const event = inNamespace(toEvent(mode, chunk, taskPayloads), namespace);
       assertStorable(event);
       deps.emit(event);
     }
@@ -159,8 +172,13 @@ function interruptsIn(update: unknown): unknown[] {
   return Array.isArray(found) ? found : [];
 }
 
+/** A subgraph's event carries its namespace; the root graph's carry none. */
+function inNamespace(event: PendingEvent, namespace: string[]): PendingEvent {
+  return namespace.length === 0 ? event : ({ ...event, data: { ...event.data, namespace } } as PendingEvent);
+}
+
 /** LangGraph's stream chunks as Rudder event kinds (DESIGN.md "Run events"). */
-function toEvent(mode: StreamMode, chunk: unknown): PendingEvent {
+function toEvent(mode: StreamMode, chunk: unknown, taskPayloads: boolean): PendingEvent {
   switch (mode) {
     case "checkpoints": {
       const checkpoint = chunk as {
@@ -195,7 +213,15 @@ function toEvent(mode: StreamMode, chunk: unknown): PendingEvent {
       return { kind: "messages", data: { message: messageAsJson(message), node: typeof node === "string" ? node : null, metadata } };
     }
     case "tasks": {
-      const task = chunk as { id: string; name: string; result?: unknown; error?: unknown; interrupts?: unknown[]; triggers?: string[] };
+      const task = chunk as {
+        id: string;
+        name: string;
+        input?: unknown;
+        result?: unknown;
+        error?: unknown;
+        interrupts?: unknown[];
+        triggers?: string[];
+      };
       if ("result" in task || "error" in task) {
         return {
           kind: "node_completed",
@@ -204,10 +230,14 @@ function toEvent(mode: StreamMode, chunk: unknown): PendingEvent {
             task_id: task.id,
             error: task.error ? storableText(String((task.error as Error).message ?? task.error)) : null,
             interrupts: task.interrupts ?? [],
+            ...(taskPayloads && "result" in task ? { result: task.result } : {}),
           },
         };
       }
-      return { kind: "node_started", data: { node: task.name, task_id: task.id, triggers: task.triggers ?? [] } };
+      return {
+        kind: "node_started",
+        data: { node: task.name, task_id: task.id, triggers: task.triggers ?? [], ...(taskPayloads ? { input: task.input } : {}) },
+      };
     }
   }
 }

@@ -268,7 +268,7 @@ export const metadataEvent = (run: Pick<Run, "run_id" | "attempt">): LgSseEvent 
  */
 export class LgEventMapper {
   private readonly modes: ReadonlySet<LgStreamMode>;
-  private readonly partial = new Map<string, JsonObject>();
+  private readonly partial = new Map<string, Map<string, JsonObject>>();
   /** The step of the last checkpoint seen: tasks that follow belong to the next step (for `debug`). */
   private step = -1;
 
@@ -276,25 +276,48 @@ export class LgEventMapper {
     this.modes = new Set(modes);
   }
 
+  /**
+   * A subgraph's events (recorded for runs created with `stream_subgraphs`) are named
+   * `<event>|<namespace>` as LangGraph does, e.g. `updates|child:<task id>`.
+   */
   map(event: RunEvent): LgSseEvent[] {
+    const namespace = event.data.namespace;
+    if (!Array.isArray(namespace) || namespace.length === 0) return this.mapRoot(event, "");
+    const suffix = `|${namespace.join("|")}`;
+    return this.mapRoot(event, suffix).map((sse) => ({ ...sse, event: sse.event + suffix }));
+  }
+
+  private mapRoot(event: RunEvent, scope: string): LgSseEvent[] {
     const id = String(event.sequence);
-    const data = event.data;
+    const { namespace: _namespace, ...data } = event.data;
     switch (event.kind) {
       case "values":
         return this.modes.has("values") ? [{ id, event: "values", data: data.values }] : [];
       case "updates":
-        return [...(this.modes.has("updates") ? [{ id, event: "updates", data: data.updates }] : []), ...this.completeMessages(id)];
+        return [...(this.modes.has("updates") ? [{ id, event: "updates", data: data.updates }] : []), ...this.completeMessages(id, scope)];
       case "custom":
         return this.modes.has("custom") ? [{ id, event: "custom", data: data.data }] : [];
       case "messages":
-        return this.messages(id, data);
+        return this.messages(id, data, scope);
       case "node_started":
-        return this.task(id, event, "task", { id: data.task_id, name: data.node, triggers: data.triggers });
+        return this.task(id, event, "task", {
+          id: data.task_id,
+          name: data.node,
+          ...("input" in data ? { input: data.input } : {}),
+          triggers: data.triggers,
+          interrupts: [],
+        });
       case "node_completed":
-        return this.task(id, event, "task_result", { id: data.task_id, name: data.node, error: data.error, interrupts: data.interrupts });
+        return this.task(id, event, "task_result", {
+          id: data.task_id,
+          name: data.node,
+          ...("result" in data ? { result: data.result } : {}),
+          error: data.error,
+          interrupts: data.interrupts,
+        });
       case "checkpoint": {
         const step = (data.metadata as JsonObject | undefined)?.step;
-        if (typeof step === "number") this.step = step;
+        if (typeof step === "number" && scope === "") this.step = step;
         return [
           ...(this.modes.has("checkpoints") ? [{ id, event: "checkpoints", data }] : []),
           ...(this.modes.has("debug")
@@ -322,29 +345,38 @@ export class LgEventMapper {
     ];
   }
 
-  private messages(id: string, data: JsonObject): LgSseEvent[] {
+  private messages(id: string, data: JsonObject, scope: string): LgSseEvent[] {
     const out: LgSseEvent[] = [];
     const message = (typeof data.message === "object" && data.message !== null ? data.message : { content: data.message }) as JsonObject;
     const metadata = (data.metadata ?? {}) as JsonObject;
     if (this.modes.has("messages-tuple")) out.push({ id, event: "messages", data: [message, metadata] });
     if (this.modes.has("messages")) {
       const messageId = typeof message.id === "string" ? message.id : `run-message-${id}`;
-      const previous = this.partial.get(messageId);
+      const partial = this.partialIn(scope);
+      const previous = partial.get(messageId);
       if (!previous) out.push({ id, event: "messages/metadata", data: { [messageId]: { metadata } } });
       const merged = previous
         ? { ...previous, ...message, content: concatContent(previous.content, message.content) }
         : { ...message, id: messageId };
-      this.partial.set(messageId, merged);
+      partial.set(messageId, merged);
       out.push({ id, event: "messages/partial", data: [merged] });
     }
     return out;
   }
 
-  /** At the end of a step, the messages streamed in it are complete. */
-  private completeMessages(id: string): LgSseEvent[] {
-    if (!this.modes.has("messages") || this.partial.size === 0) return [];
-    const done = [...this.partial.values()];
-    this.partial.clear();
+  /** Messages being streamed, by message id, in one graph or subgraph (`scope`: its event-name suffix). */
+  private partialIn(scope: string): Map<string, JsonObject> {
+    let partial = this.partial.get(scope);
+    if (!partial) this.partial.set(scope, (partial = new Map()));
+    return partial;
+  }
+
+  /** At the end of a step, the messages streamed in it (in the same graph or subgraph) are complete. */
+  private completeMessages(id: string, scope: string): LgSseEvent[] {
+    const partial = this.partial.get(scope);
+    if (!this.modes.has("messages") || !partial?.size) return [];
+    const done = [...partial.values()];
+    this.partial.delete(scope);
     return [{ id, event: "messages/complete", data: done }];
   }
 }
