@@ -29,7 +29,8 @@
  *   --cpu-prof DIR  the server processes write V8 CPU profiles (node --cpu-prof) into DIR when they exit
  *
  * The load: one thread per running run; on it a `hold` run (bench/graphs.ts: waits until cancelled)
- * and, queued behind it on the same thread (multitask strategy enqueue), F × 10 echo runs. The
+ * and, queued behind it on the same thread (multitask strategy enqueue), F × 10,000 echo runs round
+ * robin over the threads (10 per thread at scale 1). The
  * worker has slots for every running run and 50 more, so new runs start at once while the queued
  * ones wait for their thread. The client is this process (the servers are child processes); on a
  * shared machine it competes with them for the cores, so its figures are pessimistic.
@@ -74,8 +75,7 @@ const SAMPLES = positive(args.samples, "--samples");
 const DATABASE_URL = args["database-url"];
 
 const RUNNING = Math.max(1, Math.round(1000 * SCALE));
-const QUEUED_PER_THREAD = Math.max(1, Math.round(10 * SCALE));
-const QUEUED = RUNNING * QUEUED_PER_THREAD;
+const QUEUED = Math.max(1, Math.round(10_000 * SCALE));
 const STREAMS_PER_RUN = 2;
 const CANCEL_CONCURRENCY = 16;
 const BUILD_CONCURRENCY = 16;
@@ -411,7 +411,8 @@ async function buildLoad(api: Api, token: string): Promise<Held[]> {
   });
   // Every hold run running (its run_started seen on its first stream) before the queue is built behind them.
   await Promise.all(held.map(({ streams }) => streams[0]!.until(() => streams[0]!.seen.get("run_started"), "run_started", 300_000)));
-  const queued = held.flatMap((entry) => Array.from({ length: QUEUED_PER_THREAD }, () => entry.threadId));
+  // Round robin over the threads: thread i gets runs i, i + RUNNING, ... (10 each at scale 1).
+  const queued = Array.from({ length: QUEUED }, (_, index) => held[index % held.length]!.threadId);
   await pool(queued, BUILD_CONCURRENCY, async (threadId) => {
     await api.call("POST", `/v1/threads/${threadId}/runs`, {
       assistant_id: "echo",
@@ -606,7 +607,7 @@ async function benchDriver(driver: Driver): Promise<void> {
 }
 
 console.log(
-  `standing load: ${RUNNING} running runs, ${QUEUED} queued behind them (${QUEUED_PER_THREAD} per thread), ${RUNNING * STREAMS_PER_RUN} SSE streams; scale ${SCALE}, ${CYCLES} cycle(s), ${SAMPLES} samples per latency; ${os.availableParallelism()} cores, node ${process.version}`,
+  `standing load: ${RUNNING} running runs, ${QUEUED} queued behind them on their threads, ${RUNNING * STREAMS_PER_RUN} SSE streams; scale ${SCALE}, ${CYCLES} cycle(s), ${SAMPLES} samples per latency; ${os.availableParallelism()} cores, node ${process.version}`,
 );
 try {
   for (const driver of DRIVERS) await benchDriver(driver);
