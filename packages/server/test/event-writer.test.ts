@@ -2,6 +2,7 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import type { RunEvent } from "@rudder/api";
+import { ApiError } from "../src/domain/errors.ts";
 import { createLocalNotifier, type Notice } from "../src/notify/notifier.ts";
 import { appendEvents, type PendingEvent } from "../src/storage/events.ts";
 import type { Lease } from "../src/storage/lease.ts";
@@ -145,6 +146,32 @@ describe(`the worker's event writer on ${TEST_DRIVER}`, () => {
     assert.deepEqual(ticksOf(await readEvents(database.db, stale!.tenantId, stale!.runId, 0, 100)), [0]);
     assert.deepEqual(ticksOf(await readEvents(database.db, healthy!.tenantId, healthy!.runId, 0, 100)), [0, 1]);
     await assert.rejects(staleHandle.take());
+    await notifier.close();
+  });
+
+  test("a flush that got no connection in time is written again, once, in its place; no attempt stops", async () => {
+    const notifier = createLocalNotifier();
+    let refused = 1;
+    const db = {
+      ...database.db,
+      transaction: <T>(work: Parameters<typeof database.db.transaction<T>>[0]) => {
+        if (refused-- > 0) {
+          const error = new ApiError("unavailable", "the database is unreachable");
+          error.cause = new Error("timeout exceeded when trying to connect");
+          return Promise.reject(error);
+        }
+        return database.db.transaction(work);
+      },
+    };
+    const writer = new EventWriter(db, notifier, { flushMs: 60_000, maxBatch: 100_000 });
+    const [lease] = await claimed(1);
+    const handle = writer.open(lease!, () => assert.fail("the attempt keeps going"));
+    handle.push(tick(0));
+    handle.push(tick(1));
+    await writer.flush();
+    handle.push(tick(2));
+    await writer.flush();
+    assert.deepEqual(ticksOf(await readEvents(database.db, lease!.tenantId, lease!.runId, 0, 100)), [0, 1, 2]);
     await notifier.close();
   });
 

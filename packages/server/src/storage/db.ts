@@ -153,6 +153,16 @@ export function isConnectionFailure(error: unknown): boolean {
   return typeof message === "string" && CONNECTION_LOST.test(message);
 }
 
+/**
+ * The pool gave up waiting for a connection (directly, or as the `unavailable` error's cause):
+ * nothing of the statement or transaction reached the database, so running it again is safe.
+ */
+export function isConnectWait(error: unknown): boolean {
+  const cause = error instanceof ApiError ? error.cause : error;
+  const message = (cause as { message?: unknown } | null)?.message;
+  return typeof message === "string" && message.startsWith("timeout exceeded when trying to connect");
+}
+
 function rethrowIfUnavailable(error: unknown): never {
   if (!isConnectionFailure(error)) throw error;
   const unavailable = new ApiError("unavailable", "the database is unreachable; retry shortly", { retryAfterSeconds: 1 });

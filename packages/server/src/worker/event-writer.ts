@@ -1,6 +1,6 @@
 import type { RunEvent } from "@rudder/api";
 import type { Notice, Notifier } from "../notify/notifier.ts";
-import type { Db } from "../storage/db.ts";
+import { isConnectWait, type Db } from "../storage/db.ts";
 import { appendEventBatches, toRunEvent, type AppendedEvent, type PendingEvent } from "../storage/events.ts";
 import type { Lease } from "../storage/lease.ts";
 
@@ -24,8 +24,10 @@ export interface EventWriterOptions {
 /** Thrown to the attempts whose events a flush could not write (the database failed, not the lease). */
 export class EventFlushError extends Error {}
 
-/** PostgreSQL's deadlock and serialization failures: the flush is retried, once each. */
+/** PostgreSQL's deadlock and serialization failures: the flush is written again. */
 const RETRYABLE = new Set(["40P01", "40001"]);
+/** A flush is tried this often before the attempts it carries stop (a lost lease to them). */
+const MAX_WRITE_ATTEMPTS = 5;
 
 /**
  * One writer per worker process: every attempt's events wait here, and each flush writes the
@@ -122,7 +124,11 @@ export class EventWriter {
           return appended;
         });
       } catch (error) {
-        if (attempt >= 3 || !RETRYABLE.has(String((error as { code?: unknown }).code))) throw error;
+        // Rolled back for certain (a deadlock, a serialization failure) or never begun (no
+        // connection in time): written again, in the same place in the chain, so order holds.
+        // Anything else may or may not have committed: the attempts it carried stop.
+        const again = RETRYABLE.has(String((error as { code?: unknown }).code)) || isConnectWait(error);
+        if (!again || attempt >= MAX_WRITE_ATTEMPTS) throw error;
       }
     }
   }
