@@ -85,6 +85,10 @@ export const RUN_EVENT_DATA = {
   updates: Type.Object({ updates: Type.Unknown(), namespace: SubgraphNamespace }),
   custom: Type.Object({ data: Type.Unknown(), namespace: SubgraphNamespace }),
   messages: Type.Object({ message: Type.Unknown(), node: NodeName, metadata: JsonObject, namespace: SubgraphNamespace }),
+  // Only when a run asked for it (LangGraph's `tools` stream mode): a tool's start, event, end or error.
+  tools: Type.Object({ data: Type.Unknown(), namespace: SubgraphNamespace }),
+  // Only when a run asked for it (LangGraph's `events` stream mode): a LangChain streamEvents v2 event.
+  langchain_event: Type.Object({ event: JsonObject }),
   // Only when a run asked for it (LangGraph's `checkpoints`/`debug` stream modes).
   checkpoint: Type.Object({
     config: JsonObject,

@@ -141,7 +141,9 @@ describe("LangGraph facade rules", () => {
     assert.deepEqual(requestedStreamModes(undefined), ["values"]);
     assert.deepEqual(requestedStreamModes("updates"), ["updates"]);
     assert.deepEqual(requestedStreamModes(["values", "values", "custom"]), ["values", "custom"]);
-    assert.deepEqual(unservedStreamModes(["values", "events", "debug", "checkpoints", "messages-tuple"]), ["events"]);
+    assert.deepEqual(unservedStreamModes(["values", "events", "tools", "lifecycle", "debug", "checkpoints", "messages-tuple"]), [
+      "lifecycle",
+    ]);
   });
 
   test("Last-Event-ID: none or -1 replays from the start; n continues after n", () => {

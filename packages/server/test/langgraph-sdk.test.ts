@@ -309,7 +309,7 @@ describe("LangGraph API through the SDK: assistants, threads, runs, streams", ()
     const complete = parts.find((part) => part.event === "messages/complete")!.data as { content: string }[];
     assert.equal(complete[0]!.content, "You said: yo (turn 1)");
     // A mode this server cannot serve yet is refused, not silently dropped.
-    await assert.rejects(collect(client.runs.stream(null, "echo", { input: { message: "x" }, streamMode: "events" })), /422/);
+    await assert.rejects(collect(client.runs.stream(null, "echo", { input: { message: "x" }, streamMode: "lifecycle" })), /422/);
   });
 
   test("checkpoints and debug modes: recorded for a run that asks, one checkpoint per step", async () => {

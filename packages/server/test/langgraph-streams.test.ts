@@ -192,4 +192,66 @@ describe("LangGraph API through the SDK: after_seconds, breakpoints, stream mode
     const rejoined = await collect(client.runs.joinStream(thread.thread_id, plainId, { streamMode: ["updates", "values", "tasks"] }));
     assert.ok(rejoined.every((part) => !part.event.includes("|")));
   });
+
+  test("events: LangChain's streamEvents v2 events, as the Platform sends them; tools: a tool's start and end", async () => {
+    const thread = await client.threads.create();
+    const parts = await collect(
+      client.runs.stream(thread.thread_id, "agent", { input: { city: "Oslo" }, streamMode: ["events", "tools", "values"] }),
+    );
+    const events = parts.filter((part) => part.event === "events").map((part) => part.data as Record<string, unknown>);
+    const kinds = events.map((event) => `${String(event.event)}:${String(event.name)}`);
+    for (const expected of [
+      "on_chain_start:respond",
+      "on_tool_start:lookup_weather",
+      "on_tool_end:lookup_weather",
+      "on_chat_model_start:FakeListChatModel",
+      "on_chat_model_stream:FakeListChatModel",
+      "on_chat_model_end:FakeListChatModel",
+      "on_chain_end:respond",
+    ])
+      assert.ok(kinds.includes(expected), `${expected} in ${kinds.join(", ")}`);
+    for (const event of events) {
+      assert.equal(typeof event.run_id, "string");
+      assert.ok(Array.isArray(event.tags), JSON.stringify(event));
+      assert.equal(typeof event.metadata, "object");
+    }
+    const tokens = events
+      .filter((event) => event.event === "on_chat_model_stream")
+      .map((event) => (event.data as { chunk: { content: string } }).chunk.content);
+    assert.equal(tokens.join(""), "it is sunny");
+    const toolEnd = events.find((event) => event.event === "on_tool_end")!;
+    assert.match(JSON.stringify(toolEnd.data), /sunny in Oslo/);
+    // The graph's own stream is not repeated as events.
+    assert.ok(!events.some((event) => event.event === "on_chain_stream" && event.name === "LangGraph"));
+    assert.deepEqual(parts.filter((part) => part.event === "values").at(-1)!.data, {
+      city: "Oslo",
+      forecast: "sunny in Oslo",
+      answer: "it is sunny",
+    });
+
+    const tools = parts
+      .filter((part) => part.event === "tools")
+      .map((part) => part.data as { event: string; name: string; input?: unknown; output?: unknown });
+    assert.deepEqual(
+      tools.map((tool) => [tool.event, tool.name]),
+      [
+        ["on_tool_start", "lookup_weather"],
+        ["on_tool_end", "lookup_weather"],
+      ],
+    );
+    // The tool's input as LangGraph's tools mode gives it (the serialised arguments).
+    assert.match(JSON.stringify(tools[0]!.input), /Oslo/);
+    assert.match(JSON.stringify(tools[1]!.output), /sunny in Oslo/);
+
+    // Recorded only for runs that ask: another run's join asking for events and tools gets none.
+    const plain = await client.runs.create(thread.thread_id, "agent", { input: { city: "Rome" } });
+    await client.runs.join(thread.thread_id, plain.run_id);
+    const joined = await collect(client.runs.joinStream(thread.thread_id, plain.run_id, { streamMode: ["events", "tools", "values"] }));
+    assert.ok(joined.some((part) => part.event === "values"));
+    assert.ok(!joined.some((part) => part.event === "events" || part.event === "tools"));
+    const logged = await server.request("GET", `/v1/runs/${plain.run_id}/events`);
+    assert.ok(
+      logged.body.length > 0 && !logged.body.some((event: { kind: string }) => event.kind === "langchain_event" || event.kind === "tools"),
+    );
+  });
 });

@@ -50,3 +50,9 @@ function asBreakpoints(value: unknown): Breakpoints | undefined {
 
 /** Whether the run asked for its subgraphs' events (`stream_subgraphs`): only then are they streamed and recorded. */
 export const streamsSubgraphs = (config: Json): boolean => langGraphKwargs(config).stream_subgraphs === true;
+
+/** Whether the run asked for LangChain's callback events (`events` mode): the graph then runs under `streamEvents`. */
+export const recordsLangChainEvents = (config: Json): boolean => asksFor(config, "events");
+
+/** Whether the run asked for LangGraph's `tools` mode (tool starts, events, ends and errors). */
+export const recordsToolEvents = (config: Json): boolean => asksFor(config, "tools");

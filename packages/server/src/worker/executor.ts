@@ -2,7 +2,7 @@ import { Command, type BaseStore, type LangGraphRunnableConfig } from "@langchai
 import { RUDDER_METER_KEY, RUDDER_STEERING_KEY, type SteeringChannel, type UsageRecorder } from "@rudder/graph";
 import { UsageMeter } from "../domain/budget.ts";
 import { BudgetCallbackHandler, type ModelPrice } from "./budget-callbacks.ts";
-import type { GraphRegistry } from "../graphs/registry.ts";
+import type { GraphRegistry, RunnableGraph } from "../graphs/registry.ts";
 import {
   ATTEMPT_CHECKPOINTS_KEY,
   AttemptCheckpoints,
@@ -13,7 +13,14 @@ import {
 import type { PendingEvent } from "../storage/events.ts";
 import type { ClaimedRun } from "../storage/runs.ts";
 import { storableText } from "../domain/storable-json.ts";
-import { breakpointsOf, recordsCheckpoints, recordsTaskPayloads, streamsSubgraphs } from "../domain/langgraph-kwargs.ts";
+import {
+  breakpointsOf,
+  recordsCheckpoints,
+  recordsLangChainEvents,
+  recordsTaskPayloads,
+  recordsToolEvents,
+  streamsSubgraphs,
+} from "../domain/langgraph-kwargs.ts";
 import { assertStorable } from "./storable-output.ts";
 
 /** A run's budget limits, as the meter takes them. */
@@ -28,7 +35,17 @@ export type { AttemptResult };
 const STREAM_MODES = ["values", "updates", "custom", "messages", "tasks"] as const;
 /** Recorded only for runs that asked (LangGraph's `checkpoints` and `debug` stream modes): a payload per step. */
 const CHECKPOINT_MODE = "checkpoints";
-type StreamMode = (typeof STREAM_MODES)[number] | typeof CHECKPOINT_MODE;
+/** Recorded only for runs that asked (LangGraph's `tools` stream mode). */
+const TOOLS_MODE = "tools";
+type StreamMode = (typeof STREAM_MODES)[number] | typeof CHECKPOINT_MODE | typeof TOOLS_MODE;
+type StreamPart = [StreamMode, unknown] | [string[], StreamMode, unknown];
+/** A LangChain `streamEvents` v2 event, as far as the worker reads it. */
+interface StreamEvent {
+  event: string;
+  run_id: string;
+  parent_ids?: string[];
+  data: unknown;
+}
 
 /**
  * Runs a claimed run's graph once, streaming LangGraph's output as run events through `emit`.
@@ -75,16 +92,21 @@ export async function executeAttempt(
       ? new Command({ ...run.command, update: run.command.update ?? undefined, goto: run.command.goto ?? undefined })
       : run.input;
     const taskPayloads = recordsTaskPayloads(run.config);
-    const streamMode: StreamMode[] = recordsCheckpoints(run.config) ? [...STREAM_MODES, CHECKPOINT_MODE] : [...STREAM_MODES];
+    const streamMode: StreamMode[] = [
+      ...STREAM_MODES,
+      ...(recordsCheckpoints(run.config) ? ([CHECKPOINT_MODE] as const) : []),
+      ...(recordsToolEvents(run.config) ? ([TOOLS_MODE] as const) : []),
+    ];
     const subgraphs = streamsSubgraphs(run.config);
-    const stream = await graph.stream(input, {
-      ...config,
-      streamMode,
-      subgraphs,
-      durability: run.durability,
-      ...breakpointsOf(run.config),
-    });
-    for await (const part of stream as AsyncIterable<[StreamMode, unknown] | [string[], StreamMode, unknown]>) {
+    const options = { ...config, streamMode, subgraphs, durability: run.durability, ...breakpointsOf(run.config) };
+    const parts = recordsLangChainEvents(run.config)
+      ? withLangChainEvents(graph, input, options, (event) => {
+          const recorded: PendingEvent = { kind: "langchain_event", data: { event: plainJson(event) as Record<string, unknown> } };
+          assertStorable(recorded);
+          deps.emit(recorded);
+        })
+      : ((await graph.stream(input, options)) as AsyncIterable<StreamPart>);
+    for await (const part of parts) {
       // With subgraphs, LangGraph prefixes each chunk with its namespace ([] for the graph itself).
       const [namespace, mode, chunk] = part.length === 3 ? part : [[], ...part];
       if (namespace.length === 0) {
@@ -172,6 +194,57 @@ function interruptsIn(update: unknown): unknown[] {
   return Array.isArray(found) ? found : [];
 }
 
+/**
+ * Runs the graph under LangChain's `streamEvents` (v2), as the LangGraph Platform does for the
+ * `events` stream mode: the root run's `on_chain_stream` events are the graph's stream parts
+ * (yielded); every other callback event goes to `onEvent`, in order.
+ */
+async function* withLangChainEvents(
+  graph: RunnableGraph,
+  input: unknown,
+  options: Record<string, unknown>,
+  onEvent: (event: StreamEvent) => void,
+): AsyncGenerator<StreamPart> {
+  let rootRunId: string | undefined;
+  const events = (
+    graph as unknown as { streamEvents: (input: unknown, options: Record<string, unknown>) => AsyncIterable<StreamEvent> }
+  ).streamEvents(input, { ...options, version: "v2" });
+  for await (const event of events) {
+    if (rootRunId === undefined && event.event === "on_chain_start" && !event.parent_ids?.length) rootRunId = event.run_id;
+    if (event.event === "on_chain_stream" && event.run_id === rootRunId) yield (event.data as { chunk: StreamPart }).chunk;
+    else onEvent(event);
+  }
+}
+
+/**
+ * A LangChain callback event as plain JSON: messages as `{type, content, ...}` (as the `messages`
+ * events carry them), dates as ISO strings, errors as `{name, message}`, functions dropped, a
+ * value met again inside itself (a cycle) as null.
+ */
+function plainJson(value: unknown, seen = new WeakSet<object>()): unknown {
+  if (value === null || typeof value !== "object") {
+    if (typeof value === "bigint") return value.toString();
+    return typeof value === "function" || typeof value === "symbol" ? undefined : value;
+  }
+  if (seen.has(value)) return null;
+  seen.add(value);
+  try {
+    if (value instanceof Date) return value.toISOString();
+    if (value instanceof Error) return { name: value.name, message: value.message };
+    if (typeof (value as { toDict?: unknown }).toDict === "function") return plainJson(messageAsJson(value), seen);
+    if (Array.isArray(value)) return value.map((item) => plainJson(item, seen) ?? null);
+    if (typeof (value as { toJSON?: unknown }).toJSON === "function") return plainJson((value as { toJSON: () => unknown }).toJSON(), seen);
+    const out: Record<string, unknown> = {};
+    for (const [key, item] of Object.entries(value)) {
+      const plain = plainJson(item, seen);
+      if (plain !== undefined) out[key] = plain;
+    }
+    return out;
+  } finally {
+    seen.delete(value);
+  }
+}
+
 /** A subgraph's event carries its namespace; the root graph's carry none. */
 function inNamespace(event: PendingEvent, namespace: string[]): PendingEvent {
   return namespace.length === 0 ? event : ({ ...event, data: { ...event.data, namespace } } as PendingEvent);
@@ -201,6 +274,8 @@ function toEvent(mode: StreamMode, chunk: unknown, taskPayloads: boolean): Pendi
         },
       };
     }
+    case "tools":
+      return { kind: "tools", data: { data: plainJson(chunk) } };
     case "values":
       return { kind: "values", data: { values: chunk } };
     case "updates":

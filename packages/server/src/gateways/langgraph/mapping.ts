@@ -225,6 +225,8 @@ export const SERVED_STREAM_MODES: readonly LgStreamMode[] = [
   "tasks",
   "checkpoints",
   "debug",
+  "events",
+  "tools",
 ];
 
 export const unservedStreamModes = (modes: readonly LgStreamMode[]): LgStreamMode[] =>
@@ -297,6 +299,10 @@ export class LgEventMapper {
         return [...(this.modes.has("updates") ? [{ id, event: "updates", data: data.updates }] : []), ...this.completeMessages(id, scope)];
       case "custom":
         return this.modes.has("custom") ? [{ id, event: "custom", data: data.data }] : [];
+      case "tools":
+        return this.modes.has("tools") ? [{ id, event: "tools", data: data.data }] : [];
+      case "langchain_event":
+        return this.modes.has("events") ? [{ id, event: "events", data: data.event }] : [];
       case "messages":
         return this.messages(id, data, scope);
       case "node_started":
