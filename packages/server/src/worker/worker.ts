@@ -12,7 +12,7 @@ import type { RunStatus } from "../domain/runs.ts";
 import { appendEvents } from "../storage/events.ts";
 import type { PendingEvent } from "../storage/events.ts";
 import type { Lease } from "../storage/lease.ts";
-import { claimRuns, heartbeat, lockAbandonedCancels, lockThread, settleAttempt, type Claim, type ClaimedRun } from "../storage/runs.ts";
+import { claimRuns, lockAbandonedCancels, lockThread, settleAttempt, type Claim, type ClaimedRun } from "../storage/runs.ts";
 import { supersedeAtFinalBoundary } from "../storage/steering.ts";
 import type { SteeringRepository } from "../storage/steering.ts";
 import type { AttemptCheckpoints, RudderCheckpointSaver } from "../storage/checkpointer.ts";
@@ -21,6 +21,7 @@ import { EventBuffer } from "./event-buffer.ts";
 import type { ModelPrice } from "./budget-callbacks.ts";
 import { attemptCheckpoints, budgetOf, executeAttempt, type AttemptResult } from "./executor.ts";
 import { atDeadline } from "./deadline.ts";
+import { LeaseKeeper } from "./lease-keeper.ts";
 import { TenantStore } from "../store/langgraph-store.ts";
 import type { StoreService } from "../store/service.ts";
 
@@ -91,13 +92,17 @@ export class Worker {
   private readonly active = new Map<string, AbortController & { reason?: StopReason }>();
   private readonly running = new Set<Promise<void>>();
   private loop: Promise<void> = Promise.resolve();
+  private readonly leases: LeaseKeeper;
 
   constructor(
     private readonly deps: WorkerDeps,
     private readonly options: WorkerOptions = DEFAULT_WORKER_OPTIONS,
-  ) {}
+  ) {
+    this.leases = new LeaseKeeper(deps, this.id, options);
+  }
 
   start(): void {
+    this.leases.start();
     this.loop = this.claimLoop();
   }
 
@@ -122,6 +127,7 @@ export class Worker {
     }, graceMs);
     await Promise.all(this.running);
     clearTimeout(timer);
+    this.leases.stop();
   }
 
   private async claimLoop(): Promise<void> {
@@ -224,7 +230,7 @@ export class Worker {
     );
     // Usage carries over from earlier attempts, so a budget holds across retries.
     const meter = new UsageMeter(budgetOf(run), run.usage);
-    const watch = this.watchLease(run, lease, meter, stop);
+    const release = this.leases.hold(lease, meter, stop);
     const deadline = this.armRunTimeout(run, stop);
     const checkpoints = attemptCheckpoints(run);
     try {
@@ -255,7 +261,7 @@ export class Worker {
               },
             }),
           });
-      watch.stop();
+      release();
       const events = await buffer.take().catch(() => {
         stop("lease_lost");
         return [];
@@ -275,7 +281,7 @@ export class Worker {
       if (result.kind === "threw" && controller.reason === undefined) log.warn({ ...fields, err: result.error }, "attempt failed");
       else log.info(fields, "attempt settled");
     } finally {
-      watch.stop();
+      release();
       deadline?.cancel();
       this.active.delete(run.run_id);
     }
@@ -288,25 +294,6 @@ export class Worker {
   private armRunTimeout(run: ClaimedRun, stop: (reason: StopReason) => void): { cancel(): void } | undefined {
     if (run.run_timeout === null || run.started_at === null) return undefined;
     return atDeadline(Date.parse(run.started_at) + run.run_timeout * 1000, () => stop("timed_out"));
-  }
-
-  /** Heartbeats the lease; a cancel (seen on a heartbeat or a run_changed notice) or a lost lease stops the attempt. */
-  private watchLease(run: ClaimedRun, lease: Lease, meter: UsageMeter, stop: (reason: StopReason) => void): { stop: () => void } {
-    const beat = async () => {
-      const status = await heartbeat(this.deps.db, lease, this.options.leaseMs, meter.usage).catch(() => "error" as const);
-      if (status === undefined) stop("lease_lost");
-      else if (status === "cancelling") stop("cancelled");
-    };
-    const timer = setInterval(() => void beat(), this.options.heartbeatMs);
-    const unsubscribe = this.deps.notifier.subscribe((notice) => {
-      if (notice.topic === "run_changed" && notice.runId === run.run_id) void beat();
-    });
-    return {
-      stop: () => {
-        clearInterval(timer);
-        unsubscribe();
-      },
-    };
   }
 
   /**
