@@ -204,7 +204,7 @@ async function deploy(driver: Driver): Promise<Deployment> {
       rmSync(dir, { recursive: true, force: true });
     };
     cleanups.add(stop);
-    const banner = await waitForOutput(dev.child, /ready at http:\/\/\S+/, 180_000).catch(async (error: unknown) => {
+    const banner = await waitForOutput(dev.child, /ready at http:\/\/\S+/, 600_000).catch(async (error: unknown) => {
       await stop();
       throw error;
     });
@@ -227,8 +227,8 @@ async function deploy(driver: Driver): Promise<Deployment> {
   };
   cleanups.add(stop);
   const [banner] = await Promise.all([
-    waitForOutput(api.child, /listening at http:\/\/\S+/, 180_000),
-    waitForOutput(worker.child, /rudder worker: \S+ executing/, 180_000),
+    waitForOutput(api.child, /listening at http:\/\/\S+/, 600_000),
+    waitForOutput(worker.child, /rudder worker: \S+ executing/, 600_000),
   ]).catch(async (error: unknown) => {
     await stop();
     throw error;
