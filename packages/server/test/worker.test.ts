@@ -1,6 +1,7 @@
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { createLocalNotifier, type Notifier } from "../src/notify/notifier.ts";
 import type { Db, Queryable, Transaction } from "../src/storage/db.ts";
@@ -10,17 +11,19 @@ import { startTestServer } from "./support/server.ts";
 
 const TESTING_CONFIG = fileURLToPath(new URL("./fixtures/testing.rudder.json", import.meta.url));
 
-/** Every claim statement the server sends, with how many runs it took. */
+/** Every claim statement the server sends, with how many runs it took; every lease extension, with how many leases it extended. */
 interface ClaimLog {
   claims: number[];
+  heartbeats: number[];
 }
 
 /** The database, with each claim statement (the worker's queue read) recorded. */
 function recordingClaims(database: TestDatabase): { database: TestDatabase; log: ClaimLog } {
-  const log: ClaimLog = { claims: [] };
+  const log: ClaimLog = { claims: [], heartbeats: [] };
   const record = async <Row>(target: Queryable, sql: string, params?: readonly unknown[]): Promise<Row[]> => {
     const rows = await target.query<Row>(sql, params);
     if (sql.trimStart().startsWith("with candidate as")) log.claims.push(rows.length);
+    if (/^\s*update runs (r )?set lease_expires_at = now\(\) \+/.test(sql)) log.heartbeats.push(rows.length);
     return rows;
   };
   const inner = database.db;
@@ -158,6 +161,49 @@ describe(`the worker's claim loop on ${TEST_DRIVER}`, () => {
         25,
       );
       assert.ok(Math.max(...log.claims) <= 10, "never more than the free slots");
+    } finally {
+      await server.close();
+    }
+  });
+
+  test("the leases of all running runs are extended together, one statement per interval; cancels among them are noticed", async () => {
+    const { database, log } = recordingClaims(await createTestDatabase());
+    const server = await startTestServer({
+      configFile: TESTING_CONFIG,
+      database,
+      worker: { concurrency: 5, heartbeatMs: 150, pollMs: 600_000 },
+    });
+    try {
+      const runIds: string[] = [];
+      for (let index = 0; index < 4; index++) {
+        const created = await server.request("POST", "/v1/runs", { body: { assistant_id: "steps", input: { steps: 200, delayMs: 100 } } });
+        runIds.push(created.body.run_id);
+      }
+      for (const runId of runIds)
+        for (let i = 0; i < 400 && (await server.request("GET", `/v1/runs/${runId}`)).body.status !== "running"; i++) await sleep(25);
+      // Every lease extended from now on extends all four: one statement per interval, not one per run.
+      log.heartbeats.length = 0;
+      for (let i = 0; i < 400 && log.heartbeats.length < 3; i++) await sleep(25);
+      assert.ok(log.heartbeats.length >= 3, "the leases are being extended");
+      assert.deepEqual(
+        log.heartbeats.slice(0, 3),
+        [4, 4, 4],
+        `each heartbeat statement extends every held lease: ${JSON.stringify(log.heartbeats)}`,
+      );
+
+      const [first, second, ...rest] = runIds;
+      await Promise.all([first, second].map((runId) => server.request("POST", `/v1/runs/${runId}/cancel`)));
+      for (const runId of [first, second]) {
+        const joined = await server.request("GET", `/v1/runs/${runId}/join?timeout=30`);
+        assert.equal(joined.body.status, "cancelled");
+      }
+      for (const runId of rest)
+        assert.equal((await server.request("GET", `/v1/runs/${runId}`)).body.status, "running", "the others keep running");
+      log.heartbeats.length = 0;
+      for (let i = 0; i < 400 && log.heartbeats.length < 2; i++) await sleep(25);
+      assert.equal(log.heartbeats.at(-1), 2, "a finished attempt's lease is no longer extended");
+      for (const runId of rest) await server.request("POST", `/v1/runs/${runId}/cancel`);
+      for (const runId of rest) assert.equal((await server.request("GET", `/v1/runs/${runId}/join?timeout=30`)).body.status, "cancelled");
     } finally {
       await server.close();
     }

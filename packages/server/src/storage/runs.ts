@@ -329,6 +329,35 @@ export async function heartbeat(db: Queryable, lease: Lease, leaseMs: number, us
   return row?.status;
 }
 
+/**
+ * `heartbeat` for many leases of one worker in one statement: each row extended and its usage
+ * saved only while its lease (run, attempt, owner) is still held. Returns the status of each run
+ * whose lease still holds; a run missing from the result lost its lease.
+ */
+export async function heartbeatLeases(
+  db: Queryable,
+  owner: string,
+  leases: readonly { readonly runId: string; readonly attempt: number; readonly usage: Usage }[],
+  leaseMs: number,
+): Promise<Map<string, RunStatus>> {
+  if (leases.length === 0) return new Map();
+  const rows = await db.query<{ run_id: string; status: RunStatus }>(
+    `update runs r set lease_expires_at = now() + $5 * interval '1 millisecond', usage = l.usage::jsonb
+       from unnest($1::uuid[], $2::int[], $3::text[]) as l(run_id, attempt, usage)
+      where r.run_id = l.run_id and r.attempt = l.attempt and r.lease_owner = $4 and r.status = any($6::text[])
+      returning r.run_id::text as run_id, r.status`,
+    [
+      leases.map((lease) => lease.runId),
+      leases.map((lease) => lease.attempt),
+      leases.map((lease) => json(lease.usage)),
+      owner,
+      leaseMs,
+      LEASED_STATUSES,
+    ],
+  );
+  return new Map(rows.map((row) => [row.run_id, row.status]));
+}
+
 /** What an attempt's settle writes on the run row. */
 export interface SettleFields {
   readonly status: RunStatus;

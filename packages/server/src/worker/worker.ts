@@ -12,7 +12,7 @@ import type { RunStatus } from "../domain/runs.ts";
 import { appendEvents } from "../storage/events.ts";
 import type { PendingEvent } from "../storage/events.ts";
 import type { Lease } from "../storage/lease.ts";
-import { claimRuns, heartbeat, lockAbandonedCancels, lockThread, settleAttempt, type Claim, type ClaimedRun } from "../storage/runs.ts";
+import { claimRuns, lockAbandonedCancels, lockThread, settleAttempt, type Claim, type ClaimedRun } from "../storage/runs.ts";
 import { supersedeAtFinalBoundary } from "../storage/steering.ts";
 import type { SteeringRepository } from "../storage/steering.ts";
 import type { AttemptCheckpoints, RudderCheckpointSaver } from "../storage/checkpointer.ts";
@@ -21,6 +21,7 @@ import { EventWriter, type EventHandoff } from "./event-writer.ts";
 import type { ModelPrice } from "./budget-callbacks.ts";
 import { attemptCheckpoints, budgetOf, executeAttempt, type AttemptResult } from "./executor.ts";
 import { atDeadline } from "./deadline.ts";
+import { LeaseKeeper } from "./lease-keeper.ts";
 import { TenantStore } from "../store/langgraph-store.ts";
 import type { StoreService } from "../store/service.ts";
 
@@ -101,15 +102,18 @@ export class Worker {
   private loop: Promise<void> = Promise.resolve();
   /** Every attempt's events, written in one multi-run insert per flush. */
   private readonly events: EventWriter;
+  private readonly leases: LeaseKeeper;
 
   constructor(
     private readonly deps: WorkerDeps,
     private readonly options: WorkerOptions = DEFAULT_WORKER_OPTIONS,
   ) {
     this.events = new EventWriter(deps.db, deps.notifier, { flushMs: options.eventFlushMs, maxBatch: EVENT_FLUSH_BATCH }, deps.handoff);
+    this.leases = new LeaseKeeper(deps, this.id, options);
   }
 
   start(): void {
+    this.leases.start();
     this.loop = this.claimLoop();
   }
 
@@ -134,6 +138,7 @@ export class Worker {
     }, graceMs);
     await Promise.all(this.running);
     clearTimeout(timer);
+    this.leases.stop();
   }
 
   private async claimLoop(): Promise<void> {
@@ -243,7 +248,7 @@ export class Worker {
     const buffer = this.events.open(lease, () => stop("lease_lost"));
     // Usage carries over from earlier attempts, so a budget holds across retries.
     const meter = new UsageMeter(budgetOf(run), run.usage);
-    const watch = this.watchLease(run, lease, meter, stop);
+    const release = this.leases.hold(lease, meter, stop);
     const deadline = this.armRunTimeout(run, stop);
     const checkpoints = attemptCheckpoints(run);
     try {
@@ -274,7 +279,7 @@ export class Worker {
               },
             }),
           });
-      watch.stop();
+      release();
       const events = await buffer.take().catch(() => {
         stop("lease_lost");
         return [];
@@ -294,7 +299,7 @@ export class Worker {
       if (result.kind === "threw" && controller.reason === undefined) log.warn({ ...fields, err: result.error }, "attempt failed");
       else log.info(fields, "attempt settled");
     } finally {
-      watch.stop();
+      release();
       deadline?.cancel();
       this.active.delete(run.run_id);
     }
@@ -307,25 +312,6 @@ export class Worker {
   private armRunTimeout(run: ClaimedRun, stop: (reason: StopReason) => void): { cancel(): void } | undefined {
     if (run.run_timeout === null || run.started_at === null) return undefined;
     return atDeadline(Date.parse(run.started_at) + run.run_timeout * 1000, () => stop("timed_out"));
-  }
-
-  /** Heartbeats the lease; a cancel (seen on a heartbeat or a run_changed notice) or a lost lease stops the attempt. */
-  private watchLease(run: ClaimedRun, lease: Lease, meter: UsageMeter, stop: (reason: StopReason) => void): { stop: () => void } {
-    const beat = async () => {
-      const status = await heartbeat(this.deps.db, lease, this.options.leaseMs, meter.usage).catch(() => "error" as const);
-      if (status === undefined) stop("lease_lost");
-      else if (status === "cancelling") stop("cancelled");
-    };
-    const timer = setInterval(() => void beat(), this.options.heartbeatMs);
-    const unsubscribe = this.deps.notifier.subscribe((notice) => {
-      if (notice.topic === "run_changed" && notice.runId === run.run_id) void beat();
-    });
-    return {
-      stop: () => {
-        clearInterval(timer);
-        unsubscribe();
-      },
-    };
   }
 
   /**
