@@ -254,4 +254,30 @@ describe("LangGraph API through the SDK: after_seconds, breakpoints, stream mode
       logged.body.length > 0 && !logged.body.some((event: { kind: string }) => event.kind === "langchain_event" || event.kind === "tools"),
     );
   });
+
+  test("on_completion: 'delete' (what a stateless run does) is accepted, 'keep' is 422; assistants.search pages with X-Pagination-Next", async () => {
+    // The SDK's types leave on_completion out of stateless calls; it sends what it is given.
+    const asSent = (payload: object) => payload as never;
+    assert.deepEqual(await client.runs.wait(null, "echo", asSent({ input: { message: "m" }, onCompletion: "delete" })), {
+      message: "m",
+      reply: "m",
+    });
+    await rejectsWith(client.runs.wait(null, "echo", asSent({ input: { message: "m" }, onCompletion: "keep" })), 422);
+    // On a thread, on_completion does not apply (the thread is the caller's), as on the Platform.
+    const thread = await client.threads.create();
+    assert.deepEqual(await client.runs.wait(thread.thread_id, "echo", asSent({ input: { message: "k" }, onCompletion: "keep" })), {
+      message: "k",
+      reply: "k",
+    });
+
+    // Four graphs, four default assistants: pages of three.
+    const first = await client.assistants.search({ limit: 3, includePagination: true });
+    assert.equal(first.assistants.length, 3);
+    assert.equal(first.next, "3");
+    const second = await client.assistants.search({ limit: 3, offset: 3, includePagination: true });
+    assert.equal(second.assistants.length, 1);
+    assert.equal(second.next, null);
+    const ids = [...first.assistants, ...second.assistants].map((assistant) => assistant.assistant_id).sort();
+    assert.deepEqual(ids, ["agent", "echo", "parent", "pipeline"]);
+  });
 });

@@ -31,6 +31,7 @@ import {
   LgUpdateStateBody,
   RunIdParams,
   ThreadIdParams,
+  type Assistant,
   type LgStreamMode,
   type Run,
   type Thread,
@@ -120,18 +121,24 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
         response: { 200: Type.Array(Type.Ref("LgAssistant")), ...problems(401, 403, 422) },
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const body = request.body;
       const limit = body.limit ?? 10;
       const offset = body.offset ?? 0;
       const filter = { graphId: body.graph_id ?? undefined, metadata: body.metadata ?? undefined };
       const tenantId = request.principal.tenantId;
-      if (body.name == null) return (await assistants.list(tenantId, { ...filter, limit, offset })).map(lgAssistant);
+      // One more than the page says whether another follows: X-Pagination-Next, which the SDK's
+      // `search({includePagination: true})` returns as `next`.
+      const page = (found: Assistant[]) => {
+        if (found.length > limit) reply.header("x-pagination-next", String(offset + limit));
+        return found.slice(0, limit).map(lgAssistant);
+      };
+      if (body.name == null) return page(await assistants.list(tenantId, { ...filter, limit: limit + 1, offset }));
       // The catalog does not filter by name: filter a wide page, then paginate what matched.
       const named = (await assistants.list(tenantId, { ...filter, limit: 1000, offset: 0 })).filter(
         (assistant) => assistant.name === body.name,
       );
-      return named.slice(offset, offset + limit).map(lgAssistant);
+      return page(named.slice(offset, offset + limit + 1));
     },
   );
 

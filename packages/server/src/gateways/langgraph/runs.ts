@@ -29,6 +29,9 @@ export async function startRun(
 ): Promise<{ run: Run; modes: LgStreamMode[] }> {
   const refused = unsupportedRunFields(body);
   if (refused.length) throw new ApiError("validation_error", `not supported on this server: ${refused.join("; ")}`);
+  // A stateless run's checkpoints are dropped when it ends: that is "delete"; there is no thread to keep.
+  if (threadId === null && body.on_completion === "keep")
+    throw new ApiError("validation_error", 'on_completion: a stateless run has no thread to keep ("delete" is what happens)');
   const modes = requestedStreamModes(body.stream_mode);
   const unserved = unservedStreamModes(modes);
   if (unserved.length)
