@@ -27,13 +27,9 @@
  * The gap to the target (K=200 on PostgreSQL: 10,000 events/s, p95 <= 100 ms, <= 0.05 commits per
  * event) is printed from what was measured. Figures and machine are in docs/benchmarks.md.
  */
-import { fork, spawn, type ChildProcess } from "node:child_process";
+import { fork, type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { createRequire } from "node:module";
-import { createServer } from "node:net";
 import os from "node:os";
-import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { execFileSync } from "node:child_process";
@@ -44,6 +40,7 @@ import { createPgliteDb, createPostgresDb, type Db } from "../packages/server/sr
 import { DEFAULT_WORKER_OPTIONS } from "../packages/server/src/worker/worker.ts";
 import type { ClientTask, SseEvent, SseResult } from "./client.ts";
 import { countingDb, DbCounter, now, type DbCounts } from "./counting.ts";
+import { startLangGraphDev, type LangGraphDev } from "../packages/server/test/support/langgraph-dev.ts";
 
 type Driver = Db["driver"];
 
@@ -370,66 +367,15 @@ async function measureRudder(client: Client, driver: Driver, k: number): Promise
 // ---------------------------------------------------------------------------------------------
 // Reference: the LangGraph.js dev server (in memory) streaming the same graph
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once("error", reject);
-    probe.listen(0, "127.0.0.1", () => {
-      const { port } = probe.address() as { port: number };
-      probe.close(() => resolve(port));
-    });
-  });
-}
-
-/** The dev server's CLI script, or why it cannot be started. */
-function langgraphCli(): { script: string } | { skip: string } {
-  const require = createRequire(`${ROOT}package.json`);
-  let manifestPath: string;
-  try {
-    manifestPath = require.resolve("@langchain/langgraph-cli/package.json");
-  } catch {
-    return { skip: "@langchain/langgraph-cli is not installed (npm install --save-dev @langchain/langgraph-cli adds it)" };
-  }
-  const manifest = require(manifestPath) as { bin?: string | Record<string, string> };
-  const bin = typeof manifest.bin === "string" ? manifest.bin : Object.values(manifest.bin ?? {})[0];
-  if (!bin) return { skip: "@langchain/langgraph-cli has no bin entry" };
-  return { script: path.join(path.dirname(manifestPath), bin) };
-}
-
 async function measureLangGraph(client: Client, k: number): Promise<Row | string> {
-  const cli = langgraphCli();
-  if ("skip" in cli) return cli.skip;
-  const dir = mkdtempSync(path.join(os.tmpdir(), "rudder-lg-"));
-  const port = await freePort();
-  writeFileSync(
-    path.join(dir, "langgraph.json"),
-    JSON.stringify({ node_version: "20", graphs: { ticker: `${path.relative(dir, `${ROOT}bench/graphs.ts`)}:ticker` }, env: {} }),
-  );
-  const child = spawn(
-    process.execPath,
-    [cli.script, "dev", "--port", String(port), "--no-browser", "--config", path.join(dir, "langgraph.json")],
-    {
-      cwd: ROOT,
-      stdio: ["ignore", "pipe", "pipe"],
-      detached: true,
-    },
-  );
-  let output = "";
-  child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()));
-  child.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()));
-  const url = `http://127.0.0.1:${port}`;
+  let server: LangGraphDev;
   try {
-    const deadline = Date.now() + 120_000;
-    for (;;) {
-      if (child.exitCode !== null) return `the dev server exited (${child.exitCode}): ${output.slice(-400)}`;
-      if (Date.now() > deadline) return `the dev server did not answer /ok within 120 s: ${output.slice(-400)}`;
-      const ok = await fetch(`${url}/ok`).then(
-        (response) => response.ok,
-        () => false,
-      );
-      if (ok) break;
-      await sleep(500);
-    }
+    server = await startLangGraphDev(fileURLToPath(new URL("./graphs.ts", import.meta.url)), { ticker: "ticker" }, 180_000);
+  } catch (error) {
+    return `the LangGraph.js dev server could not be started: ${String(error).slice(0, 400)}`;
+  }
+  const { url } = server;
+  try {
     const body = {
       assistant_id: "ticker",
       input: { count: EVENTS, interval_ms: INTERVAL_MS, delay_ms: DELAY_MS },
@@ -468,12 +414,7 @@ async function measureLangGraph(client: Client, k: number): Promise<Row | string
       serverCores: Number.NaN,
     };
   } finally {
-    try {
-      if (child.pid) process.kill(-child.pid, "SIGTERM");
-    } catch {
-      // already gone
-    }
-    rmSync(dir, { recursive: true, force: true });
+    await server.stop();
   }
 }
 
