@@ -91,9 +91,7 @@ export class A2ATaskService {
         tenantId,
         threadId,
         { assistant_id: assistant.assistant_id, input: start.input, metadata },
-        key,
-        undefined,
-        runId,
+        { idempotencyKey: key, runId },
       );
       return (await this.current(tenantId, assistant.assistant_id, run.metadata.a2a_task_id as string))!;
     } catch (error) {

@@ -46,6 +46,18 @@ const EVENT_PAGE = 500;
  * gateways share. Each operation is one unit of work: it opens the transaction (or joins the
  * caller's), applies the lifecycle's decision, and storage only runs statements.
  */
+/** How a run is created, beyond its request (`RunService.create`). */
+export interface CreateRunOptions {
+  /** The Idempotency-Key: a repeat with the same key and body replays the first answer. */
+  readonly idempotencyKey?: string | undefined;
+  /** Create it inside the caller's transaction. */
+  readonly tx?: Transaction;
+  /** The run's id, when the caller must name it before it exists. */
+  readonly runId?: string | undefined;
+  /** Claimable only once this many seconds have passed (LangGraph's `after_seconds`). */
+  readonly afterSeconds?: number;
+}
+
 export class RunService {
   /** The process's shared reads of run event logs: every stream of a run reads through it. */
   readonly feed: EventFeed;
@@ -74,11 +86,9 @@ export class RunService {
     tenantId: string,
     threadId: string | null,
     request: CreateRunBody,
-    idempotencyKey?: string,
-    tx?: Transaction,
-    runId: string = randomUUID(),
-    options: { afterSeconds?: number } = {},
+    options: CreateRunOptions = {},
   ): Promise<{ run: Run; replayed: boolean }> {
+    const { idempotencyKey, tx, runId = randomUUID() } = options;
     const assistant = await this.assistants.get(tenantId, request.assistant_id, tx).catch((error: unknown) => {
       // An unknown assistant is a fault in the body, not a missing resource at this URL.
       if (error instanceof ApiError && error.code === "not_found") {

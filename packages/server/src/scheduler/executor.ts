@@ -130,8 +130,7 @@ export class Scheduler {
           metadata: { ...schedule.metadata, schedule_id: schedule.schedule_id, scheduled_at: scheduledAt.toISOString() },
           multitask_strategy: "enqueue",
         },
-        undefined,
-        tx,
+        { tx },
       );
       await advanceSchedule(tx, schedule.tenant_id, schedule.schedule_id, schedule.due, { nextRunAt, scheduledAt, runId: run.run_id });
       await tx.query("release savepoint fire_schedule");

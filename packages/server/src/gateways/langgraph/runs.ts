@@ -91,9 +91,7 @@ export async function startRun(
     ...(command?.update ? { update: command.update } : {}),
     ...(command?.goto ? { goto: command.goto } : {}),
   };
-  const { run } = await runService.create(tenantId, threadId, request, undefined, undefined, undefined, {
-    ...(body.after_seconds ? { afterSeconds: body.after_seconds } : {}),
-  });
+  const { run } = await runService.create(tenantId, threadId, request, body.after_seconds ? { afterSeconds: body.after_seconds } : {});
   return recordOnThread(run);
 }
 

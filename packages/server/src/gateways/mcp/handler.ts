@@ -194,9 +194,12 @@ async function callTool(
       call.tenantId,
       null,
       { assistant_id: entry.assistant.assistant_id, input: args, metadata },
-      session ? callIdempotencyKey(call.tenantId, session, extra.requestId) : undefined,
-      undefined,
-      session ? callRunId(call.tenantId, session, extra.requestId) : undefined,
+      session
+        ? {
+            idempotencyKey: callIdempotencyKey(call.tenantId, session, extra.requestId),
+            runId: callRunId(call.tenantId, session, extra.requestId),
+          }
+        : {},
     ));
   } catch (error) {
     if (error instanceof ApiError && error.code !== "internal") return failure(error);

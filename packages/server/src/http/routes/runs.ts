@@ -45,12 +45,9 @@ export const runRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
       },
     },
     async (request, reply) => {
-      const { run } = await runService.create(
-        request.principal.tenantId,
-        request.params.thread_id,
-        request.body,
-        request.headers["idempotency-key"],
-      );
+      const { run } = await runService.create(request.principal.tenantId, request.params.thread_id, request.body, {
+        idempotencyKey: request.headers["idempotency-key"],
+      });
       return reply.status(202).send(run);
     },
   );
@@ -68,7 +65,9 @@ export const runRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
       },
     },
     async (request, reply) => {
-      const { run } = await runService.create(request.principal.tenantId, null, request.body, request.headers["idempotency-key"]);
+      const { run } = await runService.create(request.principal.tenantId, null, request.body, {
+        idempotencyKey: request.headers["idempotency-key"],
+      });
       return reply.status(202).send(run);
     },
   );
