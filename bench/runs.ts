@@ -29,7 +29,7 @@
  * child process (bench/client.ts) so it does not share the server's event loop. Nothing is written
  * to disk; results go to stdout.
  */
-import { execFileSync, fork, type ChildProcess } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import os from "node:os";
@@ -42,11 +42,22 @@ import { RudderCheckpointSaver } from "../packages/server/src/storage/checkpoint
 import { createPgliteDb, createPostgresDb, type Db } from "../packages/server/src/storage/db.ts";
 import { migrate } from "../packages/server/src/storage/migrate.ts";
 import { DEFAULT_WORKER_OPTIONS, type WorkerOptions } from "../packages/server/src/worker/worker.ts";
-import type { ClientTask, RunsResult, SseResult } from "./client.ts";
+import type { RunsResult, SseResult } from "./client.ts";
+import { Client } from "./client-process.ts";
+import {
+  DEFAULT_DATABASE_URL,
+  drivers,
+  exitWithUsage,
+  fixed,
+  percentile,
+  positive,
+  queryOnce,
+  sleep,
+  table,
+  type Driver,
+} from "./common.ts";
 import { countingDb, DbCounter, now, tracing, WireCounter, type DbCounts, type TraceEntry, type WireCounts } from "./counting.ts";
 import { oneNodeGraph } from "./graphs.ts";
-
-type Driver = Db["driver"];
 
 const { values: args } = parseArgs({
   options: {
@@ -54,20 +65,17 @@ const { values: args } = parseArgs({
     runs: { type: "string", default: "500" },
     "worker-concurrency": { type: "string", default: "10,25" },
     "count-runs": { type: "string", default: "200" },
-    "database-url": { type: "string", default: process.env.RUDDER_BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test" },
+    "database-url": { type: "string", default: DEFAULT_DATABASE_URL },
     skip: { type: "string", default: "" },
     "quiet-wait": { type: "string", default: "60" },
     help: { type: "boolean", default: false },
   },
 });
-if (args.help) {
-  console.log(
-    "node --import tsx bench/runs.ts [--driver pglite|postgres|both] [--runs N] [--worker-concurrency 10,25] [--count-runs N] [--database-url URL] [--skip reference,throughput,sse,count] [--quiet-wait S]",
-  );
-  process.exit(0);
-}
-const DRIVERS: Driver[] = args.driver === "both" ? ["pglite", "postgres"] : [args.driver as Driver];
-if (!DRIVERS.every((driver) => driver === "pglite" || driver === "postgres")) throw new Error(`--driver must be pglite, postgres or both`);
+exitWithUsage(
+  args.help,
+  "node --import tsx bench/runs.ts [--driver pglite|postgres|both] [--runs N] [--worker-concurrency 10,25] [--count-runs N] [--database-url URL] [--skip reference,throughput,sse,count] [--quiet-wait S]",
+);
+const DRIVERS = drivers(args.driver);
 const RUNS = positive(args.runs, "--runs");
 const RUNS_C1 = Math.max(1, Math.round(RUNS * 0.4));
 const WORKER_CONCURRENCIES = args["worker-concurrency"].split(",").map((value) => positive(value, "--worker-concurrency"));
@@ -82,14 +90,6 @@ const ECHO = { assistant_id: "echo", input: { message: "hi" } };
 const TICKER_INPUT = { count: 10, interval_ms: 30, delay_ms: 150 };
 /** PostgreSQL backends flush their statistics at most every second, or after 10 s idle. */
 const PG_STATS_SETTLE_MS = 11_000;
-
-function positive(raw: string, name: string): number {
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < 1) throw new Error(`${name} must be a positive whole number, not "${raw}"`);
-  return value;
-}
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 // ---------------------------------------------------------------------------------------------
 // CPU: the machine is shared (other users' test suites run on the same cores and PostgreSQL)
@@ -148,80 +148,11 @@ async function waitForQuiet(what: string): Promise<void> {
 // ---------------------------------------------------------------------------------------------
 // Output
 
-function table(headers: string[], rows: (string | number)[][], align: ("l" | "r")[] = []): string {
-  const cells = [headers, ...rows.map((row) => row.map(String))];
-  const widths = headers.map((_, column) => Math.max(...cells.map((row) => (row[column] ?? "").length)));
-  const line = (row: string[]) =>
-    row
-      .map((cell, column) =>
-        (align[column] ?? (column === 0 ? "l" : "r")) === "l" ? cell.padEnd(widths[column]!) : cell.padStart(widths[column]!),
-      )
-      .join("  ");
-  return [line(cells[0]!), widths.map((width) => "-".repeat(width)).join("  "), ...cells.slice(1).map(line)].join("\n");
-}
-
 function section(title: string): void {
   console.log(`\n=== ${title} ===`);
 }
 
 const pair = ([a, b]: [number, number]) => `${fixed(a, 0)} / ${fixed(b, 0)}`;
-
-const fixed = (value: number, digits = 1) => (Number.isFinite(value) ? value.toFixed(digits) : "-");
-
-function percentile(values: readonly number[], p: number): number {
-  if (values.length === 0) return Number.NaN;
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
-}
-
-// ---------------------------------------------------------------------------------------------
-// The load generator (a child process)
-
-class Client {
-  private readonly child: ChildProcess;
-  private readonly pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void }>();
-  private nextId = 0;
-  /** Child clock minus this process's clock, ms. */
-  offset = 0;
-
-  constructor() {
-    this.child = fork(fileURLToPath(new URL("./client.ts", import.meta.url)), [], {
-      execArgv: ["--import", "tsx"],
-      stdio: ["ignore", "inherit", "inherit", "ipc"],
-    });
-    this.child.on("message", (message: { id: number; result?: unknown; error?: string }) => {
-      const waiter = this.pending.get(message.id);
-      this.pending.delete(message.id);
-      if (message.error !== undefined) waiter?.reject(new Error(`client: ${message.error}`));
-      else waiter?.resolve(message.result);
-    });
-  }
-
-  request<T>(task: ClientTask): Promise<T> {
-    const id = this.nextId++;
-    return new Promise<T>((resolve, reject) => {
-      this.pending.set(id, { resolve: resolve as (value: unknown) => void, reject });
-      this.child.send({ id, task });
-    });
-  }
-
-  /** NTP-style: the ping with the shortest round trip gives the offset. */
-  async calibrate(): Promise<{ offsetMs: number; rttMs: number }> {
-    let best = { offsetMs: 0, rttMs: Number.POSITIVE_INFINITY };
-    for (let i = 0; i < 30; i++) {
-      const sent = now();
-      const theirs = await this.request<number>({ kind: "clock" });
-      const back = now();
-      if (back - sent < best.rttMs) best = { offsetMs: theirs - (sent + back) / 2, rttMs: back - sent };
-    }
-    this.offset = best.offsetMs;
-    return best;
-  }
-
-  close(): void {
-    this.child.disconnect();
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Private databases and servers
@@ -242,12 +173,7 @@ interface PrivateDb {
 const wire = WireCounter.install();
 
 async function adminQuery<Row>(sql: string, params: unknown[] = []): Promise<Row[]> {
-  const admin = createPostgresDb(DATABASE_URL, { max: 1 });
-  try {
-    return await admin.query<Row>(sql, params);
-  } finally {
-    await admin.close();
-  }
+  return queryOnce<Row>(DATABASE_URL, sql, params);
 }
 
 /** PostgreSQL databases to drop if the bench is interrupted. */

@@ -39,8 +39,8 @@ import { fileURLToPath } from "node:url";
 import { parseArgs, promisify } from "node:util";
 import type { ChildProcessWithoutNullStreams } from "node:child_process";
 import { mintToken } from "../packages/server/src/auth/authenticator.ts";
-import { createPostgresDb } from "../packages/server/src/storage/db.ts";
 import { runRudder, startRudder, waitForOutput } from "../packages/server/test/support/cli.ts";
+import { DEFAULT_DATABASE_URL, exitWithUsage, fixed, positive, queryOnce, sleep } from "./common.ts";
 import { now } from "./counting.ts";
 
 const { values: args } = parseArgs({
@@ -51,17 +51,15 @@ const { values: args } = parseArgs({
     concurrency: { type: "string", default: "32" },
     "worker-concurrency": { type: "string", default: "25" },
     seconds: { type: "string", default: "15" },
-    "database-url": { type: "string", default: process.env.RUDDER_BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test" },
+    "database-url": { type: "string", default: DEFAULT_DATABASE_URL },
     skip: { type: "string", default: "" },
     help: { type: "boolean", default: false },
   },
 });
-if (args.help) {
-  console.log(
-    "node --import tsx bench/scale-out.ts [--runs N] [--workers 1,2] [--apis 1,2] [--concurrency C] [--worker-concurrency N] [--seconds S] [--database-url URL] [--skip drain,api,pgbench]",
-  );
-  process.exit(0);
-}
+exitWithUsage(
+  args.help,
+  "node --import tsx bench/scale-out.ts [--runs N] [--workers 1,2] [--apis 1,2] [--concurrency C] [--worker-concurrency N] [--seconds S] [--database-url URL] [--skip drain,api,pgbench]",
+);
 const RUNS = positive(args.runs, "--runs");
 const WORKER_COUNTS = args.workers.split(",").map((value) => positive(value, "--workers"));
 const API_COUNTS = args.apis.split(",").map((value) => positive(value, "--apis"));
@@ -74,15 +72,6 @@ const SKIP = new Set(args.skip.split(",").filter(Boolean));
 const SECRET = "rudder-scale-secret-rudder-scale-secret-rudder";
 const ROOT = fileURLToPath(new URL("../", import.meta.url));
 const ECHO = { assistant_id: "echo", input: { message: "hi" } };
-
-function positive(raw: string, name: string): number {
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < 1) throw new Error(`${name} must be a positive whole number, not "${raw}"`);
-  return value;
-}
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-const fixed = (value: number, digits = 1) => (Number.isFinite(value) ? value.toFixed(digits) : "-");
 
 async function pool<T>(items: readonly T[], concurrency: number, work: (item: T) => Promise<void>): Promise<void> {
   let next = 0;
@@ -99,12 +88,7 @@ async function pool<T>(items: readonly T[], concurrency: number, work: (item: T)
 async function adminQuery<Row>(sql: string, params: unknown[] = [], database?: string): Promise<Row[]> {
   const url = new URL(DATABASE_URL);
   if (database) url.pathname = `/${database}`;
-  const admin = createPostgresDb(url.toString(), { max: 1 });
-  try {
-    return await admin.query<Row>(sql, params);
-  } finally {
-    await admin.close();
-  }
+  return queryOnce<Row>(url.toString(), sql, params);
 }
 
 const children = new Set<ChildProcessWithoutNullStreams>();

@@ -43,11 +43,9 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import type { ChildProcessWithoutNullStreams } from "node:child_process";
 import { mintToken } from "../packages/server/src/auth/authenticator.ts";
-import { createPostgresDb } from "../packages/server/src/storage/db.ts";
 import { runRudder, startRudder, waitForOutput } from "../packages/server/test/support/cli.ts";
+import { DEFAULT_DATABASE_URL, drivers, exitWithUsage, fixed, percentile, positive, queryOnce, sleep, type Driver } from "./common.ts";
 import { now } from "./counting.ts";
-
-type Driver = "pglite" | "postgres";
 
 const { values: args } = parseArgs({
   options: {
@@ -55,19 +53,16 @@ const { values: args } = parseArgs({
     scale: { type: "string", default: "1" },
     cycles: { type: "string", default: "1" },
     samples: { type: "string", default: "200" },
-    "database-url": { type: "string", default: process.env.RUDDER_BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test" },
+    "database-url": { type: "string", default: DEFAULT_DATABASE_URL },
     "cpu-prof": { type: "string" },
     help: { type: "boolean", default: false },
   },
 });
-if (args.help) {
-  console.log(
-    "node --import tsx bench/standing-load.ts [--driver pglite|postgres|both] [--scale F] [--cycles N] [--samples N] [--database-url URL] [--cpu-prof DIR]",
-  );
-  process.exit(0);
-}
-const DRIVERS: Driver[] = args.driver === "both" ? ["pglite", "postgres"] : [args.driver as Driver];
-if (!DRIVERS.every((driver) => driver === "pglite" || driver === "postgres")) throw new Error("--driver must be pglite, postgres or both");
+exitWithUsage(
+  args.help,
+  "node --import tsx bench/standing-load.ts [--driver pglite|postgres|both] [--scale F] [--cycles N] [--samples N] [--database-url URL] [--cpu-prof DIR]",
+);
+const DRIVERS = drivers(args.driver);
 const SCALE = Number(args.scale);
 if (!(SCALE > 0)) throw new Error(`--scale must be a positive number, not "${args.scale}"`);
 const CYCLES = positive(args.cycles, "--cycles");
@@ -85,21 +80,6 @@ const TARGETS = { plainP95Ms: 10, startedP95Ms: 50, steerP95Ms: 20, cancelAllMs:
 
 const SECRET = "rudder-load-secret-rudder-load-secret-rudder";
 const ROOT = fileURLToPath(new URL("../", import.meta.url));
-
-function positive(raw: string, name: string): number {
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < 1) throw new Error(`${name} must be a positive whole number, not "${raw}"`);
-  return value;
-}
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-const fixed = (value: number, digits = 1) => (Number.isFinite(value) ? value.toFixed(digits) : "-");
-
-function percentile(values: readonly number[], p: number): number {
-  if (values.length === 0) return Number.NaN;
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
-}
 
 /** "measured (target T: met)" or "measured (target T: N× over)". */
 function against(measured: number, target: number, unit: string): string {
@@ -136,12 +116,7 @@ interface Deployment {
 }
 
 async function adminQuery<Row>(sql: string, params: unknown[] = []): Promise<Row[]> {
-  const admin = createPostgresDb(DATABASE_URL, { max: 1 });
-  try {
-    return await admin.query<Row>(sql, params);
-  } finally {
-    await admin.close();
-  }
+  return queryOnce<Row>(DATABASE_URL, sql, params);
 }
 
 const cleanups = new Set<() => Promise<void>>();

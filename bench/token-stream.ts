@@ -27,7 +27,6 @@
  * The gap to the target (K=200 on PostgreSQL: 10,000 events/s, p95 <= 100 ms, <= 0.05 commits per
  * event) is printed from what was measured. Figures and machine are in docs/benchmarks.md.
  */
-import { fork, type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import os from "node:os";
 import { fileURLToPath } from "node:url";
@@ -38,11 +37,23 @@ import { resolveConfig, type RudderConfig } from "../packages/server/src/config/
 import { startServer } from "../packages/server/src/server.ts";
 import { createPgliteDb, createPostgresDb, type Db } from "../packages/server/src/storage/db.ts";
 import { DEFAULT_WORKER_OPTIONS } from "../packages/server/src/worker/worker.ts";
-import type { ClientTask, SseEvent, SseResult } from "./client.ts";
+import type { SseEvent, SseResult } from "./client.ts";
+import { Client } from "./client-process.ts";
+import {
+  DEFAULT_DATABASE_URL,
+  drivers,
+  exitWithUsage,
+  fixed,
+  percentile,
+  positive,
+  queryOnce,
+  positiveList,
+  sleep,
+  table,
+  type Driver,
+} from "./common.ts";
 import { countingDb, DbCounter, now, type DbCounts } from "./counting.ts";
 import { startLangGraphDev, type LangGraphDev } from "../packages/server/test/support/langgraph-dev.ts";
-
-type Driver = Db["driver"];
 
 const { values: args } = parseArgs({
   options: {
@@ -51,22 +62,19 @@ const { values: args } = parseArgs({
     "k-pglite": { type: "string", default: "10,50" },
     events: { type: "string", default: "200" },
     "interval-ms": { type: "string", default: "20" },
-    "database-url": { type: "string", default: process.env.RUDDER_BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test" },
+    "database-url": { type: "string", default: DEFAULT_DATABASE_URL },
     "skip-reference": { type: "boolean", default: false },
     help: { type: "boolean", default: false },
   },
 });
-if (args.help) {
-  console.log(
-    "node --import tsx bench/token-stream.ts [--driver pglite|postgres|both] [--k-postgres 10,50,200] [--k-pglite 10,50] [--events 200] [--interval-ms 20] [--database-url URL] [--skip-reference]",
-  );
-  process.exit(0);
-}
-const DRIVERS: Driver[] = args.driver === "both" ? ["postgres", "pglite"] : [args.driver as Driver];
-if (!DRIVERS.every((driver) => driver === "pglite" || driver === "postgres")) throw new Error("--driver must be pglite, postgres or both");
+exitWithUsage(
+  args.help,
+  "node --import tsx bench/token-stream.ts [--driver pglite|postgres|both] [--k-postgres 10,50,200] [--k-pglite 10,50] [--events 200] [--interval-ms 20] [--database-url URL] [--skip-reference]",
+);
+const DRIVERS = drivers(args.driver, ["postgres", "pglite"]);
 const KS: Record<Driver, number[]> = {
-  postgres: list(args["k-postgres"], "--k-postgres"),
-  pglite: list(args["k-pglite"], "--k-pglite"),
+  postgres: positiveList(args["k-postgres"], "--k-postgres"),
+  pglite: positiveList(args["k-pglite"], "--k-pglite"),
 };
 const EVENTS = positive(args.events, "--events");
 const INTERVAL_MS = positive(args["interval-ms"], "--interval-ms");
@@ -80,94 +88,11 @@ const START_LEAD_MS = 1000;
 /** The target of issue 22 item 10, at K=200 on PostgreSQL. */
 const TARGET = { k: 200, eventsPerSecond: 10_000, p95Ms: 100, commitsPerEvent: 0.05 };
 
-function positive(raw: string, name: string): number {
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < 1) throw new Error(`${name} must be a positive whole number, not "${raw}"`);
-  return value;
-}
-
-function list(raw: string, name: string): number[] {
-  return raw
-    .split(",")
-    .filter(Boolean)
-    .map((value) => positive(value, name));
-}
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-const fixed = (value: number, digits = 1) => (Number.isFinite(value) ? value.toFixed(digits) : "-");
-
-function percentile(values: readonly number[], p: number): number {
-  if (values.length === 0) return Number.NaN;
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
-}
-
-function table(headers: string[], rows: (string | number)[][]): string {
-  const cells = [headers, ...rows.map((row) => row.map(String))];
-  const widths = headers.map((_, column) => Math.max(...cells.map((row) => (row[column] ?? "").length)));
-  const line = (row: string[]) =>
-    row.map((cell, column) => (column < 2 ? cell.padEnd(widths[column]!) : cell.padStart(widths[column]!))).join("  ");
-  return [line(cells[0]!), widths.map((width) => "-".repeat(width)).join("  "), ...cells.slice(1).map(line)].join("\n");
-}
-
-// ---------------------------------------------------------------------------------------------
-// The SSE clients run in a child process (bench/client.ts), off the server's event loop
-
-class Client {
-  private readonly child: ChildProcess;
-  private readonly pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void }>();
-  private nextId = 0;
-  /** Child clock minus this process's clock, ms. */
-  offset = 0;
-
-  constructor() {
-    this.child = fork(fileURLToPath(new URL("./client.ts", import.meta.url)), [], {
-      execArgv: ["--import", "tsx"],
-      stdio: ["ignore", "inherit", "inherit", "ipc"],
-    });
-    this.child.on("message", (message: { id: number; result?: unknown; error?: string }) => {
-      const waiter = this.pending.get(message.id);
-      this.pending.delete(message.id);
-      if (message.error !== undefined) waiter?.reject(new Error(`client: ${message.error}`));
-      else waiter?.resolve(message.result);
-    });
-  }
-
-  request<T>(task: ClientTask): Promise<T> {
-    const id = this.nextId++;
-    return new Promise<T>((resolve, reject) => {
-      this.pending.set(id, { resolve: resolve as (value: unknown) => void, reject });
-      this.child.send({ id, task });
-    });
-  }
-
-  /** NTP-style: the ping with the shortest round trip gives the offset. */
-  async calibrate(): Promise<void> {
-    let best = { offsetMs: 0, rttMs: Number.POSITIVE_INFINITY };
-    for (let i = 0; i < 30; i++) {
-      const sent = now();
-      const theirs = await this.request<number>({ kind: "clock" });
-      const back = now();
-      if (back - sent < best.rttMs) best = { offsetMs: theirs - (sent + back) / 2, rttMs: back - sent };
-    }
-    this.offset = best.offsetMs;
-  }
-
-  close(): void {
-    this.child.disconnect();
-  }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Private databases
 
 async function adminQuery<Row>(sql: string, params: unknown[] = [], url = DATABASE_URL): Promise<Row[]> {
-  const admin = createPostgresDb(url, { max: 1 });
-  try {
-    return await admin.query<Row>(sql, params);
-  } finally {
-    await admin.close();
-  }
+  return queryOnce<Row>(url, sql, params);
 }
 
 const openDatabases = new Set<string>();
@@ -231,6 +156,20 @@ function rate(result: SseResult, offset: number): { events: number; seconds: num
 }
 
 /** What is wrong with what the readers got, checked against each run's durable log; "" when nothing. */
+/** Events delivered, over how long, and the emit -> SSE latencies of one measurement. */
+function delivery(result: SseResult, offset: number): Pick<Row, "events" | "seconds" | "eventsPerSecond" | "p50" | "p95" | "max"> {
+  const { events, seconds } = rate(result, offset);
+  const emitToSse = latencies(result, offset);
+  return {
+    events,
+    seconds,
+    eventsPerSecond: events / seconds,
+    p50: percentile(emitToSse, 50),
+    p95: percentile(emitToSse, 95),
+    max: Math.max(...emitToSse),
+  };
+}
+
 function completeness(result: SseResult, log: readonly LogRow[], runs: number): string {
   const problems: string[] = [];
   const byRun = new Map<string, SseEvent[]>();
@@ -336,19 +275,13 @@ async function measureRudder(client: Client, driver: Driver, k: number): Promise
     } else {
       log = await raw.query<LogRow>(LOG_SQL, [runIds]);
     }
-    const { events, seconds } = rate(result, client.offset);
-    const emitToSse = latencies(result, client.offset);
+    const figures = delivery(result, client.offset);
     return {
       system: `Rudder, ${driver === "postgres" ? "PostgreSQL" : "PGlite"}`,
       k,
-      events,
-      seconds,
-      eventsPerSecond: events / seconds,
-      p50: percentile(emitToSse, 50),
-      p95: percentile(emitToSse, 95),
-      max: Math.max(...emitToSse),
-      commitsPerEvent: commits / events,
-      statementsPerEvent: counts.statements / events,
+      ...figures,
+      commitsPerEvent: commits / figures.events,
+      statementsPerEvent: counts.statements / figures.events,
       complete: completeness(result, log, k) || "yes",
       serverCores: (cpu.user + cpu.system) / 1000 / elapsed,
     };
@@ -394,20 +327,13 @@ async function measureLangGraph(client: Client, k: number): Promise<Row | string
       runs: k,
       body: { ...body, input: { ...body.input, start_at: startAt } },
     });
-    const { events, seconds } = rate(result, client.offset);
-    const emitToSse = latencies(result, client.offset);
     const byRun = new Map<string, number[]>();
     for (const event of result.events) byRun.set(event.runId, [...(byRun.get(event.runId) ?? []), event.index ?? -1]);
     const whole = [...byRun.values()].filter((ticks) => ticks.length === EVENTS && ticks.every((tick, index) => tick === index)).length;
     return {
       system: "LangGraph.js dev server (in memory)",
       k,
-      events,
-      seconds,
-      eventsPerSecond: events / seconds,
-      p50: percentile(emitToSse, 50),
-      p95: percentile(emitToSse, 95),
-      max: Math.max(...emitToSse),
+      ...delivery(result, client.offset),
       commitsPerEvent: Number.NaN,
       statementsPerEvent: Number.NaN,
       complete: whole === k && !result.errors ? "yes (no durable log)" : `${whole} of ${k} streams whole; ${result.errors} failed`,
@@ -507,6 +433,7 @@ async function main(): Promise<void> {
         fixed(row.serverCores, 2),
         row.complete,
       ]),
+      ["l", "l"],
     ),
   );
   const target = rows.find((row) => row.system === "Rudder, PostgreSQL" && row.k === TARGET.k);

@@ -1,15 +1,14 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { randomUUID } from "node:crypto";
 import { fileURLToPath } from "node:url";
 import type { RunEvent } from "@rudder/api";
 import { createLocalNotifier } from "../src/notify/notifier.ts";
 import { EventFeed } from "../src/runs/event-feed.ts";
-import type { Db, Queryable, Transaction } from "../src/storage/db.ts";
-import type { Lease } from "../src/storage/lease.ts";
-import { claimRuns, insertRun, readEvents, type NewRun } from "../src/storage/runs.ts";
+import { readEvents } from "../src/storage/runs.ts";
 import { EventWriter } from "../src/worker/event-writer.ts";
 import { createTestDatabase, TEST_DRIVER, type TestDatabase } from "./support/db.ts";
+import { interceptedDb } from "./support/intercepted-db.ts";
+import { claimedRuns } from "./support/runs.ts";
 import { startTestServer, type TestServer } from "./support/server.ts";
 import { openSse, type SseEvent } from "./support/sse.ts";
 
@@ -19,27 +18,10 @@ const TESTING_CONFIG = fileURLToPath(new URL("./fixtures/testing.rudder.json", i
 function countingLogReads(database: TestDatabase): { database: TestDatabase; reads: () => number } {
   let reads = 0;
   const isLogRead = (sql: string) => /^\s*select\b[\s\S]*\bfrom\b[\s\S]*\brun_events\b/i.test(sql);
-  const record = async <Row>(target: Queryable, sql: string, params?: readonly unknown[]): Promise<Row[]> => {
+  const db = interceptedDb(database.db, (target, sql, params) => {
     if (isLogRead(sql)) reads++;
-    return target.query<Row>(sql, params);
-  };
-  const inner = database.db;
-  const db: Db = {
-    driver: inner.driver,
-    ...(inner.url === undefined ? {} : { url: inner.url }),
-    query: (sql, params) => record(inner, sql, params),
-    exec: (script) => inner.exec(script),
-    transaction: (work) =>
-      inner.transaction((tx: Transaction) =>
-        work({
-          query: (sql, params) => record(tx, sql, params),
-          exec: (script) => tx.exec(script),
-          beforeCommit: (statement) => tx.beforeCommit(statement),
-          afterCommit: (callback) => tx.afterCommit(callback),
-        }),
-      ),
-    close: () => inner.close(),
-  };
+    return target.query(sql, params);
+  });
   return { database: { ...database, db }, reads: () => reads };
 }
 
@@ -121,39 +103,8 @@ describe(`the event feed without a hand-off (API and worker in different process
     await database.drop();
   });
 
-  function stateless(tenantId: string): NewRun {
-    return {
-      tenantId,
-      runId: randomUUID(),
-      threadId: null,
-      assistantId: "echo",
-      graphId: "echo",
-      input: {},
-      command: null,
-      context: {},
-      config: {},
-      metadata: {},
-      afterSeconds: null,
-      multitaskStrategy: "enqueue",
-      durability: "sync",
-      runTimeout: null,
-      maxModelCalls: null,
-      maxToolCalls: null,
-      maxTokens: null,
-      maxCost: null,
-      idempotencyKey: undefined,
-      requestHash: randomUUID(),
-    };
-  }
-
   test("one read per flush serves every reader of every run, each getting its run's events once and in order", async () => {
-    const tenant = `t-${randomUUID()}`;
-    const ids = new Set<string>();
-    for (let i = 0; i < 6; i++) ids.add((await insertRun(database.db, stateless(tenant), 1000))!.run_id);
-    const owner = `worker-${randomUUID()}`;
-    const leases: Lease[] = (await claimRuns(database.db, owner, 60_000, 1000, { to: "running", thread: "busy" }))
-      .filter((claim) => ids.has(claim.run_id))
-      .map((claim) => ({ tenantId: claim.tenant_id, runId: claim.run_id, attempt: claim.attempt, owner }));
+    const leases = await claimedRuns(database.db, 6);
     // Two notifiers joined by hand stand for two processes: the worker's notices reach the API's feed, nothing else does.
     const workerNotifier = createLocalNotifier();
     const apiNotifier = createLocalNotifier();

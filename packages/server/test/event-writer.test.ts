@@ -1,39 +1,13 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { randomUUID } from "node:crypto";
 import type { RunEvent } from "@rudder/api";
 import { ApiError } from "../src/domain/errors.ts";
 import { createLocalNotifier, type Notice } from "../src/notify/notifier.ts";
 import { appendEvents, type PendingEvent } from "../src/storage/events.ts";
-import type { Lease } from "../src/storage/lease.ts";
-import { claimRuns, insertRun, readEvents, type NewRun } from "../src/storage/runs.ts";
+import { claimRuns, readEvents } from "../src/storage/runs.ts";
 import { EventWriter, type EventHandoff } from "../src/worker/event-writer.ts";
 import { createTestDatabase, TEST_DRIVER, type TestDatabase } from "./support/db.ts";
-
-function stateless(tenantId: string): NewRun {
-  return {
-    tenantId,
-    runId: randomUUID(),
-    threadId: null,
-    assistantId: "echo",
-    graphId: "echo",
-    input: {},
-    command: null,
-    context: {},
-    config: {},
-    metadata: {},
-    afterSeconds: null,
-    multitaskStrategy: "enqueue",
-    durability: "sync",
-    runTimeout: null,
-    maxModelCalls: null,
-    maxToolCalls: null,
-    maxTokens: null,
-    maxCost: null,
-    idempotencyKey: undefined,
-    requestHash: randomUUID(),
-  };
-}
+import { claimedRuns } from "./support/runs.ts";
 
 const tick = (i: number): PendingEvent => ({ kind: "custom", data: { data: { i } } });
 const ticksOf = (events: readonly RunEvent[]) => events.filter((e) => e.kind === "custom").map((e) => (e.data.data as { i: number }).i);
@@ -47,17 +21,6 @@ describe(`the worker's event writer on ${TEST_DRIVER}`, () => {
     await database.drop();
   });
 
-  /** `count` runs claimed by `owner`: their leases. */
-  async function claimed(count: number, owner = `worker-${randomUUID()}`): Promise<Lease[]> {
-    const tenant = `t-${randomUUID()}`;
-    const ids = new Set<string>();
-    for (let i = 0; i < count; i++) ids.add((await insertRun(database.db, stateless(tenant), 1000))!.run_id);
-    const claims = await claimRuns(database.db, owner, 60_000, 1000, { to: "running", thread: "busy" });
-    return claims
-      .filter((claim) => ids.has(claim.run_id))
-      .map((claim) => ({ tenantId: claim.tenant_id, runId: claim.run_id, attempt: claim.attempt, owner }));
-  }
-
   test("one flush writes the events of many runs in one commit, with one notice listing them", async () => {
     const notifier = createLocalNotifier();
     const heard: Notice[] = [];
@@ -68,7 +31,7 @@ describe(`the worker's event writer on ${TEST_DRIVER}`, () => {
       transaction: <T>(work: Parameters<typeof database.db.transaction<T>>[0]) => (transactions++, database.db.transaction(work)),
     };
     const writer = new EventWriter(db, notifier, { flushMs: 60_000, maxBatch: 100_000 });
-    const leases = await claimed(5);
+    const leases = await claimedRuns(database.db, 5);
     const handles = leases.map((lease) => writer.open(lease, () => assert.fail("no lease is lost")));
     for (let i = 0; i < 3; i++) for (const handle of handles) handle.push(tick(i));
     await writer.flush();
@@ -86,7 +49,7 @@ describe(`the worker's event writer on ${TEST_DRIVER}`, () => {
   test("a run's events keep their order across flushes, and interleave correctly with other appenders", async () => {
     const notifier = createLocalNotifier();
     const writer = new EventWriter(database.db, notifier, { flushMs: 1, maxBatch: 7 });
-    const [lease] = await claimed(1);
+    const [lease] = await claimedRuns(database.db, 1);
     const handle = writer.open(lease!, () => assert.fail("the lease is held"));
     for (let i = 0; i < 50; i++) {
       handle.push(tick(i));
@@ -124,7 +87,7 @@ describe(`the worker's event writer on ${TEST_DRIVER}`, () => {
   test("a stale attempt's buffered events are not written once its lease is lost; other runs in the flush still are", async () => {
     const notifier = createLocalNotifier();
     const writer = new EventWriter(database.db, notifier, { flushMs: 60_000, maxBatch: 100_000 });
-    const [stale, healthy] = await claimed(2);
+    const [stale, healthy] = await claimedRuns(database.db, 2);
     let lost = 0;
     const staleHandle = writer.open(stale!, () => lost++);
     const healthyHandle = writer.open(healthy!, () => assert.fail("the healthy run keeps its lease"));
@@ -164,7 +127,7 @@ describe(`the worker's event writer on ${TEST_DRIVER}`, () => {
       },
     };
     const writer = new EventWriter(db, notifier, { flushMs: 60_000, maxBatch: 100_000 });
-    const [lease] = await claimed(1);
+    const [lease] = await claimedRuns(database.db, 1);
     const handle = writer.open(lease!, () => assert.fail("the attempt keeps going"));
     handle.push(tick(0));
     handle.push(tick(1));
@@ -178,7 +141,7 @@ describe(`the worker's event writer on ${TEST_DRIVER}`, () => {
   test("a crash between flushes loses only what was not flushed: every acknowledged event is in the log", async () => {
     const notifier = createLocalNotifier();
     const writer = new EventWriter(database.db, notifier, { flushMs: 60_000, maxBatch: 100_000 });
-    const [lease] = await claimed(1);
+    const [lease] = await claimedRuns(database.db, 1);
     let lost = 0;
     const handle = writer.open(lease!, () => lost++);
     for (let i = 0; i < 10; i++) handle.push(tick(i));
@@ -215,7 +178,7 @@ describe(`the worker's event writer on ${TEST_DRIVER}`, () => {
     const notifier = createLocalNotifier();
     const order: string[] = [];
     const delivered: RunEvent[] = [];
-    const [followed, unfollowed] = await claimed(2);
+    const [followed, unfollowed] = await claimedRuns(database.db, 2);
     const handoff: EventHandoff = {
       follows: (runId) => runId === followed!.runId,
       deliver: (runId, events) => {

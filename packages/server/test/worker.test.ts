@@ -4,9 +4,11 @@ import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { createLocalNotifier, type Notifier } from "../src/notify/notifier.ts";
-import type { Db, Queryable, Transaction } from "../src/storage/db.ts";
-import { insertRun, type NewRun } from "../src/storage/runs.ts";
+import type { Queryable } from "../src/storage/db.ts";
+import { insertRun } from "../src/storage/runs.ts";
 import { createTestDatabase, TEST_DRIVER, type TestDatabase } from "./support/db.ts";
+import { interceptedDb } from "./support/intercepted-db.ts";
+import { stateless } from "./support/runs.ts";
 import { startTestServer } from "./support/server.ts";
 
 const TESTING_CONFIG = fileURLToPath(new URL("./fixtures/testing.rudder.json", import.meta.url));
@@ -20,55 +22,13 @@ interface ClaimLog {
 /** The database, with each claim statement (the worker's queue read) recorded. */
 function recordingClaims(database: TestDatabase): { database: TestDatabase; log: ClaimLog } {
   const log: ClaimLog = { claims: [], heartbeats: [] };
-  const record = async <Row>(target: Queryable, sql: string, params?: readonly unknown[]): Promise<Row[]> => {
+  const db = interceptedDb(database.db, async <Row>(target: Queryable, sql: string, params?: readonly unknown[]): Promise<Row[]> => {
     const rows = await target.query<Row>(sql, params);
     if (sql.trimStart().startsWith("with candidate as")) log.claims.push(rows.length);
     if (/^\s*update runs (r )?set lease_expires_at = now\(\) \+/.test(sql)) log.heartbeats.push(rows.length);
     return rows;
-  };
-  const inner = database.db;
-  const db: Db = {
-    driver: inner.driver,
-    ...(inner.url === undefined ? {} : { url: inner.url }),
-    query: (sql, params) => record(inner, sql, params),
-    exec: (script) => inner.exec(script),
-    transaction: (work) =>
-      inner.transaction((tx: Transaction) =>
-        work({
-          query: (sql, params) => record(tx, sql, params),
-          exec: (script) => tx.exec(script),
-          beforeCommit: (statement) => tx.beforeCommit(statement),
-          afterCommit: (callback) => tx.afterCommit(callback),
-        }),
-      ),
-    close: () => inner.close(),
-  };
+  });
   return { database: { ...database, db }, log };
-}
-
-function stateless(tenantId: string, input: unknown): NewRun {
-  return {
-    tenantId,
-    runId: randomUUID(),
-    threadId: null,
-    assistantId: "echo",
-    graphId: "echo",
-    input,
-    command: null,
-    context: {},
-    config: {},
-    metadata: {},
-    multitaskStrategy: "enqueue",
-    durability: "sync",
-    runTimeout: null,
-    maxModelCalls: null,
-    maxToolCalls: null,
-    maxTokens: null,
-    maxCost: null,
-    idempotencyKey: undefined,
-    requestHash: randomUUID(),
-    afterSeconds: null,
-  };
 }
 
 describe(`the worker's claim loop on ${TEST_DRIVER}`, () => {

@@ -1,0 +1,72 @@
+/**
+ * Argument parsing and formatting shared by the benches (bench/runs.ts, token-stream.ts,
+ * standing-load.ts, scale-out.ts).
+ */
+import { createPostgresDb } from "../packages/server/src/storage/db.ts";
+
+export type Driver = "pglite" | "postgres";
+
+/** The PostgreSQL server a bench creates its private databases on, unless --database-url says otherwise. */
+export const DEFAULT_DATABASE_URL = process.env.RUDDER_BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
+
+/** One statement on a one-connection pool of its own at `url` (creating, dropping, reading statistics). */
+export async function queryOnce<Row>(url: string, sql: string, params: unknown[] = []): Promise<Row[]> {
+  const admin = createPostgresDb(url, { max: 1 });
+  try {
+    return await admin.query<Row>(sql, params);
+  } finally {
+    await admin.close();
+  }
+}
+
+/** `--driver pglite|postgres|both`; `both` measures in the order given. */
+export function drivers(raw: string, both: readonly Driver[] = ["pglite", "postgres"]): Driver[] {
+  const chosen = raw === "both" ? [...both] : [raw as Driver];
+  if (!chosen.every((driver) => driver === "pglite" || driver === "postgres")) throw new Error("--driver must be pglite, postgres or both");
+  return chosen;
+}
+
+export function positive(raw: string, name: string): number {
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 1) throw new Error(`${name} must be a positive whole number, not "${raw}"`);
+  return value;
+}
+
+/** A comma-separated list of positive whole numbers (empty items are skipped). */
+export function positiveList(raw: string, name: string): number[] {
+  return raw
+    .split(",")
+    .filter(Boolean)
+    .map((value) => positive(value, name));
+}
+
+export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+export const fixed = (value: number, digits = 1) => (Number.isFinite(value) ? value.toFixed(digits) : "-");
+
+/** Nearest-rank percentile; NaN for no values. */
+export function percentile(values: readonly number[], p: number): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
+}
+
+/** A plain-text table; columns align left ("l") or right ("r"), by default the first left and the rest right. */
+export function table(headers: string[], rows: (string | number)[][], align: ("l" | "r")[] = []): string {
+  const cells = [headers, ...rows.map((row) => row.map(String))];
+  const widths = headers.map((_, column) => Math.max(...cells.map((row) => (row[column] ?? "").length)));
+  const line = (row: string[]) =>
+    row
+      .map((cell, column) =>
+        (align[column] ?? (column === 0 ? "l" : "r")) === "l" ? cell.padEnd(widths[column]!) : cell.padStart(widths[column]!),
+      )
+      .join("  ");
+  return [line(cells[0]!), widths.map((width) => "-".repeat(width)).join("  "), ...cells.slice(1).map(line)].join("\n");
+}
+
+/** With `--help`, prints the usage line and exits. */
+export function exitWithUsage(help: boolean, usage: string): void {
+  if (!help) return;
+  console.log(usage);
+  process.exit(0);
+}
