@@ -331,20 +331,21 @@ export async function heartbeat(db: Queryable, lease: Lease, leaseMs: number, us
 
 /**
  * `heartbeat` for many leases of one worker in one statement: each row extended and its usage
- * saved only while its lease (run, attempt, owner) is still held. Returns the status of each run
+ * saved only while its lease (tenant, run, attempt, owner) is still held. Returns the status of each run
  * whose lease still holds; a run missing from the result lost its lease.
  */
 export async function heartbeatLeases(
   db: Queryable,
   owner: string,
-  leases: readonly { readonly runId: string; readonly attempt: number; readonly usage: Usage }[],
+  leases: readonly { readonly tenantId: string; readonly runId: string; readonly attempt: number; readonly usage: Usage }[],
   leaseMs: number,
 ): Promise<Map<string, RunStatus>> {
   if (leases.length === 0) return new Map();
   const rows = await db.query<{ run_id: string; status: RunStatus }>(
     `update runs r set lease_expires_at = now() + $5 * interval '1 millisecond', usage = l.usage::jsonb
-       from unnest($1::uuid[], $2::int[], $3::text[]) as l(run_id, attempt, usage)
-      where r.run_id = l.run_id and r.attempt = l.attempt and r.lease_owner = $4 and r.status = any($6::text[])
+       from unnest($7::text[], $1::uuid[], $2::int[], $3::text[]) as l(tenant_id, run_id, attempt, usage)
+      where r.tenant_id = l.tenant_id and r.run_id = l.run_id and r.attempt = l.attempt and r.lease_owner = $4
+        and r.status = any($6::text[])
       returning r.run_id::text as run_id, r.status`,
     [
       leases.map((lease) => lease.runId),
@@ -353,6 +354,7 @@ export async function heartbeatLeases(
       owner,
       leaseMs,
       LEASED_STATUSES,
+      leases.map((lease) => lease.tenantId),
     ],
   );
   return new Map(rows.map((row) => [row.run_id, row.status]));

@@ -79,7 +79,7 @@ export class LeaseKeeper {
       const statuses = await heartbeatLeases(
         this.deps.db,
         this.owner,
-        chunk.map(({ lease, meter }) => ({ runId: lease.runId, attempt: lease.attempt, usage: meter.usage })),
+        chunk.map(({ lease, meter }) => ({ tenantId: lease.tenantId, runId: lease.runId, attempt: lease.attempt, usage: meter.usage })),
         this.options.leaseMs,
       ).catch(() => undefined);
       if (!statuses) continue;
