@@ -151,6 +151,16 @@ describe("database outages", () => {
     );
     assert.equal(toApiError(Object.assign(new Error("x"), { statusCode: 500 })).apiError.code, "internal");
   });
+
+  test("a transaction PostgreSQL rolled back (deadlock, serialization failure) is a retryable 503, not a 500", () => {
+    for (const code of ["40P01", "40001"]) {
+      const { apiError } = toApiError(Object.assign(new Error("deadlock detected"), { code }));
+      assert.equal(apiError.code, "unavailable", code);
+      assert.equal(apiError.status, 503, code);
+      assert.equal(apiError.extra.retryAfterSeconds, 1, code);
+    }
+    assert.equal(toApiError(Object.assign(new Error("x"), { code: "23505" })).apiError.code, "internal");
+  });
 });
 
 describe("configuration of tokens and shutdown", () => {

@@ -25,7 +25,8 @@ function recordingClaims(database: TestDatabase): { database: TestDatabase; log:
   const db = interceptedDb(database.db, async <Row>(target: Queryable, sql: string, params?: readonly unknown[]): Promise<Row[]> => {
     const rows = await target.query<Row>(sql, params);
     if (sql.trimStart().startsWith("with candidate as")) log.claims.push(rows.length);
-    if (/^\s*update runs (r )?set lease_expires_at = now\(\) \+/.test(sql)) log.heartbeats.push(rows.length);
+    if (/^\s*(with held as materialized \([\s\S]*\)\s*)?update runs (r )?set lease_expires_at = now\(\) \+/.test(sql))
+      log.heartbeats.push(rows.length);
     return rows;
   });
   return { database: { ...database, db }, log };

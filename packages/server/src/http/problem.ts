@@ -29,6 +29,9 @@ const FASTIFY_CLIENT_ERRORS: Readonly<Record<string, ErrorCode>> = {
   FST_ERR_CTP_INVALID_MEDIA_TYPE: "unsupported_media_type",
 };
 
+/** SQLSTATEs of a transaction PostgreSQL rolled back whole: deadlock detected, serialization failure. */
+const ROLLED_BACK_SQLSTATES = new Set(["40P01", "40001"]);
+
 /**
  * Maps whatever a handler threw to a deliberate `ApiError`: our own errors pass through, schema
  * violations become 422, Fastify's parser errors their codes; anything else is an internal error
@@ -45,6 +48,14 @@ export function toApiError(error: FastifyError | Error): { apiError: ApiError; u
     }));
     const detail = errors.map((issue) => `${issue.location}${issue.path === "/" ? "" : issue.path} ${issue.message}`).join("; ");
     return { apiError: new ApiError("validation_error", detail, { fields: { errors } }), unexpected: false };
+  }
+  // PostgreSQL rolled the transaction back (deadlock, serialization failure): nothing of it took
+  // effect, so the client may simply send it again.
+  if (fastifyError.code !== undefined && ROLLED_BACK_SQLSTATES.has(fastifyError.code)) {
+    const apiError = new ApiError("unavailable", "the database rolled this request back to resolve a lock conflict; retry", {
+      retryAfterSeconds: 1,
+    });
+    return { apiError, unexpected: true };
   }
   const mapped = (fastifyError.code ? FASTIFY_CLIENT_ERRORS[fastifyError.code] : undefined) ?? clientErrorByStatus(fastifyError.statusCode);
   if (mapped) return { apiError: new ApiError(mapped, fastifyError.message), unexpected: false };

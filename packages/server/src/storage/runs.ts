@@ -331,7 +331,10 @@ export async function heartbeat(db: Queryable, lease: Lease, leaseMs: number, us
 
 /**
  * `heartbeat` for many leases of one worker in one statement: each row extended and its usage
- * saved only while its lease (tenant, run, attempt, owner) is still held. Returns the status of each run
+ * saved only while its lease (tenant, run, attempt, owner) is still held. The rows are locked in
+ * run id order, as the event writer's flush locks them (storage/events.ts): two statements that
+ * lock many runs of one worker in different orders would deadlock each other and whoever queued
+ * between them (a steer). Returns the status of each run
  * whose lease still holds; a run missing from the result lost its lease.
  */
 export async function heartbeatLeases(
@@ -342,10 +345,18 @@ export async function heartbeatLeases(
 ): Promise<Map<string, RunStatus>> {
   if (leases.length === 0) return new Map();
   const rows = await db.query<{ run_id: string; status: RunStatus }>(
-    `update runs r set lease_expires_at = now() + $5 * interval '1 millisecond', usage = l.usage::jsonb
-       from unnest($7::text[], $1::uuid[], $2::int[], $3::text[]) as l(tenant_id, run_id, attempt, usage)
-      where r.tenant_id = l.tenant_id and r.run_id = l.run_id and r.attempt = l.attempt and r.lease_owner = $4
-        and r.status = any($6::text[])
+    `with held as materialized (
+       select r.tenant_id, r.run_id, l.usage
+         from runs r
+         join unnest($7::text[], $1::uuid[], $2::int[], $3::text[]) as l(tenant_id, run_id, attempt, usage)
+           on r.tenant_id = l.tenant_id and r.run_id = l.run_id and r.attempt = l.attempt
+        where r.lease_owner = $4 and r.status = any($6::text[])
+        order by r.run_id
+          for update of r
+     )
+     update runs r set lease_expires_at = now() + $5 * interval '1 millisecond', usage = h.usage::jsonb
+       from held h
+      where r.tenant_id = h.tenant_id and r.run_id = h.run_id
       returning r.run_id::text as run_id, r.status`,
     [
       leases.map((lease) => lease.runId),
