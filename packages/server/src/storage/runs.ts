@@ -316,26 +316,12 @@ export async function claimRuns(
 }
 
 /**
- * Extends the lease and saves what the run has spent so far (so a crash loses at most one
- * heartbeat of usage); returns the run's status, or undefined when the lease is lost.
- */
-export async function heartbeat(db: Queryable, lease: Lease, leaseMs: number, usage: Usage): Promise<RunStatus | undefined> {
-  const [row] = await db.query<{ status: RunStatus }>(
-    `update runs set lease_expires_at = now() + $5 * interval '1 millisecond', usage = $6::jsonb
-      where ${leaseHeld(1)} and status = any($7::text[])
-      returning status`,
-    [...leaseParams(lease), leaseMs, json(usage), LEASED_STATUSES],
-  );
-  return row?.status;
-}
-
-/**
- * `heartbeat` for many leases of one worker in one statement: each row extended and its usage
- * saved only while its lease (tenant, run, attempt, owner) is still held. The rows are locked in
- * run id order, as the event writer's flush locks them (storage/events.ts): two statements that
- * lock many runs of one worker in different orders would deadlock each other and whoever queued
- * between them (a steer). Returns the status of each run
- * whose lease still holds; a run missing from the result lost its lease.
+ * The heartbeat of one worker's leases, in one statement: each run's lease is extended and what
+ * it has spent so far saved (a crash loses at most one heartbeat of usage), only while its lease
+ * (tenant, run, attempt, owner) is still held. The rows are locked in run id order, as the event
+ * writer's flush locks them (storage/events.ts): two statements locking many runs of one worker
+ * in different orders would deadlock each other and whoever queued between them (a steer).
+ * Returns the status of each run whose lease still holds; a run missing from it lost its lease.
  */
 export async function heartbeatLeases(
   db: Queryable,
