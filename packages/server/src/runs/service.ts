@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import type { CreateRunBody, ResumeBody, Run, RunEvent } from "@rudder/api";
+import type { CreateRunBody, JsonObject, ResumeBody, Run, RunEvent } from "@rudder/api";
 import { ApiError, notFound } from "../domain/errors.ts";
 import { isRefusal, transitionFor, type RunTrigger } from "../domain/run-lifecycle.ts";
 import { ACTIVE_STATUSES, isSettled, requestFingerprint, type MultitaskStrategy } from "../domain/runs.ts";
@@ -13,6 +13,7 @@ import type { Db, Queryable, Transaction } from "../storage/db.ts";
 import * as runRows from "../storage/runs.ts";
 import { publicRun, type ClaimedRun, type NewRun } from "../storage/runs.ts";
 import { migrateToSuccessor } from "../storage/steering.ts";
+import { writeThreadMetadata } from "../storage/threads.ts";
 import { EventFeed } from "./event-feed.ts";
 import { applyTransition } from "./transitions.ts";
 
@@ -56,6 +57,8 @@ export interface CreateRunOptions {
   readonly runId?: string | undefined;
   /** Claimable only once this many seconds have passed (LangGraph's `after_seconds`). */
   readonly afterSeconds?: number;
+  /** Keys merged into the thread's metadata in the run's own transaction (the LangGraph facade records graph and assistant). */
+  readonly threadMetadata?: JsonObject;
 }
 
 export class RunService {
@@ -122,7 +125,12 @@ export class RunService {
       requestHash: requestFingerprint({ thread_id: threadId, ...request }),
       afterSeconds: options.afterSeconds ? options.afterSeconds : null,
     };
-    const created = await (tx ? this.createIn(tx, run) : this.db.transaction((own) => this.createIn(own, run)));
+    const create = async (within: Transaction) => {
+      // The thread's row before the run's, the order settles lock them in.
+      if (options.threadMetadata && threadId !== null) await this.recordOnThread(within, tenantId, threadId, options.threadMetadata);
+      return this.createIn(within, run);
+    };
+    const created = await (tx ? create(tx) : this.db.transaction(create));
     return { run: publicRun(created.run), replayed: created.replayed };
   }
 
@@ -185,6 +193,10 @@ export class RunService {
       throw new ApiError(decision.refused, decision.detail, link);
     }
     return applyTransition(tx, this.notifier, run, trigger, decision, this.limits.metrics);
+  }
+
+  private async recordOnThread(tx: Transaction, tenantId: string, threadId: string, metadata: JsonObject): Promise<void> {
+    if (!(await writeThreadMetadata(tx, tenantId, threadId, metadata, "merge"))) throw notFound("thread", threadId);
   }
 
   private countCreated(tx: Transaction, graphId: string): void {
@@ -323,9 +335,15 @@ export class RunService {
    * The new run is claimable only once this commits. `options.config` replaces the config the new
    * run would inherit (the LangGraph facade records the resuming request's stream modes and breakpoints there).
    */
-  async resume(tenantId: string, runId: string, command: ResumeBody, options: { config?: Record<string, unknown> } = {}): Promise<Run> {
+  async resume(
+    tenantId: string,
+    runId: string,
+    command: ResumeBody,
+    options: { config?: Record<string, unknown>; threadMetadata?: JsonObject } = {},
+  ): Promise<Run> {
     return this.db.transaction(async (tx) => {
       const old = await this.own(tx, tenantId, runId, { lock: true });
+      if (options.threadMetadata && old.thread_id !== null) await this.recordOnThread(tx, tenantId, old.thread_id, options.threadMetadata);
       await this.transition(tx, old, "resume");
       const successor = await runRows.insertSuccessor(
         tx,

@@ -40,12 +40,9 @@ export async function startRun(
   // LangGraph answers 404 for an unknown assistant (Rudder's /v1 says 422 for the body's assistant);
   // an unknown thread is already a 404 from RunService.create.
   const assistant = await services.assistants.get(tenantId, body.assistant_id);
-  // As the Platform does, a thread records the graph and assistant of its latest run (agent-chat-ui lists threads by them).
-  const recordOnThread = async (run: Run) => {
-    if (threadId !== null)
-      await threads.mergeMetadata(tenantId, threadId, { graph_id: assistant.graph_id, assistant_id: body.assistant_id });
-    return { run, modes };
-  };
+  // As the Platform does, a thread records the graph and assistant of its latest run (agent-chat-ui
+  // lists threads by them), in the run's own transaction.
+  const threadMetadata: JsonObject = { graph_id: assistant.graph_id, assistant_id: body.assistant_id };
   await checkBreakpoints(services, assistant.graph_id, body);
   const strategy = body.multitask_strategy ?? "reject";
   const kwargs = requestKwargs(body, modes, strategy);
@@ -63,9 +60,9 @@ export async function startRun(
         tenantId,
         paused.run_id,
         { resume: command.resume, update: command.update ?? null, goto: command.goto ?? null },
-        { config: withKwargs(paused.config, kwargs) },
+        { config: withKwargs(paused.config, kwargs), threadMetadata },
       );
-      return recordOnThread(run);
+      return { run, modes };
     }
   }
 
@@ -91,8 +88,11 @@ export async function startRun(
     ...(command?.update ? { update: command.update } : {}),
     ...(command?.goto ? { goto: command.goto } : {}),
   };
-  const { run } = await runService.create(tenantId, threadId, request, body.after_seconds ? { afterSeconds: body.after_seconds } : {});
-  return recordOnThread(run);
+  const { run } = await runService.create(tenantId, threadId, request, {
+    threadMetadata,
+    ...(body.after_seconds ? { afterSeconds: body.after_seconds } : {}),
+  });
+  return { run, modes };
 }
 
 /** Breakpoints must name nodes of the assistant's graph (LangGraph would stop nowhere, silently). */
