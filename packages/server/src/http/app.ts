@@ -29,7 +29,7 @@ import { threadRoutes } from "./routes/threads.ts";
 import type { AppServices } from "./services.ts";
 import { beginShutdown, isShuttingDown } from "./shutdown.ts";
 import { clientErrorHandler, frameworkErrorHandler, RouteMethods } from "./protocol-errors.ts";
-import { buildStrictValidator, storableJsonParser } from "./validation.ts";
+import { buildCachedSerializer, buildStrictValidator, storableJsonParser } from "./validation.ts";
 
 export interface AppOptions {
   readonly services: AppServices;
@@ -76,7 +76,10 @@ export async function buildApp(options: AppOptions): Promise<App> {
     return503OnClosing: false,
     // @fastify/ajv-compiler's types describe the compiler as taking a bare schema; at run time
     // Fastify passes the route part ({ schema, httpPart, ... }), which is what we branch on.
-    schemaController: { compilersFactory: { buildValidator: buildStrictValidator as unknown as ValidatorFactory } },
+    // Both compile each distinct schema once per process (see validation.ts).
+    schemaController: {
+      compilersFactory: { buildValidator: buildStrictValidator as unknown as ValidatorFactory, buildSerializer: buildCachedSerializer },
+    },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   app.addSchema(Problem);

@@ -1,4 +1,5 @@
 import type { FastifyRequest, FastifySchemaCompiler } from "fastify";
+import { SerializerSelector, type SerializerCompiler, type SerializerFactory } from "@fastify/fast-json-stringify-compiler";
 import { Ajv, type AnySchema, type ErrorObject, type Options as AjvOptions, type ValidateFunction } from "ajv";
 import addFormats from "ajv-formats";
 import { ApiError } from "../domain/errors.ts";
@@ -48,18 +49,53 @@ export function faultError(location: string, fault: JsonFault): ApiError {
  * pass the storage rules (bodies passed them in the parser).
  */
 export function buildStrictValidator(externalSchemas: unknown): FastifySchemaCompiler<AnySchema> {
-  const base: AjvOptions = { allErrors: false, useDefaults: true, removeAdditional: false, strict: false, discriminator: true };
-  const bodyAjv = withCanonicalUuids(new Ajv({ ...base, coerceTypes: false }));
-  const textAjv = withCanonicalUuids(new Ajv({ ...base, coerceTypes: "array" }));
-  for (const schema of Object.values(externalSchemas as Record<string, AnySchema>)) {
-    bodyAjv.addSchema(schema);
-    textAjv.addSchema(schema);
-  }
+  const compilers = compilersFor(Object.values(externalSchemas as Record<string, AnySchema>));
   return ({ schema, httpPart }) => {
-    if (httpPart === "body") return bodyAjv.compile(schema);
-    const validate = textAjv.compile(schema);
-    return httpPart === "headers" ? validate : storableFirst(validate);
+    const key = `${httpPart}\u0000${JSON.stringify(schema)}`;
+    let validate = compilers.compiled.get(key);
+    if (!validate) {
+      validate = compileFor(compilers, schema, httpPart);
+      compilers.compiled.set(key, validate);
+    }
+    return validate;
   };
+}
+
+interface Compilers {
+  readonly bodyAjv: Ajv;
+  readonly textAjv: Ajv;
+  /** Validators by route part and schema text: routes and apps with the same schema share one. */
+  readonly compiled: Map<string, ValidateFunction>;
+}
+
+/**
+ * Compilers by the shared schemas they know, for the life of the process. Compiling validators
+ * is most of what building an app costs (seconds of CPU for the whole API); a process that builds
+ * the same app again (tests, benches, a restart in place) compiles each schema once.
+ */
+const compilersByExternalSchemas = new Map<string, Compilers>();
+
+function compilersFor(externalSchemas: readonly AnySchema[]): Compilers {
+  const key = JSON.stringify(externalSchemas);
+  let compilers = compilersByExternalSchemas.get(key);
+  if (!compilers) {
+    const base: AjvOptions = { allErrors: false, useDefaults: true, removeAdditional: false, strict: false, discriminator: true };
+    const bodyAjv = withCanonicalUuids(new Ajv({ ...base, coerceTypes: false }));
+    const textAjv = withCanonicalUuids(new Ajv({ ...base, coerceTypes: "array" }));
+    for (const schema of externalSchemas) {
+      bodyAjv.addSchema(schema);
+      textAjv.addSchema(schema);
+    }
+    compilers = { bodyAjv, textAjv, compiled: new Map() };
+    compilersByExternalSchemas.set(key, compilers);
+  }
+  return compilers;
+}
+
+function compileFor({ bodyAjv, textAjv }: Compilers, schema: AnySchema, httpPart: string | undefined): ValidateFunction {
+  if (httpPart === "body") return bodyAjv.compile(schema);
+  const validate = textAjv.compile(schema);
+  return httpPart === "headers" ? validate : storableFirst(validate);
 }
 
 function withCanonicalUuids(ajv: Ajv): Ajv {
@@ -86,3 +122,26 @@ function storableFirst(validate: ValidateFunction): ValidateFunction {
   // Fastify hands Ajv validators (known by their schemaEnv) the parent object, for root coercion.
   return Object.assign(guarded, { schemaEnv: validate.schemaEnv, schema: validate.schema });
 }
+
+type Serializer = ReturnType<SerializerCompiler>;
+
+/** Response serializers by the shared schemas and options they were built with, for the life of the process (as validators above). */
+const serializersByExternalSchemas = new Map<string, Map<string, Serializer>>();
+
+/** Fastify's own serializer factory (fast-json-stringify), compiling each distinct response schema once per process. */
+export const buildCachedSerializer: SerializerFactory = (externalSchemas, options) => {
+  const compile = SerializerSelector()(externalSchemas, options);
+  const setKey = JSON.stringify([externalSchemas, options]);
+  let serializers = serializersByExternalSchemas.get(setKey);
+  if (!serializers) serializersByExternalSchemas.set(setKey, (serializers = new Map()));
+  const cache = serializers;
+  return (route) => {
+    const key = JSON.stringify(route.schema);
+    let serialize = cache.get(key);
+    if (!serialize) {
+      serialize = compile(route);
+      cache.set(key, serialize);
+    }
+    return serialize;
+  };
+};
