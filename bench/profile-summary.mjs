@@ -7,7 +7,8 @@
  *
  * Self time is the time a function was on top of the stack; "(program)" is V8 outside JavaScript
  * (mostly native code and the event loop), "(garbage collector)" is GC, "(idle)" is waiting.
- * Busy is the total minus idle; percentages are of busy time.
+ * Busy is the total minus idle; percentages are of busy time. Samples inside a `node:inspector`
+ * call are left out: they are the profiler stopping itself (bench/runs.ts profiles in process).
  */
 import fs from "node:fs";
 
@@ -18,6 +19,12 @@ if (!file) {
 }
 const profile = JSON.parse(fs.readFileSync(file, "utf8"));
 const nodes = new Map(profile.nodes.map((node) => [node.id, node]));
+const parents = new Map();
+for (const node of profile.nodes) for (const child of node.children ?? []) parents.set(child, node.id);
+const inInspector = (id) => {
+  for (let at = id; at !== undefined; at = parents.get(at)) if (nodes.get(at).callFrame.url === "node:inspector") return true;
+  return false;
+};
 
 /** Microseconds of self time per node id. */
 const selfTime = new Map();
@@ -41,10 +48,15 @@ const functionOf = ({ url, functionName, lineNumber }) => {
 
 let total = 0;
 let idle = 0;
+let profiler = 0;
 const byPackage = new Map();
 const byFunction = new Map();
 for (const [id, time] of selfTime) {
   const frame = nodes.get(id).callFrame;
+  if (inInspector(id)) {
+    profiler += time;
+    continue;
+  }
   total += time;
   if (frame.functionName === "(idle)") {
     idle += time;
@@ -61,6 +73,9 @@ const top = (map, count) =>
     .map(([name, time]) => `${((100 * time) / busy).toFixed(1).padStart(5)} %  ${(time / 1000).toFixed(0).padStart(6)} ms  ${name}`)
     .join("\n");
 
-console.log(`${file}: ${(total / 1000).toFixed(0)} ms sampled, ${(busy / 1000).toFixed(0)} ms busy (${((100 * busy) / total).toFixed(0)} %)`);
+console.log(
+  `${file}: ${(total / 1000).toFixed(0)} ms sampled, ${(busy / 1000).toFixed(0)} ms busy (${((100 * busy) / total).toFixed(0)} %)` +
+    `; ${(profiler / 1000).toFixed(0)} ms inside node:inspector left out`,
+);
 console.log(`\nself time by package (% of busy)\n${top(byPackage, packageCount)}`);
 console.log(`\nself time by function (% of busy)\n${top(byFunction, functionCount)}`);
