@@ -6,6 +6,7 @@
  *
  *   node --import tsx bench/runs.ts [--driver pglite|postgres|both] [--runs N]
  *        [--worker-concurrency 10,25] [--count-runs N] [--database-url URL] [--skip reference,throughput,sse,count] [--quiet-wait S]
+ *        [--cpu-prof DIR]
  *
  *   --driver              which database driver(s) to measure (default both)
  *   --runs N              runs per throughput measurement at client concurrency 10 and 100 and for
@@ -20,6 +21,10 @@
  *                         rudder_bench_<uuid> is created on it per measurement and dropped after
  *                         (also on Ctrl-C)
  *   --skip LIST           sections to leave out: reference, throughput, sse, count
+ *   --cpu-prof DIR        write a V8 CPU profile of the server (this process) during each timed stateless
+ *                         c=10 measurement only (not start-up, schema compilation or warm-up) to
+ *                         DIR/runs-<driver>-w<worker concurrency>.cpuprofile; summarise one with
+ *                         `node bench/profile-summary.mjs FILE`
  *
  * What each section measures, and the figures of a full run, are in docs/benchmarks.md.
  *
@@ -31,7 +36,8 @@
  */
 import { execFileSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { Session } from "node:inspector/promises";
 import os from "node:os";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
@@ -68,12 +74,13 @@ const { values: args } = parseArgs({
     "database-url": { type: "string", default: DEFAULT_DATABASE_URL },
     skip: { type: "string", default: "" },
     "quiet-wait": { type: "string", default: "60" },
+    "cpu-prof": { type: "string" },
     help: { type: "boolean", default: false },
   },
 });
 exitWithUsage(
   args.help,
-  "node --import tsx bench/runs.ts [--driver pglite|postgres|both] [--runs N] [--worker-concurrency 10,25] [--count-runs N] [--database-url URL] [--skip reference,throughput,sse,count] [--quiet-wait S]",
+  "node --import tsx bench/runs.ts [--driver pglite|postgres|both] [--runs N] [--worker-concurrency 10,25] [--count-runs N] [--database-url URL] [--skip reference,throughput,sse,count] [--quiet-wait S] [--cpu-prof DIR]",
 );
 const DRIVERS = drivers(args.driver);
 const RUNS = positive(args.runs, "--runs");
@@ -83,6 +90,7 @@ const COUNT_RUNS = positive(args["count-runs"], "--count-runs");
 const DATABASE_URL = args["database-url"];
 const SKIP = new Set(args.skip.split(",").filter(Boolean));
 const QUIET_WAIT_S = Number(args["quiet-wait"]);
+const CPU_PROF_DIR = args["cpu-prof"];
 
 const SECRET = "rudder-bench-secret-rudder-bench-secret";
 const ROOT = fileURLToPath(new URL("../", import.meta.url));
@@ -118,14 +126,45 @@ function cpuMark(): CpuMark {
   return { at: now(), busy, total, own: own.user + own.system };
 }
 
-/** Cores busy on the whole machine, and in this process (the server), since `from`. */
-function cpuSince(from: CpuMark): { machine: number; server: number } {
+/** Cores busy on the whole machine, and in this process (the server), since `from`; and the process's CPU time, ms. */
+function cpuSince(from: CpuMark): { machine: number; server: number; serverMs: number } {
   const to = cpuMark();
   const cores = os.availableParallelism();
   return {
     machine: to.total > from.total ? ((to.busy - from.busy) / (to.total - from.total)) * cores : Number.NaN,
     server: (to.own - from.own) / 1000 / (to.at - from.at),
+    serverMs: (to.own - from.own) / 1000,
   };
+}
+
+/**
+ * A V8 CPU profile of this process (the server; the client is a child process) while `action`
+ * runs, written to `file`: only the steady state, unlike `node --cpu-prof`, whose profile is
+ * dominated by start-up (schema compilation, module loading) when the measured window is short.
+ */
+async function profiled<T>(file: string | undefined, action: () => Promise<T>): Promise<T> {
+  if (!file) return action();
+  const session = new Session();
+  session.connect();
+  try {
+    await session.post("Profiler.enable");
+    await session.post("Profiler.setSamplingInterval", { interval: 200 });
+    await session.post("Profiler.start");
+    let stopped = false;
+    try {
+      const result = await action();
+      const { profile } = await session.post("Profiler.stop");
+      stopped = true;
+      mkdirSync(CPU_PROF_DIR!, { recursive: true });
+      writeFileSync(file, JSON.stringify(profile));
+      console.log(`  CPU profile written to ${file}`);
+      return result;
+    } finally {
+      if (!stopped) await session.post("Profiler.stop").catch(() => undefined);
+    }
+  } finally {
+    session.disconnect();
+  }
 }
 
 /** Waits (up to --quiet-wait) until the machine is nearly idle; our own server idles meanwhile. */
@@ -375,6 +414,8 @@ interface ThroughputRow {
   executed: [number, number];
   joinLag: [number, number];
   errors: number;
+  /** Server process CPU time (user + system, API and worker) per run, ms. */
+  cpuMsPerRun: number;
   /** Per run, while this measurement ran: statements through the Db seam, and commits (wire on PostgreSQL, Db seam on PGlite). */
   statementsPerRun: number;
   commitsPerRun: number;
@@ -396,17 +437,21 @@ async function throughput(
     await client.request<RunsResult>({ kind: "runs", ...base, concurrency: 5, runs: 30, body: ECHO });
     const measure = async (kind: string, concurrency: number, runs: number, threadIds?: string[]) => {
       await waitForQuiet(`${kind} c=${concurrency}`);
+      const profile =
+        CPU_PROF_DIR && kind === "stateless" && concurrency === 10 ? `${CPU_PROF_DIR}/runs-${driver}-w${workerConcurrency}.cpuprofile` : undefined;
       const mark = cpuMark();
       pdb.counter.reset();
       wire.take();
-      const result = await client.request<RunsResult>({
-        kind: "runs",
-        ...base,
-        concurrency,
-        runs,
-        body: ECHO,
-        ...(threadIds ? { threadIds } : {}),
-      });
+      const result = await profiled(profile, () =>
+        client.request<RunsResult>({
+          kind: "runs",
+          ...base,
+          concurrency,
+          runs,
+          body: ECHO,
+          ...(threadIds ? { threadIds } : {}),
+        }),
+      );
       const cpu = cpuSince(mark);
       const counted = pdb.counter.take();
       const wired = driver === "postgres" ? wire.take() : undefined;
@@ -428,12 +473,13 @@ async function throughput(
         executed: [percentile(result.executedMs, 50), percentile(result.executedMs, 99)],
         joinLag: [percentile(result.joinLagMs, 50), percentile(result.joinLagMs, 99)],
         errors: result.errors,
+        cpuMsPerRun: cpu.serverMs / done,
         statementsPerRun: sumStatements(counted) / done,
         commitsPerRun: (wired ? wired.commits + wired.autocommits : counted.committedTransactions + counted.autocommitStatements) / done,
         writingCommitsPerRun: (wired ? wired.writingCommits : counted.writingCommits) / done,
       };
       console.log(
-        `  ${driver} worker=${workerConcurrency} ${kind} c=${concurrency}: ${fixed(row.perSecond, 0)} runs/s, p50 ${fixed(row.p50)} ms, p99 ${fixed(row.p99)} ms (sent->created ${pair(row.create)}, queued ${pair(row.queued)}, executing ${pair(row.executed)}, finish->join ${pair(row.joinLag)}); cores busy: machine ${fixed(cpu.machine, 2)}, server process ${fixed(cpu.server, 2)}`,
+        `  ${driver} worker=${workerConcurrency} ${kind} c=${concurrency}: ${fixed(row.perSecond, 0)} runs/s, p50 ${fixed(row.p50)} ms, p99 ${fixed(row.p99)} ms (sent->created ${pair(row.create)}, queued ${pair(row.queued)}, executing ${pair(row.executed)}, finish->join ${pair(row.joinLag)}); cores busy: machine ${fixed(cpu.machine, 2)}, server process ${fixed(cpu.server, 2)} (${fixed(row.cpuMsPerRun, 2)} ms CPU/run)${profile ? ", profiled" : ""}; ${fixed(row.statementsPerRun, 2)} Db statements/run`,
       );
       rows.push(row);
     };
@@ -865,6 +911,7 @@ async function main(): Promise<void> {
           "errors",
           "machine cores busy",
           "server process cores",
+          "server CPU ms/run",
           "Db stmts/run",
           "commits/run",
           "writing/run",
@@ -885,6 +932,7 @@ async function main(): Promise<void> {
           r.errors,
           fixed(r.machineCores, 2),
           fixed(r.serverCores, 2),
+          fixed(r.cpuMsPerRun, 2),
           fixed(r.statementsPerRun, 1),
           fixed(r.commitsPerRun, 1),
           fixed(r.writingCommitsPerRun, 1),

@@ -1,7 +1,7 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { decodeJwt, SignJWT } from "jose";
-import { mintToken } from "../src/auth/authenticator.ts";
+import { mintToken, VerifiedTokens, type Principal } from "../src/auth/authenticator.ts";
 import { MAX_TENANT_ID_LENGTH } from "../src/domain/limits.ts";
 import { runRudder } from "./support/cli.ts";
 import { assertProblem } from "./support/problem.ts";
@@ -125,5 +125,48 @@ describe("rudder token", () => {
     }
     const badTenant = await runRudder(["token", "--tenant", "a\u0001b", "--roles", "viewer"], { RUDDER_JWT_SECRET: secret });
     assert.deepEqual([badTenant.code, /--tenant contains a control character/.test(badTenant.stderr)], [1, true]);
+  });
+});
+
+describe("verified-token cache (issue 22: a reused token is verified once)", () => {
+  const principal: Principal = { tenantId: "acme", roles: ["viewer"], subject: "s" };
+
+  test("an entry lapses when the current second reaches exp, as jose judges expiry, and after the maximum age", () => {
+    const cache = new VerifiedTokens(10, 60_000);
+    const now = 1_000_000_000_000; // ms; exp is in seconds
+    cache.remember("t", principal, now / 1000 + 2, now);
+    assert.equal(cache.get("t", now + 1999), principal);
+    assert.equal(cache.get("t", now + 2000), undefined, "expired at exp");
+    cache.remember("long", principal, now / 1000 + 3600, now);
+    cache.remember("no-exp", principal, undefined, now);
+    assert.equal(cache.get("long", now + 59_999), principal);
+    assert.equal(cache.get("long", now + 60_000), undefined, "re-verified after the maximum age");
+    assert.equal(cache.get("no-exp", now + 60_000), undefined);
+    cache.remember("expired", principal, now / 1000, now);
+    assert.equal(cache.get("expired", now), undefined, "an already expired token is not remembered");
+  });
+
+  test("holds at most its bound, dropping the oldest first", () => {
+    const cache = new VerifiedTokens(2, 60_000);
+    for (const token of ["a", "b", "c"]) cache.remember(token, principal, undefined);
+    assert.deepEqual(
+      ["a", "b", "c"].map((token) => cache.get(token) !== undefined),
+      [false, true, true],
+    );
+  });
+
+  test("a cached token still answers 401 once it expires", async () => {
+    const server = await startTestServer({ worker: false });
+    try {
+      const token = await signed({ tenant_id: "acme", roles: ["viewer"] }, "3s");
+      assert.equal((await server.request("GET", "/v1/threads", { token })).status, 200);
+      assert.equal((await server.request("GET", "/v1/threads", { token })).status, 200);
+      await new Promise((resolve) => setTimeout(resolve, 3100));
+      const expired = await server.request("GET", "/v1/threads", { token });
+      assertProblem(expired, 401, "unauthorized");
+      assert.match(expired.body.detail, /expired/);
+    } finally {
+      await server.close();
+    }
   });
 });

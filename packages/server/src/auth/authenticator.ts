@@ -27,6 +27,46 @@ export type Authenticate = (credentials: { bearer?: string | undefined; apiKey?:
 
 const ASYMMETRIC_ALGORITHMS = ["RS256", "ES256"];
 
+/** Tokens remembered as verified: a client reuses its token for many requests. */
+const VERIFIED_TOKENS_MAX = 1000;
+/**
+ * How long a verified token is trusted without checking its signature again (never past its
+ * `exp`): bounds how long a token signed by a key since removed from the JWKS keeps working.
+ */
+const VERIFIED_TOKEN_MAX_AGE_MS = 60_000;
+
+/**
+ * The principals of recently verified bearer tokens, keyed by the token string. Verifying an HS256
+ * token (WebCrypto HMAC, claim checks) cost more CPU than the rest of a trivial request; a hit
+ * costs a map lookup. An entry lapses at the token's `exp` exactly as jose judges it (expired once
+ * the current second reaches `exp`) or after VERIFIED_TOKEN_MAX_AGE_MS, whichever comes first;
+ * a token that failed is never remembered. Oldest entries go first when full.
+ */
+export class VerifiedTokens {
+  private readonly entries = new Map<string, { principal: Principal; until: number }>();
+
+  constructor(
+    private readonly max = VERIFIED_TOKENS_MAX,
+    private readonly maxAgeMs = VERIFIED_TOKEN_MAX_AGE_MS,
+  ) {}
+
+  get(token: string, now = Date.now()): Principal | undefined {
+    const entry = this.entries.get(token);
+    if (!entry) return undefined;
+    if (now < entry.until) return entry.principal;
+    this.entries.delete(token);
+    return undefined;
+  }
+
+  remember(token: string, principal: Principal, expiresAt: number | undefined, now = Date.now()): void {
+    const until = Math.min(now + this.maxAgeMs, expiresAt === undefined ? Infinity : expiresAt * 1000);
+    if (!(until > now)) return;
+    this.entries.delete(token);
+    if (this.entries.size >= this.max) this.entries.delete(this.entries.keys().next().value!);
+    this.entries.set(token, { principal, until });
+  }
+}
+
 /**
  * Builds the verifier for bearer JWTs (HS256 with the shared secret; RS256/ES256 from a JWKS file
  * or URL) and configured API keys. Every failure is a 401 `unauthorized`; the detail says why.
@@ -35,6 +75,7 @@ export function createAuthenticator(config: AuthConfig): Authenticate {
   const secret = config.jwtSecret ? new TextEncoder().encode(config.jwtSecret) : undefined;
   const jwks = loadJwks(config);
   const apiKeys = config.apiKeys.map((spec) => ({ ...spec, digest: Buffer.from(spec.sha256, "hex") }));
+  const verified = new VerifiedTokens();
 
   async function verifyJwt(token: string): Promise<JWTPayload> {
     let algorithm: string | undefined;
@@ -87,8 +128,16 @@ export function createAuthenticator(config: AuthConfig): Authenticate {
       return principal;
     }
     if (bearer === undefined) throw unauthorized("missing Authorization: Bearer <token> header");
-    const principal = bearer.split(".").length === 3 ? undefined : principalFromApiKey(bearer);
-    return principal ?? principalFromClaims(await verifyJwt(bearer));
+    if (bearer.split(".").length !== 3) {
+      const principal = principalFromApiKey(bearer);
+      if (principal) return principal;
+    }
+    const known = verified.get(bearer);
+    if (known) return known;
+    const payload = await verifyJwt(bearer);
+    const principal = principalFromClaims(payload);
+    verified.remember(bearer, principal, payload.exp);
+    return principal;
   };
 }
 

@@ -24,7 +24,9 @@ export class BudgetCallbackHandler extends BaseCallbackHandler {
     private readonly meter: UsageMeter,
     private readonly prices: Readonly<Record<string, ModelPrice>> = {},
   ) {
-    super();
+    // Only model and tool calls count: ignoring chain, retriever and custom events spares every
+    // runnable a chain start and end dispatched (and awaited) to this handler.
+    super({ ignoreChain: true, ignoreRetriever: true, ignoreCustomEvent: true });
   }
 
   override handleChatModelStart(
