@@ -6,7 +6,7 @@
  * Usage (from the repository root):
  *
  *   node --import tsx bench/token-stream.ts [--driver pglite|postgres|both] [--k-postgres 10,50,200] [--k-pglite 10,50]
- *        [--events 200] [--interval-ms 20] [--database-url URL] [--skip-reference]
+ *        [--events 200] [--interval-ms 20] [--database-url URL] [--skip-reference] [--cpu-prof DIR] [--flush-ms N]
  *
  * Per K it reports:
  *
@@ -22,6 +22,12 @@
  *   increasing sequences), the stream's sequences are exactly the run's durable log afterwards,
  *   and every run succeeded.
  *
+ * `--flush-ms N` sets the worker's event flush interval (default: the worker's, 20 ms).
+ *
+ * With `--cpu-prof DIR` the server process's CPU is profiled over each measurement only (not
+ * start-up, schema compilation or the warm-up): `DIR/token-stream-<driver>-k<K>.cpuprofile`, to
+ * open in Chrome DevTools or summarise with `node bench/profsum.mjs FILE`.
+ *
  * The reference row streams the same graph from the LangGraph.js dev server (`/runs/stream`,
  * stream_mode custom) when `@langchain/langgraph-cli` is installed; otherwise it says why not.
  * The gap to the target (K=200 on PostgreSQL: 10,000 events/s, p95 <= 100 ms, <= 0.05 commits per
@@ -32,6 +38,9 @@ import os from "node:os";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { execFileSync } from "node:child_process";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { Session } from "node:inspector/promises";
+import path from "node:path";
 import { mintToken } from "../packages/server/src/auth/authenticator.ts";
 import { resolveConfig, type RudderConfig } from "../packages/server/src/config/config.ts";
 import { startServer } from "../packages/server/src/server.ts";
@@ -64,12 +73,14 @@ const { values: args } = parseArgs({
     "interval-ms": { type: "string", default: "20" },
     "database-url": { type: "string", default: DEFAULT_DATABASE_URL },
     "skip-reference": { type: "boolean", default: false },
+    "cpu-prof": { type: "string" },
+    "flush-ms": { type: "string", default: String(DEFAULT_WORKER_OPTIONS.eventFlushMs) },
     help: { type: "boolean", default: false },
   },
 });
 exitWithUsage(
   args.help,
-  "node --import tsx bench/token-stream.ts [--driver pglite|postgres|both] [--k-postgres 10,50,200] [--k-pglite 10,50] [--events 200] [--interval-ms 20] [--database-url URL] [--skip-reference]",
+  "node --import tsx bench/token-stream.ts [--driver pglite|postgres|both] [--k-postgres 10,50,200] [--k-pglite 10,50] [--events 200] [--interval-ms 20] [--database-url URL] [--skip-reference] [--cpu-prof DIR] [--flush-ms N]",
 );
 const DRIVERS = drivers(args.driver, ["postgres", "pglite"]);
 const KS: Record<Driver, number[]> = {
@@ -87,6 +98,25 @@ const DELAY_MS = 500;
 const START_LEAD_MS = 1000;
 /** The target of issue 22 item 10, at K=200 on PostgreSQL. */
 const TARGET = { k: 200, eventsPerSecond: 10_000, p95Ms: 100, commitsPerEvent: 0.05 };
+const PROFILE_DIR = args["cpu-prof"];
+/** The worker's event flush interval (`eventFlushMs`), to see what batching more per flush buys. */
+const FLUSH_MS = positive(args["flush-ms"], "--flush-ms");
+
+/** Profiles this process's CPU from now until the returned function writes the profile to `file`. */
+async function startProfile(): Promise<(file: string) => Promise<void>> {
+  const session = new Session();
+  session.connect();
+  await session.post("Profiler.enable");
+  await session.post("Profiler.setSamplingInterval", { interval: 200 });
+  await session.post("Profiler.start");
+  return async (file) => {
+    const { profile } = await session.post("Profiler.stop");
+    session.disconnect();
+    mkdirSync(path.dirname(file), { recursive: true });
+    writeFileSync(file, JSON.stringify(profile));
+    console.log(`  cpu profile   ${file}`);
+  };
+}
 
 // ---------------------------------------------------------------------------------------------
 // Private databases
@@ -135,6 +165,8 @@ interface Row {
   statementsPerEvent: number;
   complete: string;
   serverCores: number;
+  /** Server process CPU (user + system) over the measurement per event delivered. */
+  serverCpuUsPerEvent: number;
 }
 
 function latencies(result: SseResult, offset: number): number[] {
@@ -231,7 +263,7 @@ async function measureRudder(client: Client, driver: Driver, k: number): Promise
     db: countingDb(raw, counter),
     schema: "migrate",
     logger: false,
-    worker: { ...DEFAULT_WORKER_OPTIONS, concurrency: k },
+    worker: { ...DEFAULT_WORKER_OPTIONS, concurrency: k, eventFlushMs: FLUSH_MS },
   });
   let closed = false;
   try {
@@ -253,6 +285,7 @@ async function measureRudder(client: Client, driver: Driver, k: number): Promise
     if (name) await sleep(11_000);
     const commitsBefore = name ? await xactCommits(name) : 0;
     counter.reset();
+    const stopProfile = PROFILE_DIR === undefined ? undefined : await startProfile();
     const cpuBefore = process.cpuUsage();
     const started = now();
     // Every run ticks from the same moment, once all K are created, claimed and read.
@@ -260,6 +293,7 @@ async function measureRudder(client: Client, driver: Driver, k: number): Promise
     const result = await client.request<SseResult>({ ...task, body: { ...task.body, input: { ...task.body.input, start_at: startAt } } });
     const cpu = process.cpuUsage(cpuBefore);
     const elapsed = now() - started;
+    await stopProfile?.(path.join(PROFILE_DIR ?? "", `token-stream-${driver}-k${k}.cpuprofile`));
     await sleep(300); // trailing notices and checkpoint clean-up belong to these runs
     const counts = sum(counter.take());
     const runIds = [...new Set(result.events.map((event) => event.runId))];
@@ -284,6 +318,7 @@ async function measureRudder(client: Client, driver: Driver, k: number): Promise
       statementsPerEvent: counts.statements / figures.events,
       complete: completeness(result, log, k) || "yes",
       serverCores: (cpu.user + cpu.system) / 1000 / elapsed,
+      serverCpuUsPerEvent: (cpu.user + cpu.system) / figures.events,
     };
   } finally {
     if (!closed) {
@@ -338,6 +373,7 @@ async function measureLangGraph(client: Client, k: number): Promise<Row | string
       statementsPerEvent: Number.NaN,
       complete: whole === k && !result.errors ? "yes (no durable log)" : `${whole} of ${k} streams whole; ${result.errors} failed`,
       serverCores: Number.NaN,
+      serverCpuUsPerEvent: Number.NaN,
     };
   } finally {
     await server.stop();
@@ -369,7 +405,7 @@ async function main(): Promise<void> {
   );
   console.log(`source        ${sourceState()}`);
   console.log(
-    `load          K runs of ticker: ${EVENTS} custom events ${INTERVAL_MS} ms apart after ${DELAY_MS} ms; one SSE reader per run`,
+    `load          K runs of ticker: ${EVENTS} custom events ${INTERVAL_MS} ms apart after ${DELAY_MS} ms; one SSE reader per run; event flush every ${FLUSH_MS} ms`,
   );
   const client = new Client();
   const rows: Row[] = [];
@@ -379,7 +415,7 @@ async function main(): Promise<void> {
       for (const k of KS[driver]) {
         const row = await measureRudder(client, driver, k);
         console.log(
-          `  ${row.system} K=${k}: ${fixed(row.eventsPerSecond, 0)} events/s, emit->SSE p50 ${fixed(row.p50)} ms p95 ${fixed(row.p95)} ms, ${fixed(row.commitsPerEvent, 3)} commits/event, complete: ${row.complete}`,
+          `  ${row.system} K=${k}: ${fixed(row.eventsPerSecond, 0)} events/s, emit->SSE p50 ${fixed(row.p50)} ms p95 ${fixed(row.p95)} ms, ${fixed(row.commitsPerEvent, 3)} commits/event, ${fixed(row.serverCpuUsPerEvent, 0)} µs server CPU/event, complete: ${row.complete}`,
         );
         rows.push(row);
       }
@@ -418,6 +454,7 @@ async function main(): Promise<void> {
         "commits/event",
         "Db statements/event",
         "server cores",
+        "server CPU µs/event",
         "complete",
       ],
       rows.map((row) => [
@@ -431,6 +468,7 @@ async function main(): Promise<void> {
         fixed(row.commitsPerEvent, 3),
         fixed(row.statementsPerEvent, 3),
         fixed(row.serverCores, 2),
+        fixed(row.serverCpuUsPerEvent, 0),
         row.complete,
       ]),
       ["l", "l"],

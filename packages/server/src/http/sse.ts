@@ -30,8 +30,12 @@ export async function streamRunEvents(
     "x-request-id": request.id,
   });
   out.flushHeaders(); // the client sees the stream open now, not at the first event or heartbeat
+  // Every event ready at one wake-up goes out in one socket write (at token rate a write per
+  // event was a large share of the stream's cost).
   const write = (events: RunEvent[]) => {
-    for (const event of events) out.write(`id: ${event.sequence}\nevent: ${event.kind}\ndata: ${JSON.stringify(event)}\n\n`);
+    let frames = "";
+    for (const event of events) frames += `id: ${event.sequence}\nevent: ${event.kind}\ndata: ${JSON.stringify(event)}\n\n`;
+    out.write(frames);
   };
   try {
     const updates = services.runService.follow(options.tenantId, runId, {

@@ -116,7 +116,11 @@ export class EventFeed implements EventHandoff {
         PAGE,
       );
       const byRun = new Map<string, RunEvent[]>();
-      for (const event of events) byRun.set(event.run_id, [...(byRun.get(event.run_id) ?? []), event]);
+      for (const event of events) {
+        const found = byRun.get(event.run_id);
+        if (found) found.push(event);
+        else byRun.set(event.run_id, [event]);
+      }
       for (const tail of tails) {
         const found = byRun.get(tail.runId) ?? [];
         tail.deliver(found);
@@ -233,7 +237,15 @@ class RunTail {
 
 class Reader implements TailReader {
   private woken = false;
-  private waiting: (() => void) | undefined;
+  private waiting: ((reason: "notice" | "recheck") => void) | undefined;
+  /**
+   * One re-check timer and one abort listener for the reader's life, re-armed per wait: at token
+   * rate a reader waits once per event, and a new timer and listener each time showed in profiles.
+   */
+  private timer: NodeJS.Timeout | undefined;
+  private timerMs = 0;
+  private watched: AbortSignal | undefined;
+  private readonly onAbort = () => this.waiting?.("notice");
 
   constructor(
     private readonly tail: RunTail,
@@ -262,27 +274,37 @@ class Reader implements TailReader {
 
   wake(): void {
     this.woken = true;
-    this.waiting?.();
+    this.waiting?.("notice");
   }
 
   async wait(ms: number, signal?: AbortSignal): Promise<"notice" | "recheck"> {
     if (this.woken || signal?.aborted) return "notice";
+    this.watch(signal);
     return new Promise((resolve) => {
-      const finish = (reason: "notice" | "recheck") => {
-        clearTimeout(timer);
-        signal?.removeEventListener("abort", onAbort);
+      this.waiting = (reason) => {
         this.waiting = undefined;
         resolve(reason);
       };
-      const onAbort = () => finish("notice");
-      const timer = setTimeout(() => finish("recheck"), ms);
-      this.waiting = () => finish("notice");
-      signal?.addEventListener("abort", onAbort);
+      if (this.timer && this.timerMs === ms) this.timer.refresh();
+      else {
+        clearTimeout(this.timer);
+        this.timerMs = ms;
+        this.timer = setTimeout(() => this.waiting?.("recheck"), ms);
+      }
     });
   }
 
+  private watch(signal: AbortSignal | undefined): void {
+    if (signal === this.watched) return;
+    this.watched?.removeEventListener("abort", this.onAbort);
+    this.watched = signal;
+    signal?.addEventListener("abort", this.onAbort);
+  }
+
   detach(): void {
-    this.waiting?.();
+    clearTimeout(this.timer);
+    this.watch(undefined);
+    this.waiting?.("notice");
     this.tail.detach(this);
   }
 }

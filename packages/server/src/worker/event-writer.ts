@@ -96,11 +96,10 @@ export class EventWriter {
     if (batches.length === 0) return;
     try {
       const appended = await this.write(batches.map(({ handle, events }) => ({ lease: handle.lease, events })));
-      const byRun = new Map<string, AppendedEvent[]>();
-      for (const row of appended) byRun.set(row.run_id, [...(byRun.get(row.run_id) ?? []), row]);
+      const appendedPerRun = new Map<string, number>();
+      for (const row of appended) appendedPerRun.set(row.run_id, (appendedPerRun.get(row.run_id) ?? 0) + 1);
       for (const { handle, events } of batches) {
-        const rows = byRun.get(handle.lease.runId);
-        if (rows?.length === events.length) handle.flushed();
+        if (appendedPerRun.get(handle.lease.runId) === events.length) handle.flushed();
         else handle.leaseLost();
       }
     } catch (error) {
@@ -145,7 +144,10 @@ function deliver(handoff: EventHandoff, appended: readonly AppendedEvent[]): voi
   const byRun = new Map<string, RunEvent[]>();
   for (const row of appended) {
     if (row.data === undefined || !handoff.follows(row.run_id)) continue;
-    byRun.set(row.run_id, [...(byRun.get(row.run_id) ?? []), toRunEvent({ ...row, data: row.data })]);
+    const events = byRun.get(row.run_id);
+    const event = toRunEvent({ ...row, data: row.data });
+    if (events) events.push(event);
+    else byRun.set(row.run_id, [event]);
   }
   for (const [runId, events] of byRun) handoff.deliver(runId, events);
 }

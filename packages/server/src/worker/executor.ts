@@ -1,3 +1,5 @@
+import { ensureConfig, pickRunnableConfigKeys } from "@langchain/core/runnables";
+import { AsyncLocalStorageProviderSingleton } from "@langchain/core/singletons";
 import { Command, type BaseStore, type LangGraphRunnableConfig } from "@langchain/langgraph";
 import { RUDDER_METER_KEY, RUDDER_STEERING_KEY, type SteeringChannel, type UsageRecorder } from "@rudder/graph";
 import { UsageMeter } from "../domain/budget.ts";
@@ -105,7 +107,7 @@ export async function executeAttempt(
           assertStorable(recorded);
           deps.emit(recorded);
         })
-      : ((await graph.stream(input, options)) as AsyncIterable<StreamPart>);
+      : streamParts(graph, input, options);
     for await (const part of parts) {
       // With subgraphs, LangGraph prefixes each chunk with its namespace ([] for the graph itself).
       const [namespace, mode, chunk] = part.length === 3 ? part : [[], ...part];
@@ -192,6 +194,37 @@ function valuesWithout(chunk: unknown, previous: Record<string, unknown>): Recor
 function interruptsIn(update: unknown): unknown[] {
   const found = (update as { __interrupt__?: unknown } | null)?.__interrupt__;
   return Array.isArray(found) ? found : [];
+}
+
+/**
+ * The graph's stream parts, read from its own generator (`_streamIterator`, what `graph.stream()`
+ * wraps). `stream()` hands each part through two more web streams and, per part, re-enters
+ * LangChain's async context (a new callback manager built from the config) and races the abort
+ * signal: at token rate that was most of the worker's cost per event (docs/benchmarks.md,
+ * "Streaming at token rate"). Here the graph starts inside the run's context, as `stream()` starts
+ * it (its loop and nodes keep that context), and each part is taken as the generator yields it.
+ * An abort still ends the stream at once: LangGraph's runner races every task with the signal.
+ * Reading stopped early (the consumer threw) aborts the graph's loop, as `stream()`'s cancel does.
+ */
+async function* streamParts(graph: RunnableGraph, input: unknown, options: Record<string, unknown>): AsyncGenerator<StreamPart> {
+  const stopped = new AbortController();
+  const outer = options.signal as AbortSignal | undefined;
+  const config = ensureConfig({
+    recursionLimit: graph.config?.recursionLimit,
+    ...options,
+    signal: outer ? AbortSignal.any([outer, stopped.signal]) : stopped.signal,
+  });
+  const parts = graph._streamIterator(input as Parameters<RunnableGraph["_streamIterator"]>[0], config) as AsyncGenerator<StreamPart>;
+  try {
+    let next = await AsyncLocalStorageProviderSingleton.runWithConfig(pickRunnableConfigKeys(config), () => parts.next(), true);
+    while (!next.done) {
+      yield next.value;
+      next = await parts.next();
+    }
+  } finally {
+    stopped.abort();
+    await parts.return(undefined);
+  }
 }
 
 /**
