@@ -6,7 +6,7 @@
  *
  *   node --import tsx bench/runs.ts [--driver pglite|postgres|both] [--runs N]
  *        [--worker-concurrency 10,25] [--count-runs N] [--database-url URL] [--skip reference,throughput,sse,count] [--quiet-wait S]
- *        [--cpu-prof DIR]
+ *        [--cpu-prof DIR] [--client-concurrency 1,10,100]
  *
  *   --driver              which database driver(s) to measure (default both)
  *   --runs N              runs per throughput measurement at client concurrency 10 and 100 and for
@@ -20,7 +20,9 @@
  *                         postgres://postgres@127.0.0.1:5432/test); a private database
  *                         rudder_bench_<uuid> is created on it per measurement and dropped after
  *                         (also on Ctrl-C)
- *   --skip LIST           sections to leave out: reference, throughput, sse, count
+ *   --skip LIST           sections to leave out: reference, throughput, sse, count, thread (the
+ *                         throughput section's runs on threads)
+ *   --client-concurrency  the throughput section's stateless client concurrencies (default 1,10,100)
  *   --cpu-prof DIR        write a V8 CPU profile of the server (this process) during each timed stateless
  *                         c=10 measurement only (not start-up, schema compilation or warm-up) to
  *                         DIR/runs-<driver>-w<worker concurrency>.cpuprofile; summarise one with
@@ -57,6 +59,7 @@ import {
   fixed,
   percentile,
   positive,
+  positiveList,
   queryOnce,
   sleep,
   table,
@@ -75,12 +78,13 @@ const { values: args } = parseArgs({
     skip: { type: "string", default: "" },
     "quiet-wait": { type: "string", default: "60" },
     "cpu-prof": { type: "string" },
+    "client-concurrency": { type: "string", default: "1,10,100" },
     help: { type: "boolean", default: false },
   },
 });
 exitWithUsage(
   args.help,
-  "node --import tsx bench/runs.ts [--driver pglite|postgres|both] [--runs N] [--worker-concurrency 10,25] [--count-runs N] [--database-url URL] [--skip reference,throughput,sse,count] [--quiet-wait S] [--cpu-prof DIR]",
+  "node --import tsx bench/runs.ts [--driver pglite|postgres|both] [--runs N] [--worker-concurrency 10,25] [--count-runs N] [--database-url URL] [--skip reference,throughput,sse,count,thread] [--quiet-wait S] [--cpu-prof DIR] [--client-concurrency 1,10,100]",
 );
 const DRIVERS = drivers(args.driver);
 const RUNS = positive(args.runs, "--runs");
@@ -91,6 +95,7 @@ const DATABASE_URL = args["database-url"];
 const SKIP = new Set(args.skip.split(",").filter(Boolean));
 const QUIET_WAIT_S = Number(args["quiet-wait"]);
 const CPU_PROF_DIR = args["cpu-prof"];
+const CLIENT_CONCURRENCIES = positiveList(args["client-concurrency"], "--client-concurrency");
 
 const SECRET = "rudder-bench-secret-rudder-bench-secret";
 const ROOT = fileURLToPath(new URL("../", import.meta.url));
@@ -438,7 +443,9 @@ async function throughput(
     const measure = async (kind: string, concurrency: number, runs: number, threadIds?: string[]) => {
       await waitForQuiet(`${kind} c=${concurrency}`);
       const profile =
-        CPU_PROF_DIR && kind === "stateless" && concurrency === 10 ? `${CPU_PROF_DIR}/runs-${driver}-w${workerConcurrency}.cpuprofile` : undefined;
+        CPU_PROF_DIR && kind === "stateless" && concurrency === 10
+          ? `${CPU_PROF_DIR}/runs-${driver}-w${workerConcurrency}.cpuprofile`
+          : undefined;
       const mark = cpuMark();
       pdb.counter.reset();
       wire.take();
@@ -484,11 +491,11 @@ async function throughput(
       rows.push(row);
     };
     if (withSse) await traceOneRun(client, base, driver, workerConcurrency);
-    await measure("stateless", 1, RUNS_C1);
-    await measure("stateless", 10, RUNS);
-    await measure("stateless", 100, RUNS);
-    const threadIds = await client.request<string[]>({ kind: "threads", ...base, count: RUNS });
-    await measure("thread (one per run)", 10, RUNS, threadIds);
+    for (const concurrency of CLIENT_CONCURRENCIES) await measure("stateless", concurrency, concurrency === 1 ? RUNS_C1 : RUNS);
+    if (!SKIP.has("thread")) {
+      const threadIds = await client.request<string[]>({ kind: "threads", ...base, count: RUNS });
+      await measure("thread (one per run)", 10, RUNS, threadIds);
+    }
     if (withSse) {
       pdb.counter.stampEvents = true;
       for (const concurrency of [1, 10]) sseRows.push(...(await sseLatency(client, base, pdb, concurrency)));

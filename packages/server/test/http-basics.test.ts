@@ -1,13 +1,17 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
+import { EventEmitter } from "node:events";
+import type { Server } from "node:http";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import type { FastifyRequest } from "fastify";
 import { exportJWK, generateKeyPair, SignJWT } from "jose";
 import * as api from "@rudder/api";
 import { mintToken } from "../src/auth/authenticator.ts";
 import { ERROR_CODES } from "../src/domain/errors.ts";
+import { beginShutdown, openWaits, requestWait } from "../src/http/shutdown.ts";
 import { startTestServer, TEST_SECRET, type TestResponse, type TestServer } from "./support/server.ts";
 
 type PrivateKey = Awaited<ReturnType<typeof generateKeyPair>>["privateKey"];
@@ -187,5 +191,35 @@ describe("HTTP basics", () => {
     const form = await server.request("POST", "/v1/threads", { rawBody: "a=b", headers: { "content-type": "text/plain" } });
     assertProblem(form, 415, "unsupported_media_type");
     assertProblem(await server.request("GET", "/v1/nothing-here"), 404, "not_found");
+  });
+});
+
+describe("requestWait: the signal of a request waiting for a run", () => {
+  const fakeRequest = () => {
+    const raw = new EventEmitter();
+    const server = new EventEmitter() as unknown as Server;
+    return { raw, server, request: { raw, server: { server } } as unknown as FastifyRequest };
+  };
+
+  test("aborts when the client goes away, or when the server starts closing", () => {
+    const closing = fakeRequest();
+    const left = requestWait(closing.request);
+    closing.raw.emit("close");
+    assert.equal(left.signal.aborted, true);
+    left.release();
+    const shut = fakeRequest();
+    const ended = requestWait(shut.request);
+    beginShutdown(shut.server);
+    assert.equal(ended.signal.aborted, true);
+  });
+
+  test("once released it leaves no close listener and no registered wait, and a later close aborts nothing", () => {
+    const { raw, server, request } = fakeRequest();
+    const wait = requestWait(request);
+    assert.deepEqual([raw.listenerCount("close"), openWaits(server)], [1, 1]);
+    wait.release();
+    assert.deepEqual([raw.listenerCount("close"), openWaits(server)], [0, 0]);
+    raw.emit("close");
+    assert.equal(wait.signal.aborted, false);
   });
 });

@@ -42,7 +42,7 @@ import { plainMessages } from "../../domain/langchain-messages.ts";
 import { grants } from "../../domain/roles.ts";
 import { problems } from "../../http/responses.ts";
 import type { AppServices } from "../../http/services.ts";
-import { endOnShutdown } from "../../http/shutdown.ts";
+import { endOnShutdown, requestWait } from "../../http/shutdown.ts";
 import { graphDrawing, graphSchemas } from "./graph-info.ts";
 import {
   checkpointIdOf,
@@ -553,11 +553,9 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
       const { tenantId } = request.principal;
       const run = await runOfThread(tenantId, request.params.thread_id, request.params.run_id);
       const cancelOnLeave = cancelOnDisconnect(request, request.query.cancel_on_disconnect);
-      const closed = new AbortController();
-      const release = endOnShutdown(request, closed);
-      request.raw.on("close", () => closed.abort());
+      const wait = requestWait(request);
       try {
-        const settled = await waitForRun(services, tenantId, run.run_id, closed.signal);
+        const settled = await waitForRun(services, tenantId, run.run_id, wait.signal);
         if (!settled) {
           if (cancelOnLeave) await runService.cancel(tenantId, run.run_id).catch(() => undefined);
           throw new ApiError("unavailable", "the wait ended before the run did (the server is closing); join again", {
@@ -566,7 +564,7 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
         }
         return waitBody(settled);
       } finally {
-        release();
+        wait.release();
       }
     },
   );
@@ -625,13 +623,11 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
       const run = await runOfThread(tenantId, request.params.thread_id, request.params.run_id);
       await runService.cancel(tenantId, run.run_id);
       if (!truthy(request.query.wait)) return reply.status(202).send("");
-      const closed = new AbortController();
-      const release = endOnShutdown(request, closed);
-      request.raw.on("close", () => closed.abort());
+      const wait = requestWait(request);
       try {
-        await waitForRun(services, tenantId, run.run_id, closed.signal);
+        await waitForRun(services, tenantId, run.run_id, wait.signal);
       } finally {
-        release();
+        wait.release();
       }
       return reply.status(204).send(null);
     },

@@ -21,7 +21,7 @@ import { parseJsonObjectParam } from "../query.ts";
 import { problems } from "../responses.ts";
 import type { AppServices } from "../services.ts";
 import { streamRunEvents } from "../sse.ts";
-import { endOnShutdown } from "../shutdown.ts";
+import { requestWait } from "../shutdown.ts";
 
 /** Runs: created pending, executed by workers, observed by get, join, events and the SSE stream. */
 export const runRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = async (app, { services }) => {
@@ -140,19 +140,17 @@ export const runRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
       },
     },
     async (request) => {
-      const closed = new AbortController();
-      request.raw.on("close", () => closed.abort());
       // Shutdown ends the wait (408: the client joins again, on another instance).
-      const release = endOnShutdown(request, closed);
+      const wait = requestWait(request);
       try {
         return await runService.join(
           request.principal.tenantId,
           request.params.run_id,
           request.query.timeout ?? JOIN_DEFAULT_TIMEOUT_SECONDS,
-          closed.signal,
+          wait.signal,
         );
       } finally {
-        release();
+        wait.release();
       }
     },
   );
