@@ -24,6 +24,10 @@ import {
   streamsSubgraphs,
 } from "../domain/langgraph-kwargs.ts";
 import { assertStorable } from "./storable-output.ts";
+import { installEventDrivenBatchedStore } from "./batched-store.ts";
+
+// Every run's graph gets the tenant's store: LangGraph's per-run batching wrapper must not poll.
+installEventDrivenBatchedStore();
 
 /** A run's budget limits, as the meter takes them. */
 export function budgetOf(run: ClaimedRun) {
@@ -206,7 +210,7 @@ function interruptsIn(update: unknown): unknown[] {
  * An abort still ends the stream at once: LangGraph's runner races every task with the signal.
  * Reading stopped early (the consumer threw) aborts the graph's loop, as `stream()`'s cancel does.
  */
-async function* streamParts(graph: RunnableGraph, input: unknown, options: Record<string, unknown>): AsyncGenerator<StreamPart> {
+function streamParts(graph: RunnableGraph, input: unknown, options: Record<string, unknown>): AsyncIterable<StreamPart> {
   const stopped = new AbortController();
   const outer = options.signal as AbortSignal | undefined;
   const config = ensureConfig({
@@ -215,16 +219,20 @@ async function* streamParts(graph: RunnableGraph, input: unknown, options: Recor
     signal: outer ? AbortSignal.any([outer, stopped.signal]) : stopped.signal,
   });
   const parts = graph._streamIterator(input as Parameters<RunnableGraph["_streamIterator"]>[0], config) as AsyncGenerator<StreamPart>;
-  try {
-    let next = await AsyncLocalStorageProviderSingleton.runWithConfig(pickRunnableConfigKeys(config), () => parts.next(), true);
-    while (!next.done) {
-      yield next.value;
-      next = await parts.next();
-    }
-  } finally {
-    stopped.abort();
-    await parts.return(undefined);
-  }
+  let started = false;
+  // The generator itself, not another generator around it: one less promise hop per part.
+  const iterator: AsyncIterator<StreamPart> = {
+    next: () => {
+      if (started) return parts.next();
+      started = true;
+      return AsyncLocalStorageProviderSingleton.runWithConfig(pickRunnableConfigKeys(config), () => parts.next(), true);
+    },
+    return: async () => {
+      stopped.abort();
+      return parts.return(undefined);
+    },
+  };
+  return { [Symbol.asyncIterator]: () => iterator };
 }
 
 /**
