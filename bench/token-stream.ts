@@ -26,7 +26,7 @@
  *
  * With `--cpu-prof DIR` the server process's CPU is profiled over each measurement only (not
  * start-up, schema compilation or the warm-up): `DIR/token-stream-<driver>-k<K>.cpuprofile`, to
- * open in Chrome DevTools or summarise with `node bench/profsum.mjs FILE`.
+ * open in Chrome DevTools or summarise with `node bench/profile-summary.mjs FILE`.
  *
  * The reference row streams the same graph from the LangGraph.js dev server (`/runs/stream`,
  * stream_mode custom) when `@langchain/langgraph-cli` is installed; otherwise it says why not.
