@@ -52,7 +52,8 @@ try {
   for (const thread of busyThreads) await insertRun(db, newRun(thread), Number.MAX_SAFE_INTEGER);
   // Each thread's first run becomes its running run, with an hour-long lease.
   while ((await claimRuns(db, "holder", 3_600_000, 100, { to: "running", thread: "busy" })).length);
-  for (let round = 0; round < behind; round++) for (const thread of busyThreads) await insertRun(db, newRun(thread), Number.MAX_SAFE_INTEGER);
+  for (let round = 0; round < behind; round++)
+    for (const thread of busyThreads) await insertRun(db, newRun(thread), Number.MAX_SAFE_INTEGER);
   await db.query("analyze");
   console.log(`filled: ${busy} busy threads × ${behind} queued behind each, in ${Math.round(performance.now() - started)} ms`);
   await explainClaim("nothing claimable (an idle worker's poll)");
