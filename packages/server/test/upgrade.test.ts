@@ -302,3 +302,47 @@ test("upgrading to tenant-leading keys: every table's rows get their tenant, and
     await server.close();
   }
 });
+
+/** The last revision before runs queued behind a busy thread were marked blocked (000013_run_blocked). */
+const BEFORE_BLOCKED = 12;
+
+test("upgrading to blocked runs: a pending run behind its thread's active or older pending run is blocked, the thread's head is not", async () => {
+  const database = await createTestDatabase({ migrated: false });
+  const { db } = database;
+  await migrate(db, { to: BEFORE_BLOCKED });
+  const [busyThread, idleThread] = [randomUUID(), randomUUID()];
+  await db.query("insert into threads (tenant_id, thread_id, status) values ('t1', $1, 'busy'), ('t1', $2, 'idle')", [
+    busyThread,
+    idleThread,
+  ]);
+  const runs: [name: string, thread: string | null, status: string, minutesAgo: number][] = [
+    ["active", busyThread, "running", 5],
+    ["behindActive", busyThread, "pending", 4],
+    ["behindActive2", busyThread, "pending", 3],
+    ["done", idleThread, "succeeded", 5],
+    ["head", idleThread, "pending", 4],
+    ["behindHead", idleThread, "pending", 3],
+    ["stateless", null, "pending", 2],
+  ];
+  const ids = new Map(runs.map(([name]) => [name, randomUUID()]));
+  for (const [name, thread, status, minutesAgo] of runs) {
+    await db.query(
+      `insert into runs (tenant_id, run_id, thread_id, assistant_id, graph_id, status, created_at)
+       values ('t1', $1, $2, 'echo', 'echo', $3, now() - $4 * interval '1 minute')`,
+      [ids.get(name), thread, status, minutesAgo],
+    );
+  }
+  await migrate(db);
+  const rows = await db.query<{ run_id: string; blocked: boolean }>("select run_id::text as run_id, blocked from runs");
+  const blocked = Object.fromEntries(runs.map(([name]) => [name, rows.find((row) => row.run_id === ids.get(name))!.blocked]));
+  assert.deepEqual(blocked, {
+    active: false,
+    behindActive: true,
+    behindActive2: true,
+    done: false,
+    head: false,
+    behindHead: true,
+    stateless: false,
+  });
+  await database.drop();
+});

@@ -23,6 +23,12 @@ export const isSettled = (status: RunStatus): boolean => isTerminal(status) || s
 /** Statuses that hold a thread: the next run on it waits (enqueue) or is refused (reject). */
 export const ACTIVE_STATUSES: readonly RunStatus[] = ["pending", "running", "cancelling"];
 
+/**
+ * Whether a run going from `from` to `to` lets go of its thread: it held it (pending, running or
+ * cancelling) and now does not. The change then releases the thread's next blocked run (docs/runs.md).
+ */
+export const freesThread = (from: RunStatus, to: RunStatus): boolean => ACTIVE_STATUSES.includes(from) && !ACTIVE_STATUSES.includes(to);
+
 /** Statuses in which a worker holds the run's lease. */
 export const LEASED_STATUSES: readonly RunStatus[] = ["running", "cancelling"];
 

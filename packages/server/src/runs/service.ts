@@ -323,7 +323,7 @@ export class RunService {
   /** Cancel: pending and paused runs end cancelled at once; a running run goes to cancelling and its worker stops it. */
   async cancel(tenantId: string, runId: string): Promise<Run> {
     return this.db.transaction(async (tx) => {
-      const run = await this.own(tx, tenantId, runId, { lock: true });
+      const run = await this.lockOwn(tx, tenantId, runId);
       return publicRun(await this.transition(tx, run, "cancel"));
     });
   }
@@ -342,7 +342,7 @@ export class RunService {
     options: { config?: Record<string, unknown>; threadMetadata?: JsonObject } = {},
   ): Promise<Run> {
     return this.db.transaction(async (tx) => {
-      const old = await this.own(tx, tenantId, runId, { lock: true });
+      const old = await this.lockOwn(tx, tenantId, runId);
       if (options.threadMetadata && old.thread_id !== null) await this.recordOnThread(tx, tenantId, old.thread_id, options.threadMetadata);
       await this.transition(tx, old, "resume");
       const successor = await runRows.insertSuccessor(
@@ -367,7 +367,7 @@ export class RunService {
   /** Re-queues a failed or dead-lettered run as it was (same id, input, config, graph); attempts start over. */
   async redrive(tenantId: string, runId: string): Promise<Run> {
     return this.db.transaction(async (tx) => {
-      const run = await this.own(tx, tenantId, runId, { lock: true });
+      const run = await this.lockOwn(tx, tenantId, runId);
       return publicRun(await this.transition(tx, run, "redrive"));
     });
   }
@@ -375,6 +375,16 @@ export class RunService {
   async events(tenantId: string, runId: string, after: number, limit: number): Promise<RunEvent[]> {
     await this.own(this.db, tenantId, runId);
     return runRows.readEvents(this.db, tenantId, runId, after, limit);
+  }
+
+  /**
+   * The run, locked after its thread (the lock order of every waiting transaction): a change that
+   * lets go of the thread, or joins it, decides who is next under the thread's lock (docs/runs.md).
+   */
+  private async lockOwn(tx: Transaction, tenantId: string, runId: string): Promise<ClaimedRun> {
+    const { thread_id: threadId } = await this.own(tx, tenantId, runId);
+    if (threadId !== null) await runRows.lockThread(tx, tenantId, threadId);
+    return this.own(tx, tenantId, runId, { lock: true });
   }
 
   private async own(db: Queryable, tenantId: string, runId: string, options: { lock?: boolean } = {}): Promise<ClaimedRun> {

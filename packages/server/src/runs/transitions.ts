@@ -7,7 +7,7 @@ import {
   type RunTrigger,
   type TransitionRule,
 } from "../domain/run-lifecycle.ts";
-import type { RunStatus } from "../domain/runs.ts";
+import { freesThread, type RunStatus } from "../domain/runs.ts";
 import type { Notifier } from "../notify/notifier.ts";
 import type { Metrics } from "../observability/metrics.ts";
 import type { Transaction } from "../storage/db.ts";
@@ -18,8 +18,10 @@ import { setThreadStatus, updateRunStatus, type ClaimedRun } from "../storage/ru
  * A status change outside a worker's attempt (cancel, cancel_previous, redrive, the reaper), as
  * one unit inside the caller's transaction: the row as the lifecycle rule says, the rule's one
  * event, the thread's status, and the `run_changed` / `run_events` notices that commit with it. A
- * path cannot change a status and forget the event or the notice. A status that settles the run
- * is counted in `metrics` once the transaction commits.
+ * path cannot change a status and forget the event or the notice. A run that lets go of its
+ * thread releases the thread's next run in the same statement, so the caller holds the thread's
+ * row lock (taken before the run's). A status that settles the run is counted in `metrics` once
+ * the transaction commits.
  */
 export async function applyTransition(
   tx: Transaction,
@@ -32,12 +34,14 @@ export async function applyTransition(
   const status = nextStatus(rule, run.status);
   const event = eventOf(trigger, rule, run.status);
   const reason = CANCEL_REASON_OF[trigger];
-  const changed = await updateRunStatus(tx, run.tenant_id, run.run_id, {
+  const { run: changed, releasedNext } = await updateRunStatus(tx, run.tenant_id, run.run_id, {
     status,
     finishes: rule.finishes,
     // A run ending cancelled carries the cancel error; a redriven run starts clean.
     error: status === "cancelled" && reason ? cancelError(reason) : trigger === "redrive" ? null : run.error,
     requeue: trigger === "redrive",
+    // A run that lets go of its thread releases the thread's next run (docs/runs.md).
+    freesThread: run.thread_id !== null && freesThread(run.status, status),
   });
   if (event) await appendEvents(tx, run.tenant_id, run.run_id, [event]);
   if (rule.thread && run.thread_id !== null) await setThreadStatus(tx, run.tenant_id, run.thread_id, rule.thread);
@@ -45,8 +49,8 @@ export async function applyTransition(
     tx,
     { topic: "run_changed", runId: run.run_id },
     ...(event ? [{ topic: "run_events", runId: run.run_id } as const] : []),
-    // Back in the queue: a claim may find it now.
-    ...(status === "pending" ? [{ topic: "run_created" } as const] : []),
+    // Back in the queue, or the thread's next run released: a claim may find it now.
+    ...(status === "pending" || releasedNext ? [{ topic: "run_created" } as const] : []),
   );
   // A resume leaves the old run paused (linked to its successor): only a change of status counts.
   if (metrics && changed.status !== run.status) tx.afterCommit(() => metrics.runStatusChanged(changed.status, changed.graph_id));

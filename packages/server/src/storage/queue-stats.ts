@@ -3,8 +3,8 @@ import type { Queryable } from "./db.ts";
 /**
  * The queue at a glance, for metrics: pending runs, those past their retry backoff, and how long
  * the longest-waiting of those has been claimable. One statement over the pending rows (the
- * `runs_claimable` partial index holds exactly them), so it costs in proportion to the queue, not
- * to the runs table.
+ * `runs_tenant_pending` partial index holds exactly them), so it costs in proportion to the queue,
+ * not to the runs table. Ready counts runs blocked behind their thread too: they wait in the queue.
  */
 export async function readQueueStats(db: Queryable): Promise<{ pending: number; ready: number; oldestReadySeconds: number }> {
   const [row] = await db.query<{ pending: number; ready: number; oldest: number | null }>(

@@ -108,17 +108,50 @@ const toEvent = (row: EventRow): RunEvent => ({
  */
 
 /**
+ * For run `r` (a row whose tenant_id and thread_id name the thread): whether another run holds the
+ * thread (pending, running or cancelling), so `r` joins it blocked (docs/runs.md).
+ */
+const THREAD_HELD_BY_ANOTHER = `exists (select 1 from runs h where h.tenant_id = r.tenant_id and h.thread_id = r.thread_id
+                                         and h.run_id <> r.run_id and h.status in ('pending', 'running', 'cancelling'))`;
+
+/**
+ * Releases the next run of a thread that something just let go of: unblocks its oldest blocked
+ * pending run, unless another run still holds the thread (one running or cancelling, or a pending
+ * one not blocked). `freed` is a relation (a CTE) with the thread's tenant_id and thread_id and the
+ * run_id of the run that let go, excluded because the statement's snapshot still shows it as it
+ * was. The caller holds the thread's row lock, so the next run cannot change under it.
+ */
+function releaseNextRun(freed: string): string {
+  return `update runs n set blocked = false
+      from ${freed}
+     where n.tenant_id = ${freed}.tenant_id
+       and n.run_id = (select q.run_id from runs q
+                        where q.tenant_id = ${freed}.tenant_id and q.thread_id = ${freed}.thread_id and q.status = 'pending' and q.blocked
+                        order by q.created_at, q.run_id limit 1)
+       and not exists (select 1 from runs h
+                        where h.tenant_id = ${freed}.tenant_id and h.thread_id = ${freed}.thread_id and h.run_id <> ${freed}.run_id
+                          and (h.status in ('running', 'cancelling') or (h.status = 'pending' and not h.blocked)))
+    returning n.run_id`;
+}
+
+/**
  * Inserts a run with the quota, the thread's existence and the idempotency key as the insert's own
  * conditions; undefined when one of them stopped it (the caller's reads say which). The thread row
  * is share-locked so a create and a settle of the thread's previous run are ordered (`settleAttempt`).
+ * The run is blocked when another run holds its thread. That check share-locks the run it finds:
+ * a create that waited for the thread's lock still reads with the snapshot from before the wait,
+ * and the lock makes it re-read a run that a settle or cancel changed meanwhile, so it never joins
+ * blocked behind a run that already let go of the thread (with nobody left to release it).
  */
 export async function insertRun(db: Queryable, run: NewRun, queuedRunQuota: number): Promise<ClaimedRun | undefined> {
   const [row] = await db.query<RunRow>(
     `insert into runs (run_id, tenant_id, thread_id, assistant_id, graph_id, input, command, context, config, metadata,
                        multitask_strategy, durability, run_timeout, max_model_calls, max_tool_calls, max_tokens, max_cost,
-                       idempotency_key, request_hash, not_before, available_at)
+                       idempotency_key, request_hash, not_before, available_at, blocked)
      select $1, $2, $3, $4, $5, $6::jsonb, $7::jsonb, $8::jsonb, $9::jsonb, $10::jsonb, $11, $12, $13, $14, $15, $16, $17, $18, $19,
-            now() + $21::float8 * interval '1 second', now() + coalesce($21::float8, 0) * interval '1 second'
+            now() + $21::float8 * interval '1 second', now() + coalesce($21::float8, 0) * interval '1 second',
+            $3::uuid is not null and exists (select 1 from runs h where h.tenant_id = $2 and h.thread_id = $3::uuid
+                                                                   and h.status in ('pending', 'running', 'cancelling') for share)
       where ($3::uuid is null or exists (select 1 from threads where tenant_id = $2 and thread_id = $3::uuid for share))
         and (select count(*) from runs where tenant_id = $2 and status = 'pending') < $20
      on conflict (tenant_id, idempotency_key) where idempotency_key is not null do nothing
@@ -255,10 +288,13 @@ export async function listRuns(
 export type Claim = ClaimedRun & { readonly claimableSeconds: number };
 
 /**
- * Claims up to `limit` of the oldest runnable runs: pending runs whose backoff (or not-before
- * time: `available_at` starts there, `insertRun`) has passed and
- * whose thread has no active run and no older pending run (FIFO per thread, so at most one run
- * per thread qualifies), and running runs whose lease expired (their worker died). One
+ * Claims up to `limit` of the oldest runnable runs: pending runs not blocked behind another run of
+ * their thread, whose backoff (or not-before time: `available_at` starts there, `insertRun`) has
+ * passed, and running runs whose lease expired (their worker died). Only those are in the scan
+ * (`runs_claimable` holds the pending runs that are not blocked), so runs queued behind busy
+ * threads cost it nothing. The thread rule is checked again on each candidate: no active run on
+ * it and no older unblocked pending run (two creates at once may both join unblocked; FIFO per
+ * thread, so at most one run per thread qualifies). One
  * statement, `for update skip locked`, so concurrent workers never claim the same row; it also
  * marks the claimed runs' threads busy. It locks a pending run's thread before the run, and
  * skips a thread someone else holds (a create deciding its multitask strategy, a settle): a
@@ -282,12 +318,12 @@ export async function claimRuns(
          select r.tenant_id, r.run_id,
                 extract(epoch from (clock_timestamp() - case when r.status = 'pending' then r.available_at else r.lease_expires_at end))::float8 as claimable_seconds
            from runs r
-          where (r.status = 'pending' and r.available_at <= now()
+          where (r.status = 'pending' and not r.blocked and r.available_at <= now()
                  and (r.thread_id is null or (
                    not exists (select 1 from runs a where a.tenant_id = r.tenant_id and a.thread_id = r.thread_id
                                                 and a.status in ('running', 'cancelling'))
                    and not exists (select 1 from runs p where p.tenant_id = r.tenant_id and p.thread_id = r.thread_id
-                                    and p.status = 'pending'
+                                    and p.status = 'pending' and not p.blocked
                                     and (p.created_at, p.run_id) < (r.created_at, r.run_id))
                    and ${THREAD_LOCKED_UNLESS_HELD})))
              or (r.status = 'running' and r.lease_expires_at < now())
@@ -366,14 +402,17 @@ export interface SettleFields {
   readonly retryDelayMs: number;
   readonly threadStatus: ThreadStatus | null;
   readonly usage: Usage;
+  /** The run lets go of its thread (`freesThread`): the settle releases the thread's next run. */
+  readonly freesThread: boolean;
 }
 
 /**
  * An attempt's end on the run row, fenced by the lease: the run's new status and its thread's, in
  * one statement that also drops a finished stateless run's checkpoints. Undefined, writing
  * nothing, when the lease was lost. Says whether the run was ever steered (its rows may need
- * superseding) and whether its thread has a run waiting (a claim may now find it). The caller
- * locks the thread first (`lockThread`).
+ * superseding) and whether its thread has a run waiting (a claim may now find it). A run that lets
+ * go of its thread releases the thread's next run in the same statement (`releaseNextRun`). The
+ * caller locks the thread first (`lockThread`).
  */
 export async function settleAttempt(
   tx: Queryable,
@@ -396,6 +435,10 @@ export async function settleAttempt(
      ), stateless_checkpoints as (
        delete from checkpoints c using settled
         where $8 and settled.thread_id is null and c.tenant_id = settled.tenant_id and c.thread_id = settled.run_id::text
+     ), freed as (
+       select tenant_id, thread_id, run_id from settled where settled.thread_id is not null and $12::boolean
+     ), released as (
+       ${releaseNextRun("freed")}
      )
      select last_steering_sequence > 0 as steered,
             exists (select 1 from runs p where p.tenant_id = settled.tenant_id and p.thread_id = settled.thread_id
@@ -410,30 +453,47 @@ export async function settleAttempt(
       fields.retryDelayMs,
       json(fields.usage),
       fields.threadStatus,
+      fields.freesThread,
     ],
   );
   return row && { steered: row.steered, threadHasQueued: row.thread_has_queued };
 }
 
-/** A status change outside an attempt (cancel, redrive, the reaper): the row, as the lifecycle decided it. */
+/**
+ * A status change outside an attempt (cancel, redrive, the reaper): the row, as the lifecycle
+ * decided it. A requeued run (redrive) joins its thread blocked when another run holds it; a run
+ * that lets go of its thread (`freesThread`) releases the thread's next run in the same statement
+ * (`releasedNext` says whether there was one).
+ * On a thread, the caller holds the thread's row lock (`lockThread`, or the reaper's skip-locked
+ * equivalent).
+ */
 export async function updateRunStatus(
   tx: Queryable,
   tenantId: string,
   runId: string,
-  change: { status: RunStatus; finishes: boolean; error: RunError | null; requeue?: boolean },
-): Promise<ClaimedRun> {
-  const [row] = await tx.query<RunRow>(
-    `update runs set status = $3, error = $4::jsonb, updated_at = now(),
-            finished_at = case when $5 then now() when $6 then null else finished_at end,
-            lease_owner = case when $5 then null else lease_owner end,
-            lease_expires_at = case when $5 then null else lease_expires_at end,
-            attempt = case when $6 then 0 else attempt end,
-            output = case when $6 then null else output end,
-            available_at = case when $6 then now() else available_at end
-      where tenant_id = $1 and run_id = $2 returning ${RUN_COLUMNS}`,
-    [tenantId, runId, change.status, json(change.error), change.finishes, change.requeue ?? false],
+  change: { status: RunStatus; finishes: boolean; error: RunError | null; requeue?: boolean; freesThread?: boolean },
+): Promise<{ run: ClaimedRun; releasedNext: boolean }> {
+  const [row] = await tx.query<RunRow & { released_next: boolean }>(
+    `with changed as (
+       update runs r set status = $3, error = $4::jsonb, updated_at = now(),
+              finished_at = case when $5 then now() when $6 then null else r.finished_at end,
+              lease_owner = case when $5 then null else r.lease_owner end,
+              lease_expires_at = case when $5 then null else r.lease_expires_at end,
+              attempt = case when $6 then 0 else r.attempt end,
+              output = case when $6 then null else r.output end,
+              available_at = case when $6 then now() else r.available_at end,
+              blocked = case when $6 then r.thread_id is not null and ${THREAD_HELD_BY_ANOTHER} else r.blocked end
+        where r.tenant_id = $1 and r.run_id = $2 returning ${runColumns("r")}
+     ), freed as (
+       select tenant_id, thread_id::uuid as thread_id, run_id::uuid as run_id from changed where thread_id is not null and $7::boolean
+     ), released as (
+       ${releaseNextRun("freed")}
+     )
+     select *, exists (select 1 from released) as released_next from changed`,
+    [tenantId, runId, change.status, json(change.error), change.finishes, change.requeue ?? false, change.freesThread ?? false],
   );
-  return toClaimed(row!);
+  const { released_next: releasedNext, ...run } = row!;
+  return { run: toClaimed(run), releasedNext };
 }
 
 export async function setThreadStatus(tx: Queryable, tenantId: string, threadId: string, status: ThreadStatus): Promise<void> {
@@ -446,7 +506,9 @@ export async function setThreadStatus(tx: Queryable, tenantId: string, threadId:
 
 /**
  * The run that continues a resumed one: same thread, assistant, graph, context, config (unless
- * `config` replaces it) and limits, `metadata.resumed_from_run_id`; and the old run's typed link to it.
+ * `config` replaces it) and limits, `metadata.resumed_from_run_id`; and the old run's typed link to
+ * it. It joins its thread blocked when another run holds the thread; the caller holds the thread's
+ * row lock (`lockThread`).
  */
 export async function insertSuccessor(
   tx: Queryable,
@@ -458,11 +520,13 @@ export async function insertSuccessor(
 ): Promise<ClaimedRun> {
   const [row] = await tx.query<RunRow>(
     `insert into runs (run_id, tenant_id, thread_id, assistant_id, graph_id, input, command, context, config, metadata,
-                       multitask_strategy, durability, run_timeout, max_model_calls, max_tool_calls, max_tokens, max_cost, request_hash)
-     select $2, tenant_id, thread_id, assistant_id, graph_id, null, $3::jsonb, context, coalesce($4::jsonb, config),
-            metadata || jsonb_build_object('resumed_from_run_id', run_id::text), 'enqueue', durability, run_timeout,
-            max_model_calls, max_tool_calls, max_tokens, max_cost, null
-       from runs where tenant_id = $5 and run_id = $1
+                       multitask_strategy, durability, run_timeout, max_model_calls, max_tool_calls, max_tokens, max_cost, request_hash,
+                       blocked)
+     select $2, r.tenant_id, r.thread_id, r.assistant_id, r.graph_id, null, $3::jsonb, r.context, coalesce($4::jsonb, r.config),
+            r.metadata || jsonb_build_object('resumed_from_run_id', r.run_id::text), 'enqueue', r.durability, r.run_timeout,
+            r.max_model_calls, r.max_tool_calls, r.max_tokens, r.max_cost, null,
+            r.thread_id is not null and ${THREAD_HELD_BY_ANOTHER}
+       from runs r where r.tenant_id = $5 and r.run_id = $1
      returning ${RUN_COLUMNS}`,
     [runId, newRunId, json(command), config === undefined ? null : json(config), tenantId],
   );

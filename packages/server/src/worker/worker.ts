@@ -8,7 +8,7 @@ import type { Notifier } from "../notify/notifier.ts";
 import type { Metrics } from "../observability/metrics.ts";
 import { applyTransition } from "../runs/transitions.ts";
 import type { Db } from "../storage/db.ts";
-import type { RunStatus } from "../domain/runs.ts";
+import { freesThread, type RunStatus } from "../domain/runs.ts";
 import { appendEvents } from "../storage/events.ts";
 import type { PendingEvent } from "../storage/events.ts";
 import type { Lease } from "../storage/lease.ts";
@@ -351,6 +351,7 @@ export class Worker {
         retryDelayMs: outcome.retryDelayMs,
         threadStatus: rule.thread,
         usage: meter.usage,
+        freesThread: freesThread(run.status, outcome.status),
       });
       if (!settled) return undefined; // the lease was lost meanwhile
       if (keepCheckpoints) await this.deps.checkpointer.flushDeferred(tx, checkpoints);

@@ -1,0 +1,141 @@
+/**
+ * The claim's plan under a standing load (issue 22 item 6), on PostgreSQL: `--busy` threads each
+ * with a running run (its lease far from expiry) and `--behind` pending runs queued behind it, then
+ * `--free` pending runs on idle threads, created last. Every run is created through the storage
+ * functions Rudder uses (`insertRun`, `claimRuns`), so whatever they maintain for the claim is
+ * maintained here too. It prints `EXPLAIN (ANALYZE, BUFFERS)` of the claim, twice: with nothing
+ * claimable (`--free 0` part: each idle worker's poll) and with the free runs to find. Each
+ * explain runs in a transaction that rolls back.
+ *
+ *   RUDDER_BENCH_DATABASE_URL=postgres://postgres@127.0.0.1:5432/test node --import tsx bench/claim-explain.ts
+ *   [--busy 1000] [--behind 10] [--free 10] [--repeat 5]
+ *
+ * It creates and drops its own database. Besides the plans it prints the median execution time of
+ * `--repeat` explains of each case, a timing that moves with the machine's load.
+ */
+import { randomUUID } from "node:crypto";
+import { parseArgs } from "node:util";
+import { createPostgresDb, type Db } from "../packages/server/src/storage/db.ts";
+import { migrate } from "../packages/server/src/storage/migrate.ts";
+import { claimRuns, insertRun, type NewRun } from "../packages/server/src/storage/runs.ts";
+import { insertThread } from "../packages/server/src/storage/threads.ts";
+
+const { values: args } = parseArgs({
+  options: {
+    busy: { type: "string", default: "1000" },
+    behind: { type: "string", default: "10" },
+    free: { type: "string", default: "10" },
+    repeat: { type: "string", default: "5" },
+  },
+});
+const [busy, behind, free, repeat] = [args.busy, args.behind, args.free, args.repeat].map(Number) as [number, number, number, number];
+
+const base = process.env.RUDDER_BENCH_DATABASE_URL ?? process.env.RUDDER_TEST_DATABASE_URL;
+if (!base) {
+  console.log("claim-explain: set RUDDER_BENCH_DATABASE_URL (a PostgreSQL server) to run");
+  process.exit(0);
+}
+
+const name = `rudder_claim_${randomUUID().replaceAll("-", "")}`;
+const admin = createPostgresDb(base, { max: 1 });
+await admin.query(`create database ${name}`);
+const url = new URL(base);
+url.pathname = `/${name}`;
+const db = createPostgresDb(url.toString(), { max: 2 });
+const TENANT = "tenant-claim";
+const claim = (on: Db) => claimRuns(on, "explain", 3_600_000, 1, { to: "running", thread: "busy" });
+
+try {
+  await migrate(db);
+  const started = performance.now();
+  const busyThreads = await threads(busy);
+  for (const thread of busyThreads) await insertRun(db, newRun(thread), Number.MAX_SAFE_INTEGER);
+  // Each thread's first run becomes its running run, with an hour-long lease.
+  while ((await claimRuns(db, "holder", 3_600_000, 100, { to: "running", thread: "busy" })).length);
+  for (let round = 0; round < behind; round++)
+    for (const thread of busyThreads) await insertRun(db, newRun(thread), Number.MAX_SAFE_INTEGER);
+  await db.query("analyze");
+  console.log(`filled: ${busy} busy threads × ${behind} queued behind each, in ${Math.round(performance.now() - started)} ms`);
+  await explainClaim("nothing claimable (an idle worker's poll)");
+  for (const thread of await threads(free)) await insertRun(db, newRun(thread), Number.MAX_SAFE_INTEGER);
+  await db.query("analyze");
+  await explainClaim(`${free} claimable runs on idle threads, created last`);
+} finally {
+  await db.close();
+  await admin.query(`drop database if exists ${name} with (force)`);
+  await admin.close();
+}
+
+async function threads(count: number): Promise<string[]> {
+  const ids = Array.from({ length: count }, () => randomUUID());
+  for (const id of ids) await insertThread(db, TENANT, id, {});
+  return ids;
+}
+
+function newRun(threadId: string): NewRun {
+  return {
+    tenantId: TENANT,
+    runId: randomUUID(),
+    threadId,
+    assistantId: "echo",
+    graphId: "echo",
+    input: null,
+    command: null,
+    context: {},
+    config: {},
+    metadata: {},
+    multitaskStrategy: "enqueue",
+    durability: "sync",
+    runTimeout: null,
+    maxModelCalls: null,
+    maxToolCalls: null,
+    maxTokens: null,
+    maxCost: null,
+    idempotencyKey: undefined,
+    requestHash: "claim-explain",
+    afterSeconds: null,
+  };
+}
+
+/** Prints the first plan and the median execution time over `repeat` explains. */
+async function explainClaim(label: string): Promise<void> {
+  const statement = await recordOne(claim);
+  const plans: string[] = [];
+  for (let i = 0; i < repeat; i++) plans.push(await explain(statement.sql, statement.params));
+  const times = plans.map((plan) => Number(/Execution Time: ([\d.]+) ms/.exec(plan)?.[1] ?? NaN)).sort((a, b) => a - b);
+  console.log(`\n## claim, ${label}: median execution ${times[Math.floor(times.length / 2)]} ms over ${repeat}`);
+  console.log(plans[0]);
+}
+
+/** The first statement `call` sends, with its parameters; nothing is run. */
+async function recordOne(call: (db: Db) => Promise<unknown>): Promise<{ sql: string; params: readonly unknown[] }> {
+  let recorded: { sql: string; params: readonly unknown[] } | undefined;
+  const stop = new Error("recorded");
+  const recorder: Db = {
+    ...db,
+    query: (sql, params = []) => {
+      recorded ??= { sql, params };
+      return Promise.reject(stop);
+    },
+  };
+  await call(recorder).catch((error: unknown) => {
+    if (error !== stop) throw error;
+  });
+  if (!recorded) throw new Error("the call sent no statement");
+  return recorded;
+}
+
+async function explain(sql: string, params: readonly unknown[]): Promise<string> {
+  let plan = "";
+  const rollback = new Error("rollback");
+  await db
+    .transaction(async (tx) => {
+      const rows = await tx.query<{ "QUERY PLAN": string }>(`explain (analyze, buffers, costs off) ${sql}`, params);
+      plan = rows.map((row) => row["QUERY PLAN"]).join("\n");
+      throw rollback;
+    })
+    .catch((error: unknown) => {
+      if (error !== rollback) throw error;
+    });
+  return plan;
+}
