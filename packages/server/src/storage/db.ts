@@ -248,9 +248,15 @@ export function pgliteDb(lite: PGlite): Db {
   }
 }
 
-/** The worker thread's entry, and tsx to load it (the thread does not inherit the CLI's loader). */
-const PGLITE_THREAD_ENTRY = new URL("./pglite-thread.ts", import.meta.url).href;
-const PGLITE_THREAD_BOOT = `import(${JSON.stringify(import.meta.resolve("tsx/esm/api"))}).then(({ register }) => { register(); return import(${JSON.stringify(PGLITE_THREAD_ENTRY)}); });`;
+/**
+ * What the worker thread evaluates: tsx's loader, then the entry (TypeScript, like the rest of
+ * Rudder; a thread does not inherit a loader registered at run time, as bin/rudder.js does).
+ */
+function pgliteThreadBoot(): string {
+  const entry = new URL("./pglite-thread.ts", import.meta.url).href;
+  const tsx = import.meta.resolve("tsx/esm/api");
+  return `import(${JSON.stringify(tsx)}).then(({ register }) => { register(); return import(${JSON.stringify(entry)}); });`;
+}
 
 /** Distributes a request without its id: the id is the caller's to assign. */
 type PgliteCall = PgliteRequest extends infer Request ? (Request extends { id: number } ? Omit<Request, "id"> : never) : never;
@@ -262,7 +268,7 @@ type PgliteCall = PgliteRequest extends infer Request ? (Request extends { id: n
  */
 async function pgliteThreadDb(options: PgliteOptions): Promise<Db> {
   const loadDataDir = options.loadDataDir ? await options.loadDataDir.arrayBuffer() : undefined;
-  const thread = new Worker(PGLITE_THREAD_BOOT, {
+  const thread = new Worker(pgliteThreadBoot(), {
     eval: true,
     workerData: { dataDir: options.dataDir, loadDataDir } satisfies PgliteThreadData,
     transferList: loadDataDir ? [loadDataDir] : [],
