@@ -35,10 +35,10 @@ import { VERSION } from "./version.ts";
 import { DEFAULT_WORKER_OPTIONS, Worker, type WorkerOptions } from "./worker/worker.ts";
 
 /** PostgreSQL when DATABASE_URL is set, else the embedded PGlite database in the data dir. */
-export async function openDatabase(config: Pick<RudderConfig, "databaseUrl" | "dataDir">): Promise<Db> {
+export async function openDatabase(config: Pick<RudderConfig, "databaseUrl" | "dataDir" | "pgliteThread">): Promise<Db> {
   if (config.databaseUrl) return createPostgresDb(config.databaseUrl);
   mkdirSync(config.dataDir, { recursive: true });
-  return createPgliteDb({ dataDir: join(config.dataDir, "pglite") });
+  return createPgliteDb({ dataDir: join(config.dataDir, "pglite"), thread: config.pgliteThread });
 }
 
 /** Raised when the database schema is older than this binary needs. */

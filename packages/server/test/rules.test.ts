@@ -102,6 +102,9 @@ describe("config", () => {
   test("a missing explicit config file and an invalid port are ConfigErrors", () => {
     assert.throws(() => resolveConfig({ config: "/nope/rudder.json" }, {}), ConfigError);
     assert.throws(() => resolveConfig({}, { PORT: "70000" }, dir), ConfigError);
+    assert.throws(() => resolveConfig({}, { RUDDER_PGLITE_THREAD: "both" }, dir), ConfigError);
+    assert.equal(resolveConfig({}, {}, dir).pgliteThread, "worker");
+    assert.equal(resolveConfig({}, { RUDDER_PGLITE_THREAD: "main" }, dir).pgliteThread, "main");
   });
 
   test(".env files: comments, quotes, export prefixes", () => {

@@ -76,6 +76,8 @@ export interface RudderConfig {
   readonly graphEnv: Readonly<Record<string, string>>;
   readonly databaseUrl: string | undefined;
   readonly dataDir: string;
+  /** Where the embedded database (PGlite) executes SQL: a worker thread (default) or the server's thread. */
+  readonly pgliteThread: PgliteThreadSetting;
   readonly host: string;
   readonly port: number;
   readonly auth: AuthConfig;
@@ -147,6 +149,7 @@ export function resolveConfig(flags: ConfigFlags, env: Env = process.env, cwd = 
     graphEnv: parseGraphEnv(file.env, configDir),
     databaseUrl: nonEmpty(env.DATABASE_URL),
     dataDir: resolve(cwd, flags.dataDir ?? nonEmpty(env.RUDDER_DATA_DIR) ?? ".rudder"),
+    pgliteThread: pgliteThread(env),
     host: flags.host ?? nonEmpty(env.HOST) ?? "127.0.0.1",
     port,
     auth: parseAuth(file.auth, env),
@@ -167,6 +170,15 @@ export function resolveConfig(flags: ConfigFlags, env: Env = process.env, cwd = 
     modelPrices: parsePricing(file.pricing, configFile),
     store: parseStore(file.store, configDir, configFile),
   };
+}
+
+export type PgliteThreadSetting = "worker" | "main";
+
+/** RUDDER_PGLITE_THREAD: `worker` (default) or `main` (docs/database.md, "PGlite on a worker thread"). */
+export function pgliteThread(env: Env = process.env): PgliteThreadSetting {
+  const raw = nonEmpty(env.RUDDER_PGLITE_THREAD) ?? "worker";
+  if (raw === "worker" || raw === "main") return raw;
+  throw new ConfigError(`RUDDER_PGLITE_THREAD must be worker or main, not "${raw}"`);
 }
 
 const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"];

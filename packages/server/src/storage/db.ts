@@ -1,7 +1,10 @@
 import pg from "pg";
+import { Worker } from "node:worker_threads";
 import { PGlite } from "@electric-sql/pglite";
 import { vector } from "@electric-sql/pglite-pgvector";
+import type { PgliteThreadSetting } from "../config/config.ts";
 import { ApiError } from "../domain/errors.ts";
+import { errorFrom, type PgliteReady, type PgliteReply, type PgliteRequest, type PgliteThreadData } from "./pglite-protocol.ts";
 
 /** Anything that can run one parameterised statement: the pool, or a transaction's client. */
 export interface Queryable {
@@ -170,12 +173,22 @@ function rethrowIfUnavailable(error: unknown): never {
   throw unavailable;
 }
 
+export interface PgliteOptions {
+  /** Persisted there; in memory when undefined. */
+  readonly dataDir?: string;
+  /** Start from this dump (`PGlite.dumpDataDir`) instead of running initdb, which is several times faster. */
+  readonly loadDataDir?: Blob;
+  /** Where the WASM executes: a worker thread of its own (default) or this thread (docs/database.md, "PGlite on a worker thread"). */
+  readonly thread?: PgliteThreadSetting;
+}
+
 /**
  * The embedded database: PGlite (WASM PostgreSQL), persisted in `dataDir`, or in memory when
- * `dataDir` is undefined; `loadDataDir` starts it from a dump (`PGlite.dumpDataDir`) instead of
- * running initdb, which is several times faster.
+ * `dataDir` is undefined. On a worker thread by default, so SQL runs on another core than the
+ * graphs and HTTP; `thread: "main"` keeps it on this one.
  */
-export async function createPgliteDb(options: { dataDir?: string; loadDataDir?: Blob } = {}): Promise<Db> {
+export async function createPgliteDb(options: PgliteOptions = {}): Promise<Db> {
+  if ((options.thread ?? "worker") === "worker") return pgliteThreadDb(options);
   return pgliteDb(await PGlite.create({ dataDir: options.dataDir, loadDataDir: options.loadDataDir, extensions: PGLITE_EXTENSIONS }));
 }
 
@@ -233,4 +246,111 @@ export function pgliteDb(lite: PGlite): Db {
     for (const callback of committed) callback();
     return value;
   }
+}
+
+/**
+ * What the worker thread evaluates: tsx's loader, then the entry (TypeScript, like the rest of
+ * Rudder; a thread does not inherit a loader registered at run time, as bin/rudder.js does).
+ */
+function pgliteThreadBoot(): string {
+  const entry = new URL("./pglite-thread.ts", import.meta.url).href;
+  const tsx = import.meta.resolve("tsx/esm/api");
+  return `import(${JSON.stringify(tsx)}).then(({ register }) => { register(); return import(${JSON.stringify(entry)}); });`;
+}
+
+/** Distributes a request without its id: the id is the caller's to assign. */
+type PgliteCall = PgliteRequest extends infer Request ? (Request extends { id: number } ? Omit<Request, "id"> : never) : never;
+
+/**
+ * PGlite on a worker thread (pglite-thread.ts): each statement is one message there and one back.
+ * Statements outside a transaction are sent at once and queue in PGlite, so the thread runs them
+ * back to back; a transaction's statements go one at a time, as its work issues them.
+ */
+async function pgliteThreadDb(options: PgliteOptions): Promise<Db> {
+  const loadDataDir = options.loadDataDir ? await options.loadDataDir.arrayBuffer() : undefined;
+  const thread = new Worker(pgliteThreadBoot(), {
+    eval: true,
+    workerData: { dataDir: options.dataDir, loadDataDir } satisfies PgliteThreadData,
+    transferList: loadDataDir ? [loadDataDir] : [],
+  });
+  const pending = new Map<number, { resolve: (rows: unknown[]) => void; reject: (error: Error) => void }>();
+  let stopped: Error | undefined;
+  let nextId = 0;
+  let nextTx = 0;
+  let open = 0;
+
+  await new Promise<void>((resolve, reject) => {
+    thread.once("message", (message: PgliteReady) => (message.ready ? resolve() : reject(errorFrom(message.error))));
+    thread.once("error", reject);
+  });
+  thread.on("message", (message: PgliteReply | PgliteReady) => {
+    if (!("id" in message)) return;
+    const waiter = pending.get(message.id);
+    pending.delete(message.id);
+    // Idle, the thread must not keep the process alive; waiting on it, it must.
+    if (pending.size === 0) thread.unref();
+    if ("error" in message) waiter?.reject(errorFrom(message.error));
+    else waiter?.resolve(message.rows as unknown[]);
+  });
+  const stop = (error: Error) => {
+    stopped ??= error;
+    for (const waiter of pending.values()) waiter.reject(stopped);
+    pending.clear();
+  };
+  thread.on("error", stop);
+  thread.on("exit", (code) => stop(new Error(`the PGlite thread exited (code ${code})`)));
+  thread.unref();
+
+  const call = (request: PgliteCall): Promise<unknown[]> => {
+    if (stopped) return Promise.reject(stopped);
+    const id = nextId++;
+    return new Promise((resolve, reject) => {
+      if (pending.size === 0) thread.ref();
+      pending.set(id, { resolve, reject });
+      thread.postMessage({ ...request, id });
+    });
+  };
+  const counted = async <T>(work: () => Promise<T>): Promise<T> => {
+    open += 1;
+    try {
+      return await work();
+    } finally {
+      open -= 1;
+    }
+  };
+
+  async function transaction<T>(work: (tx: Transaction) => Promise<T>): Promise<T> {
+    const tx = nextTx++;
+    const last: string[] = [];
+    const committed: (() => void)[] = [];
+    await call({ op: "begin", tx });
+    let value: T;
+    try {
+      value = await work({
+        query: async <Row>(sql: string, params: readonly unknown[] = []) => (await call({ op: "query", sql, params, tx })) as Row[],
+        exec: async (script: string) => void (await call({ op: "exec", script, tx })),
+        beforeCommit: (statement) => last.push(statement),
+        afterCommit: (callback) => committed.push(callback),
+      });
+    } catch (error) {
+      await call({ op: "rollback", tx }).catch(() => {});
+      throw error;
+    }
+    await call({ op: "commit", tx, last: last.join("; ") });
+    for (const callback of committed) callback();
+    return value;
+  }
+
+  return {
+    driver: "pglite",
+    query: <Row>(sql: string, params: readonly unknown[] = []) => counted(async () => (await call({ op: "query", sql, params })) as Row[]),
+    exec: (script: string) => counted(async () => void (await call({ op: "exec", script }))),
+    transaction: <T>(work: (tx: Transaction) => Promise<T>): Promise<T> => counted(() => transaction(work)),
+    stats: () => ({ inUse: Math.min(open, 1), idle: open > 0 ? 0 : 1, waiting: Math.max(open - 1, 0), max: 1, unavailableErrors: 0 }),
+    async close() {
+      if (stopped) return;
+      await call({ op: "close" });
+      await thread.terminate();
+    },
+  };
 }

@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { PGlite } from "@electric-sql/pglite";
+import { pgliteThread } from "../../src/config/config.ts";
 import { createPgliteDb, createPostgresDb, PGLITE_EXTENSIONS, pgliteDb, type Db } from "../../src/storage/db.ts";
 import { migrate } from "../../src/storage/migrate.ts";
 
@@ -39,7 +40,8 @@ export async function createTestDatabase(options: { migrated?: boolean } = {}): 
     if (options.migrated !== false) await migrate(db);
     return { url, db, drop };
   }
-  db = await createPgliteDb({ loadDataDir: await pgliteTemplate(options.migrated !== false) });
+  // RUDDER_PGLITE_THREAD=main runs the suite on the in-thread variant.
+  db = await createPgliteDb({ loadDataDir: await pgliteTemplate(options.migrated !== false), thread: pgliteThread() });
   return { url, db, drop: () => db.close() };
 }
 
