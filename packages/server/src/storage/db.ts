@@ -297,8 +297,18 @@ async function pgliteThreadDb(options: PgliteOptions): Promise<Db> {
     for (const waiter of pending.values()) waiter.reject(stopped);
     pending.clear();
   };
+  let closing = false;
   thread.on("error", stop);
-  thread.on("exit", (code) => stop(new Error(`the PGlite thread exited (code ${code})`)));
+  thread.on("exit", (code) => {
+    const exited = new Error(`the PGlite thread exited (code ${code})`);
+    stop(exited);
+    // The embedded database is gone and nothing can be served: fail the process loudly (a
+    // supervisor restarts it on the same data dir) rather than answer every request with errors.
+    if (!closing)
+      process.nextTick(() => {
+        throw exited;
+      });
+  });
   thread.unref();
 
   const call = (request: PgliteCall): Promise<unknown[]> => {
@@ -349,6 +359,7 @@ async function pgliteThreadDb(options: PgliteOptions): Promise<Db> {
     stats: () => ({ inUse: Math.min(open, 1), idle: open > 0 ? 0 : 1, waiting: Math.max(open - 1, 0), max: 1, unavailableErrors: 0 }),
     async close() {
       if (stopped) return;
+      closing = true;
       await call({ op: "close" });
       await thread.terminate();
     },
