@@ -2,9 +2,16 @@ import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import type { FastifyBaseLogger } from "fastify";
 import { UsageMeter } from "../domain/budget.ts";
-import { attemptOutcome, isRefusal, transitionFor, RUN_TRANSITIONS, type StopReason } from "../domain/run-lifecycle.ts";
+import {
+  attemptOutcome,
+  isRefusal,
+  transitionFor,
+  RUN_TRANSITIONS,
+  type AttemptOutcome,
+  type StopReason,
+} from "../domain/run-lifecycle.ts";
 import type { GraphRegistry } from "../graphs/registry.ts";
-import type { Notifier } from "../notify/notifier.ts";
+import type { Notice, Notifier } from "../notify/notifier.ts";
 import type { Metrics } from "../observability/metrics.ts";
 import { applyTransition } from "../runs/transitions.ts";
 import type { Db } from "../storage/db.ts";
@@ -84,6 +91,13 @@ const EVENT_FLUSH_BATCH = 2048;
 
 /** The lifecycle's claim rule: the status and thread status a claim writes. */
 const CLAIM_RULE = RUN_TRANSITIONS.find((rule) => rule.trigger === "claim" && rule.from.includes("pending"))!;
+
+/** The `run_created` an attempt's settle sends: a retry's carries when its backoff ends, so a worker claims it then. */
+function runCreatedNotice(outcome: AttemptOutcome): Notice {
+  return outcome.status === "pending" && outcome.retryDelayMs > 0
+    ? { topic: "run_created", dueAt: Date.now() + outcome.retryDelayMs }
+    : { topic: "run_created" };
+}
 
 /**
  * Claims runs from the queue and executes them, up to `concurrency` at once. One claim loop per
@@ -359,8 +373,9 @@ export class Worker {
         tx,
         { topic: "run_changed", runId: run.run_id },
         { topic: "run_events", runId: run.run_id },
-        // Back in the queue, or its thread is free for the run waiting on it: a claim may find it now.
-        ...(outcome.status === "pending" || settled.threadHasQueued ? [{ topic: "run_created" } as const] : []),
+        // Back in the queue, or its thread is free for the run waiting on it: a claim may find it
+        // now, or, for a retry after a backoff, when the backoff ends (no claim finds it sooner).
+        ...(outcome.status === "pending" || settled.threadHasQueued ? [runCreatedNotice(outcome)] : []),
       );
       const superseded = rule.finishes && settled.steered ? await supersedeAtFinalBoundary(tx, lease.tenantId, lease.runId) : [];
       await appendEvents(tx, lease.tenantId, lease.runId, [...events, ...superseded, outcome.event]);
