@@ -103,8 +103,8 @@ describe("config", () => {
     assert.throws(() => resolveConfig({ config: "/nope/rudder.json" }, {}), ConfigError);
     assert.throws(() => resolveConfig({}, { PORT: "70000" }, dir), ConfigError);
     assert.throws(() => resolveConfig({}, { RUDDER_PGLITE_THREAD: "both" }, dir), ConfigError);
-    assert.equal(resolveConfig({}, {}, dir).pgliteThread, "worker");
-    assert.equal(resolveConfig({}, { RUDDER_PGLITE_THREAD: "main" }, dir).pgliteThread, "main");
+    assert.equal(resolveConfig({}, {}, dir).pgliteThread, "main");
+    assert.equal(resolveConfig({}, { RUDDER_PGLITE_THREAD: "worker" }, dir).pgliteThread, "worker");
   });
 
   test(".env files: comments, quotes, export prefixes", () => {

@@ -174,9 +174,9 @@ export function resolveConfig(flags: ConfigFlags, env: Env = process.env, cwd = 
 
 export type PgliteThreadSetting = "worker" | "main";
 
-/** RUDDER_PGLITE_THREAD: `worker` (default) or `main` (docs/database.md, "PGlite on a worker thread"). */
+/** RUDDER_PGLITE_THREAD: `main` (default) or `worker` (docs/database.md, "PGlite on a worker thread"). */
 export function pgliteThread(env: Env = process.env): PgliteThreadSetting {
-  const raw = nonEmpty(env.RUDDER_PGLITE_THREAD) ?? "worker";
+  const raw = nonEmpty(env.RUDDER_PGLITE_THREAD) ?? "main";
   if (raw === "worker" || raw === "main") return raw;
   throw new ConfigError(`RUDDER_PGLITE_THREAD must be worker or main, not "${raw}"`);
 }

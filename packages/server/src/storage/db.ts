@@ -178,17 +178,17 @@ export interface PgliteOptions {
   readonly dataDir?: string;
   /** Start from this dump (`PGlite.dumpDataDir`) instead of running initdb, which is several times faster. */
   readonly loadDataDir?: Blob;
-  /** Where the WASM executes: a worker thread of its own (default) or this thread (docs/database.md, "PGlite on a worker thread"). */
+  /** Where the WASM executes: this thread (default) or a worker thread of its own (docs/database.md, "PGlite on a worker thread"). */
   readonly thread?: PgliteThreadSetting;
 }
 
 /**
  * The embedded database: PGlite (WASM PostgreSQL), persisted in `dataDir`, or in memory when
- * `dataDir` is undefined. On a worker thread by default, so SQL runs on another core than the
- * graphs and HTTP; `thread: "main"` keeps it on this one.
+ * `dataDir` is undefined. On this thread by default; `thread: "worker"` runs its SQL on a thread
+ * of its own, another core than the graphs and HTTP (measured slower overall on two cores).
  */
 export async function createPgliteDb(options: PgliteOptions = {}): Promise<Db> {
-  if ((options.thread ?? "worker") === "worker") return pgliteThreadDb(options);
+  if (options.thread === "worker") return pgliteThreadDb(options);
   return pgliteDb(await PGlite.create({ dataDir: options.dataDir, loadDataDir: options.loadDataDir, extensions: PGLITE_EXTENSIONS }));
 }
 

@@ -40,7 +40,7 @@ export async function createTestDatabase(options: { migrated?: boolean } = {}): 
     if (options.migrated !== false) await migrate(db);
     return { url, db, drop };
   }
-  // RUDDER_PGLITE_THREAD=main runs the suite on the in-thread variant.
+  // RUDDER_PGLITE_THREAD=worker runs the suite on the worker-thread variant.
   db = await createPgliteDb({ loadDataDir: await pgliteTemplate(options.migrated !== false), thread: pgliteThread() });
   return { url, db, drop: () => db.close() };
 }
