@@ -19,6 +19,8 @@ import { createPostgresDb, type Db } from "../packages/server/src/storage/db.ts"
 import { migrate } from "../packages/server/src/storage/migrate.ts";
 import { claimRuns, insertRun, type NewRun } from "../packages/server/src/storage/runs.ts";
 import { insertThread } from "../packages/server/src/storage/threads.ts";
+import { stateless } from "../packages/server/test/support/runs.ts";
+import { explainRolledBack, firstStatement } from "./common.ts";
 
 const { values: args } = parseArgs({
   options: {
@@ -73,69 +75,15 @@ async function threads(count: number): Promise<string[]> {
 }
 
 function newRun(threadId: string): NewRun {
-  return {
-    tenantId: TENANT,
-    runId: randomUUID(),
-    threadId,
-    assistantId: "echo",
-    graphId: "echo",
-    input: null,
-    command: null,
-    context: {},
-    config: {},
-    metadata: {},
-    multitaskStrategy: "enqueue",
-    durability: "sync",
-    runTimeout: null,
-    maxModelCalls: null,
-    maxToolCalls: null,
-    maxTokens: null,
-    maxCost: null,
-    idempotencyKey: undefined,
-    requestHash: "claim-explain",
-    afterSeconds: null,
-  };
+  return { ...stateless(TENANT, null), threadId, requestHash: "claim-explain" };
 }
 
 /** Prints the first plan and the median execution time over `repeat` explains. */
 async function explainClaim(label: string): Promise<void> {
-  const statement = await recordOne(claim);
+  const statement = await firstStatement(db, claim);
   const plans: string[] = [];
-  for (let i = 0; i < repeat; i++) plans.push(await explain(statement.sql, statement.params));
+  for (let i = 0; i < repeat; i++) plans.push(await explainRolledBack(db, "analyze, buffers, costs off", statement.sql, statement.params));
   const times = plans.map((plan) => Number(/Execution Time: ([\d.]+) ms/.exec(plan)?.[1] ?? NaN)).sort((a, b) => a - b);
   console.log(`\n## claim, ${label}: median execution ${times[Math.floor(times.length / 2)]} ms over ${repeat}`);
   console.log(plans[0]);
-}
-
-/** The first statement `call` sends, with its parameters; nothing is run. */
-async function recordOne(call: (db: Db) => Promise<unknown>): Promise<{ sql: string; params: readonly unknown[] }> {
-  let recorded: { sql: string; params: readonly unknown[] } | undefined;
-  const stop = new Error("recorded");
-  const recorder: Db = {
-    ...db,
-    query: (sql, params = []) => {
-      recorded ??= { sql, params };
-      return Promise.reject(stop);
-    },
-  };
-  await call(recorder).catch((error: unknown) => {
-    if (error !== stop) throw error;
-  });
-  if (!recorded) throw new Error("the call sent no statement");
-  return recorded;
-}
-
-async function explain(sql: string, params: readonly unknown[]): Promise<string> {
-  let plan = "";
-  const rollback = new Error("rollback");
-  await db
-    .transaction(async (tx) => {
-      const rows = await tx.query<{ "QUERY PLAN": string }>(`explain (analyze, buffers, costs off) ${sql}`, params);
-      plan = rows.map((row) => row["QUERY PLAN"]).join("\n");
-      throw rollback;
-    })
-    .catch((error: unknown) => {
-      if (error !== rollback) throw error;
-    });
-  return plan;
 }

@@ -2,7 +2,7 @@
  * Argument parsing and formatting shared by the benches (bench/runs.ts, token-stream.ts,
  * standing-load.ts, scale-out.ts).
  */
-import { createPostgresDb } from "../packages/server/src/storage/db.ts";
+import { createPostgresDb, type Db } from "../packages/server/src/storage/db.ts";
 
 export type Driver = "pglite" | "postgres";
 
@@ -69,4 +69,38 @@ export function exitWithUsage(help: boolean, usage: string): void {
   if (!help) return;
   console.log(usage);
   process.exit(0);
+}
+
+/** The first statement `call` sends through `db`, with its parameters; nothing is run. */
+export async function firstStatement(db: Db, call: (db: Db) => Promise<unknown>): Promise<{ sql: string; params: readonly unknown[] }> {
+  let recorded: { sql: string; params: readonly unknown[] } | undefined;
+  const stop = new Error("recorded");
+  const recorder: Db = {
+    ...db,
+    query: (sql, params = []) => {
+      recorded ??= { sql, params };
+      return Promise.reject(stop);
+    },
+  };
+  await call(recorder).catch((error: unknown) => {
+    if (error !== stop) throw error;
+  });
+  if (!recorded) throw new Error("the call sent no statement");
+  return recorded;
+}
+
+/** `explain (<options>) <sql>` in a transaction that rolls back, so a write explained with `analyze` changes nothing. */
+export async function explainRolledBack(db: Db, options: string, sql: string, params: readonly unknown[]): Promise<string> {
+  let plan = "";
+  const rollback = new Error("rollback");
+  await db
+    .transaction(async (tx) => {
+      const rows = await tx.query<{ "QUERY PLAN": string }>(`explain (${options}) ${sql}`, params);
+      plan = rows.map((row) => row["QUERY PLAN"]).join("\n");
+      throw rollback;
+    })
+    .catch((error: unknown) => {
+      if (error !== rollback) throw error;
+    });
+  return plan;
 }

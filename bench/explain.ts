@@ -19,6 +19,7 @@ import { migrate } from "../packages/server/src/storage/migrate.ts";
 import { claimRuns, getRun, listRunsOfThread, readEvents } from "../packages/server/src/storage/runs.ts";
 import { findThread } from "../packages/server/src/storage/threads.ts";
 import { RudderCheckpointSaver, TENANT_KEY } from "../packages/server/src/storage/checkpointer.ts";
+import { explainRolledBack, firstStatement } from "./common.ts";
 
 const { values: args } = parseArgs({
   options: {
@@ -73,8 +74,8 @@ try {
     ],
   ];
   for (const [label, call] of hot) {
-    const statement = await recordOne(call);
-    const plan = await explain(db, statement.sql, statement.params);
+    const statement = await firstStatement(db, call);
+    const plan = await explainRolledBack(db, "analyze, costs off, timing off, summary off", statement.sql, statement.params);
     const indexes = [
       ...new Set([...plan.matchAll(/Index (?:Only )?Scan(?: Backward)? using (\w+)|Bitmap Index Scan on (\w+)/g)].map((m) => m[1] ?? m[2])),
     ];
@@ -87,39 +88,6 @@ try {
   await db.close();
   await admin.query(`drop database if exists ${name} with (force)`);
   await admin.close();
-}
-
-/** The first statement `call` sends, with its parameters; nothing is run. */
-async function recordOne(call: (db: Db) => Promise<unknown>): Promise<{ sql: string; params: readonly unknown[] }> {
-  let recorded: { sql: string; params: readonly unknown[] } | undefined;
-  const stop = new Error("recorded");
-  const recorder: Db = {
-    ...db,
-    query: (sql, params = []) => {
-      recorded ??= { sql, params };
-      return Promise.reject(stop);
-    },
-  };
-  await call(recorder).catch((error: unknown) => {
-    if (error !== stop) throw error;
-  });
-  if (!recorded) throw new Error("the call sent no statement");
-  return recorded;
-}
-
-async function explain(on: Db, sql: string, params: readonly unknown[]): Promise<string> {
-  let plan = "";
-  const rollback = new Error("rollback");
-  await on
-    .transaction(async (tx) => {
-      const rows = await tx.query<{ "QUERY PLAN": string }>(`explain (analyze, costs off, timing off, summary off) ${sql}`, params);
-      plan = rows.map((row) => row["QUERY PLAN"]).join("\n");
-      throw rollback;
-    })
-    .catch((error: unknown) => {
-      if (error !== rollback) throw error;
-    });
-  return plan;
 }
 
 /** Many tenants' threads, runs (a few pending per tenant), events, checkpoints and writes, in set-based statements. */

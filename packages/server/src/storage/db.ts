@@ -195,18 +195,28 @@ export async function createPgliteDb(options: PgliteOptions = {}): Promise<Db> {
 /** pgvector, for the store's semantic search (the migration creates the extension when offered). */
 export const PGLITE_EXTENSIONS = { vector };
 
+/**
+ * PGlite's one connection as pool figures: statements and transactions issued and not yet
+ * finished, the first running and the rest waiting.
+ */
+function oneConnectionUse(): { counted: <T>(work: () => Promise<T>) => Promise<T>; stats: () => DbStats } {
+  let open = 0;
+  return {
+    counted: async (work) => {
+      open += 1;
+      try {
+        return await work();
+      } finally {
+        open -= 1;
+      }
+    },
+    stats: () => ({ inUse: Math.min(open, 1), idle: open > 0 ? 0 : 1, waiting: Math.max(open - 1, 0), max: 1, unavailableErrors: 0 }),
+  };
+}
+
 /** Wraps an open PGlite, which has a single connection and serialises transactions itself. */
 export function pgliteDb(lite: PGlite): Db {
-  // One connection: statements and transactions issued and not yet finished, the first running.
-  let open = 0;
-  const counted = async <T>(work: () => Promise<T>): Promise<T> => {
-    open += 1;
-    try {
-      return await work();
-    } finally {
-      open -= 1;
-    }
-  };
+  const { counted, stats } = oneConnectionUse();
   const run = async <Row>(target: Pick<PGlite, "query">, sql: string, params: readonly unknown[]) => {
     // PGlite executes on this thread and resolves in microtasks, so a chain of queries (a settle,
     // a claim after it) would never let the event loop read sockets: under load some HTTP requests
@@ -224,7 +234,7 @@ export function pgliteDb(lite: PGlite): Db {
     query: <Row>(sql: string, params: readonly unknown[] = []) => counted(() => run<Row>(lite, sql, params)),
     exec: (script: string) => counted(() => exec(lite, script)),
     transaction: <T>(work: (tx: Transaction) => Promise<T>): Promise<T> => counted(() => transaction(work)),
-    stats: () => ({ inUse: Math.min(open, 1), idle: open > 0 ? 0 : 1, waiting: Math.max(open - 1, 0), max: 1, unavailableErrors: 0 }),
+    stats,
     async close() {
       await lite.close();
     },
@@ -277,7 +287,6 @@ async function pgliteThreadDb(options: PgliteOptions): Promise<Db> {
   let stopped: Error | undefined;
   let nextId = 0;
   let nextTx = 0;
-  let open = 0;
 
   await new Promise<void>((resolve, reject) => {
     thread.once("message", (message: PgliteReady) => (message.ready ? resolve() : reject(errorFrom(message.error))));
@@ -320,14 +329,7 @@ async function pgliteThreadDb(options: PgliteOptions): Promise<Db> {
       thread.postMessage({ ...request, id });
     });
   };
-  const counted = async <T>(work: () => Promise<T>): Promise<T> => {
-    open += 1;
-    try {
-      return await work();
-    } finally {
-      open -= 1;
-    }
-  };
+  const { counted, stats } = oneConnectionUse();
 
   async function transaction<T>(work: (tx: Transaction) => Promise<T>): Promise<T> {
     const tx = nextTx++;
@@ -356,7 +358,7 @@ async function pgliteThreadDb(options: PgliteOptions): Promise<Db> {
     query: <Row>(sql: string, params: readonly unknown[] = []) => counted(async () => (await call({ op: "query", sql, params })) as Row[]),
     exec: (script: string) => counted(async () => void (await call({ op: "exec", script }))),
     transaction: <T>(work: (tx: Transaction) => Promise<T>): Promise<T> => counted(() => transaction(work)),
-    stats: () => ({ inUse: Math.min(open, 1), idle: open > 0 ? 0 : 1, waiting: Math.max(open - 1, 0), max: 1, unavailableErrors: 0 }),
+    stats,
     async close() {
       if (stopped) return;
       closing = true;
