@@ -17,7 +17,7 @@ const HOLD = { rounds: 20, waitMs: 5000 };
  * creation order, by whatever lets go of the thread (docs/runs.md, "Who releases a thread's next run").
  */
 describe(`runs queued behind a busy thread on ${TEST_DRIVER}`, () => {
-  const helpers = (server: TestServer) => ({
+  const baseHelpers = (server: TestServer) => ({
     newThread: async () => (await server.request("POST", "/v1/threads", { body: {} })).body.thread_id as string,
     create: async (threadId: string, assistant: string, input: unknown, extra: Record<string, unknown> = {}) => {
       const created = await server.request("POST", `/v1/threads/${threadId}/runs`, { body: { assistant_id: assistant, input, ...extra } });
@@ -48,6 +48,19 @@ describe(`runs queued behind a busy thread on ${TEST_DRIVER}`, () => {
       assert.fail(`run ${runId} never became ${status}: ${JSON.stringify(rows)}`);
     },
   });
+  const helpers = (server: TestServer) => {
+    const base = baseHelpers(server);
+    return {
+      ...base,
+      /** A new thread held by a `steerable` run, running and waiting until it is steered or cancelled. */
+      busyThread: async () => {
+        const threadId = await base.newThread();
+        const holder = await base.create(threadId, "steerable", HOLD);
+        await base.waitForStatus(holder, "running");
+        return { threadId, holder };
+      },
+    };
+  };
 
   /** Each run started after the one before it ended, and was claimed once (or `attempts` times). */
   function assertOneAfterAnother(runs: { run_id: string; attempt: number; started_at: string; finished_at: string | null }[]) {
@@ -63,12 +76,10 @@ describe(`runs queued behind a busy thread on ${TEST_DRIVER}`, () => {
       configFile: TESTING_CONFIG,
       worker: { concurrency: 4, pollMs: 600_000, maxAttempts: 2, retryBaseMs: 20 },
     });
-    const { newThread, create, get, join, states, waitForStatus } = helpers(server);
+    const { busyThread, create, get, join, states, waitForStatus } = helpers(server);
     try {
       await server.request("GET", "/health");
-      const threadId = await newThread();
-      const holder = await create(threadId, "steerable", HOLD);
-      await waitForStatus(holder, "running");
+      const { threadId, holder } = await busyThread();
       const queued = [
         await create(threadId, "steerable", HOLD),
         await create(threadId, "failing", { mode: "plain" }),
@@ -105,12 +116,10 @@ describe(`runs queued behind a busy thread on ${TEST_DRIVER}`, () => {
 
   test("cancel_previous (LangGraph's interrupt and rollback) cancels the queue and starts once the active run stopped", async () => {
     const server = await startTestServer({ configFile: TESTING_CONFIG, worker: { concurrency: 4, pollMs: 600_000 } });
-    const { newThread, create, get, join, states, waitForStatus } = helpers(server);
+    const { busyThread, create, get, join, states } = helpers(server);
     try {
       await server.request("GET", "/health");
-      const threadId = await newThread();
-      const holder = await create(threadId, "steerable", HOLD);
-      await waitForStatus(holder, "running");
+      const { threadId, holder } = await busyThread();
       const queued = [await create(threadId, "echo", { message: "q1" }), await create(threadId, "echo", { message: "q2" })];
       const interrupting = await create(threadId, "echo", { message: "now" }, { multitask_strategy: "cancel_previous" });
       assert.deepEqual(
@@ -129,11 +138,9 @@ describe(`runs queued behind a busy thread on ${TEST_DRIVER}`, () => {
 
   test("a cancelling run whose worker died is reaped and the run behind it starts", async () => {
     const server = await startTestServer({ configFile: TESTING_CONFIG, worker: { pollMs: 200 } });
-    const { newThread, create, join, states, waitForStatus } = helpers(server);
+    const { busyThread, create, join, states } = helpers(server);
     try {
-      const threadId = await newThread();
-      const holder = await create(threadId, "steerable", HOLD);
-      await waitForStatus(holder, "running");
+      const { threadId, holder } = await busyThread();
       const next = await create(threadId, "echo", { message: "after the reaper" });
       // As a worker leaves it when it dies after a cancel request reached the run: its attempt
       // moves on, so the live worker's own settle is fenced out and only the reaper can end it.
