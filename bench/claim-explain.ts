@@ -15,12 +15,12 @@
  */
 import { randomUUID } from "node:crypto";
 import { parseArgs } from "node:util";
-import { createPostgresDb, type Db } from "../packages/server/src/storage/db.ts";
+import type { Db } from "../packages/server/src/storage/db.ts";
 import { migrate } from "../packages/server/src/storage/migrate.ts";
 import { claimRuns, insertRun, type NewRun } from "../packages/server/src/storage/runs.ts";
 import { insertThread } from "../packages/server/src/storage/threads.ts";
 import { stateless } from "../packages/server/test/support/runs.ts";
-import { explainRolledBack, firstStatement } from "./common.ts";
+import { explainRolledBack, firstStatement, privateDatabase } from "./common.ts";
 
 const { values: args } = parseArgs({
   options: {
@@ -38,12 +38,7 @@ if (!base) {
   process.exit(0);
 }
 
-const name = `rudder_claim_${randomUUID().replaceAll("-", "")}`;
-const admin = createPostgresDb(base, { max: 1 });
-await admin.query(`create database ${name}`);
-const url = new URL(base);
-url.pathname = `/${name}`;
-const db = createPostgresDb(url.toString(), { max: 2 });
+const { db, drop } = await privateDatabase(base, "rudder_claim");
 const TENANT = "tenant-claim";
 const claim = (on: Db) => claimRuns(on, "explain", 3_600_000, 1, { to: "running", thread: "busy" });
 
@@ -63,9 +58,7 @@ try {
   await db.query("analyze");
   await explainClaim(`${free} claimable runs on idle threads, created last`);
 } finally {
-  await db.close();
-  await admin.query(`drop database if exists ${name} with (force)`);
-  await admin.close();
+  await drop();
 }
 
 async function threads(count: number): Promise<string[]> {

@@ -2,6 +2,7 @@
  * Argument parsing and formatting shared by the benches (bench/runs.ts, token-stream.ts,
  * standing-load.ts, scale-out.ts).
  */
+import { randomUUID } from "node:crypto";
 import { createPostgresDb, type Db } from "../packages/server/src/storage/db.ts";
 
 export type Driver = "pglite" | "postgres";
@@ -103,4 +104,20 @@ export async function explainRolledBack(db: Db, options: string, sql: string, pa
       if (error !== rollback) throw error;
     });
   return plan;
+}
+
+/** A fresh database on the PostgreSQL server at `base`, and how to drop it (closing `db` first). */
+export async function privateDatabase(base: string, prefix: string): Promise<{ db: Db; drop: () => Promise<void> }> {
+  const name = `${prefix}_${randomUUID().replaceAll("-", "")}`;
+  await queryOnce(base, `create database ${name}`);
+  const url = new URL(base);
+  url.pathname = `/${name}`;
+  const db = createPostgresDb(url.toString(), { max: 2 });
+  return {
+    db,
+    drop: async () => {
+      await db.close();
+      await queryOnce(base, `drop database if exists ${name} with (force)`);
+    },
+  };
 }

@@ -13,13 +13,12 @@
  * plan names; it measures nothing else.
  */
 import { parseArgs } from "node:util";
-import { randomUUID } from "node:crypto";
-import { createPostgresDb, type Db } from "../packages/server/src/storage/db.ts";
+import type { Db } from "../packages/server/src/storage/db.ts";
 import { migrate } from "../packages/server/src/storage/migrate.ts";
 import { claimRuns, getRun, listRunsOfThread, readEvents } from "../packages/server/src/storage/runs.ts";
 import { findThread } from "../packages/server/src/storage/threads.ts";
 import { RudderCheckpointSaver, TENANT_KEY } from "../packages/server/src/storage/checkpointer.ts";
-import { explainRolledBack, firstStatement } from "./common.ts";
+import { explainRolledBack, firstStatement, privateDatabase } from "./common.ts";
 
 const { values: args } = parseArgs({
   options: {
@@ -42,12 +41,7 @@ if (!base) {
   process.exit(0);
 }
 
-const name = `rudder_explain_${randomUUID().replaceAll("-", "")}`;
-const admin = createPostgresDb(base, { max: 1 });
-await admin.query(`create database ${name}`);
-const url = new URL(base);
-url.pathname = `/${name}`;
-const db = createPostgresDb(url.toString(), { max: 2 });
+const { db, drop } = await privateDatabase(base, "rudder_explain");
 
 try {
   await migrate(db);
@@ -85,9 +79,7 @@ try {
     console.log(plan);
   }
 } finally {
-  await db.close();
-  await admin.query(`drop database if exists ${name} with (force)`);
-  await admin.close();
+  await drop();
 }
 
 /** Many tenants' threads, runs (a few pending per tenant), events, checkpoints and writes, in set-based statements. */
