@@ -253,7 +253,8 @@ test("SIGTERM on rudder worker: it claims nothing more, finishes what fits in th
       .run_id;
     await waitForRows(database.db, "select count(*)::int as n from runs where status = 'running' and lease_owner = $1", [firstWorker], 2);
 
-    const exited = processes.signal("worker-1", "SIGTERM");
+    // The late run is created only once the worker has taken the signal in, or it could fairly claim it.
+    const { exitCode: exited } = await processes.signalAcknowledged("worker-1", "SIGTERM", /SIGTERM received, stopping/);
     const late = (await api<{ run_id: string }>("POST", "/v1/runs", { assistant_id: "echo", input: { message: "after SIGTERM" } })).body
       .run_id;
     assert.equal(await exited, 0, "the worker exits cleanly");

@@ -114,13 +114,16 @@ async function startOrClose(db: Db, start: () => Promise<RunningServer>): Promis
 function waitForShutdown(server: RunningServer, db: Db): Promise<number> {
   return new Promise((resolve) => {
     let stopping = false;
-    const stop = async () => {
+    const stop = async (signal: NodeJS.Signals) => {
       if (stopping) {
         await server.worker?.stop(0);
         return;
       }
       stopping = true;
-      await server.close();
+      // close() stops the claim loop before its first await, so once this line is out nothing new is claimed.
+      const closed = server.close();
+      process.stdout.write(`rudder: ${signal} received, stopping (a second signal hands running attempts back at once)\n`);
+      await closed;
       process.off("SIGINT", stop);
       process.off("SIGTERM", stop);
       await db.close();

@@ -64,6 +64,19 @@ export class Processes {
     return entry.child.exitCode;
   }
 
+  /**
+   * Sends `signal` and resolves once the child printed `acknowledged`, while it is still stopping,
+   * with a promise of its exit code.
+   */
+  async signalAcknowledged(name: string, signal: NodeJS.Signals, acknowledged: RegExp): Promise<{ exitCode: Promise<number | null> }> {
+    const entry = this.children.find((candidate) => candidate.name === name);
+    assert.ok(entry, `no process ${name}`);
+    const heard = waitForOutput(entry.child, acknowledged, 30_000);
+    entry.child.kill(signal);
+    await heard;
+    return { exitCode: entry.exited.then(() => entry.child.exitCode) };
+  }
+
   /** True while the child runs. */
   running(name: string): boolean {
     const entry = this.children.find((candidate) => candidate.name === name);
