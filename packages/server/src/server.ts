@@ -35,8 +35,10 @@ import { VERSION } from "./version.ts";
 import { DEFAULT_WORKER_OPTIONS, Worker, type WorkerOptions } from "./worker/worker.ts";
 
 /** PostgreSQL when DATABASE_URL is set, else the embedded PGlite database in the data dir. */
-export async function openDatabase(config: Pick<RudderConfig, "databaseUrl" | "dataDir" | "pgliteThread">): Promise<Db> {
-  if (config.databaseUrl) return createPostgresDb(config.databaseUrl);
+export async function openDatabase(
+  config: Pick<RudderConfig, "databaseUrl" | "dataDir" | "pgliteThread" | "dbPoolSize" | "dbPoolWaitMs">,
+): Promise<Db> {
+  if (config.databaseUrl) return createPostgresDb(config.databaseUrl, { max: config.dbPoolSize, waitMs: config.dbPoolWaitMs });
   mkdirSync(config.dataDir, { recursive: true });
   return createPgliteDb({ dataDir: join(config.dataDir, "pglite"), thread: config.pgliteThread });
 }

@@ -8,7 +8,9 @@ import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { mintToken } from "../src/auth/authenticator.ts";
 import { runRudder } from "./support/cli.ts";
-import { TEST_DRIVER } from "./support/db.ts";
+import { createPostgresDb } from "../src/storage/db.ts";
+import { ApiError } from "../src/domain/errors.ts";
+import { TEST_DATABASE_URL, TEST_DRIVER } from "./support/db.ts";
 import { PrivatePostgres } from "./support/private-postgres.ts";
 import { Processes, startApi, startWorker } from "./support/processes.ts";
 
@@ -168,6 +170,44 @@ describe(`database outages on ${TEST_DRIVER}`, () => {
     } finally {
       await processes.stopAll();
       await database.destroy();
+    }
+  });
+
+  test("a busy pool is not an outage: a statement waits for a connection, and past the pool's wait fails 503 'busy', not 'unreachable'", async (t) => {
+    if (TEST_DRIVER !== "postgres" || !TEST_DATABASE_URL) {
+      t.skip("pg's pool: runs in npm run test:pg");
+      return;
+    }
+    const db = createPostgresDb(TEST_DATABASE_URL, { max: 1, waitMs: 300 });
+    try {
+      let release!: () => void;
+      const held = new Promise<void>((resolve) => (release = resolve));
+      let holding!: () => void;
+      const holds = new Promise<void>((resolve) => (holding = resolve));
+      const holder = db.transaction(async (tx) => {
+        await tx.query("select 1");
+        holding();
+        await held;
+      });
+      await holds;
+      // Longer than the pool's wait while the one connection is held: a 503 that names the busy pool.
+      const refused = await db.query("select 1").catch((error: unknown) => error);
+      assert.ok(refused instanceof ApiError, String(refused));
+      assert.equal(refused.code, "unavailable");
+      assert.match(refused.message, /database connections stayed busy/);
+      // Shorter than the wait: the statement queues and runs once the connection is free.
+      const queued = db.query<{ one: number }>("select 1 as one");
+      await sleep(50);
+      release();
+      await holder;
+      assert.deepEqual(await queued, [{ one: 1 }]);
+      assert.deepEqual(
+        { timeouts: db.stats?.().poolWaitTimeouts, outages: db.stats?.().unavailableErrors },
+        { timeouts: 1, outages: 0 },
+        "counted as a busy pool, not as the database unreachable",
+      );
+    } finally {
+      await db.close();
     }
   });
 

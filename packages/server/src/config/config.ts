@@ -78,6 +78,10 @@ export interface RudderConfig {
   readonly dataDir: string;
   /** Where the embedded database (PGlite) executes SQL: a worker thread (default) or the server's thread. */
   readonly pgliteThread: PgliteThreadSetting;
+  /** PostgreSQL: connections in this process's pool (RUDDER_DB_POOL_SIZE). */
+  readonly dbPoolSize: number;
+  /** PostgreSQL: how long a statement waits for a free connection of a full pool before 503 (RUDDER_DB_POOL_WAIT_MS). */
+  readonly dbPoolWaitMs: number;
   readonly host: string;
   readonly port: number;
   readonly auth: AuthConfig;
@@ -150,6 +154,8 @@ export function resolveConfig(flags: ConfigFlags, env: Env = process.env, cwd = 
     databaseUrl: nonEmpty(env.DATABASE_URL),
     dataDir: resolve(cwd, flags.dataDir ?? nonEmpty(env.RUDDER_DATA_DIR) ?? ".rudder"),
     pgliteThread: pgliteThread(env),
+    dbPoolSize: positiveInteger(env, "RUDDER_DB_POOL_SIZE", DEFAULT_POOL_SIZE),
+    dbPoolWaitMs: positiveInteger(env, "RUDDER_DB_POOL_WAIT_MS", DEFAULT_POOL_WAIT_MS),
     host: flags.host ?? nonEmpty(env.HOST) ?? "127.0.0.1",
     port,
     auth: parseAuth(file.auth, env),
@@ -171,6 +177,10 @@ export function resolveConfig(flags: ConfigFlags, env: Env = process.env, cwd = 
     store: parseStore(file.store, configDir, configFile),
   };
 }
+
+/** PostgreSQL pool defaults (docs/configuration.md says how to size the pool). */
+export const DEFAULT_POOL_SIZE = 10;
+export const DEFAULT_POOL_WAIT_MS = 30_000;
 
 export type PgliteThreadSetting = "worker" | "main";
 

@@ -19,6 +19,8 @@ export interface PoolSnapshot {
   readonly max: number;
   /** Statements that failed because the database was unreachable, since the process started. */
   readonly unavailableErrors: number;
+  /** Statements that failed because every pooled connection stayed busy too long, since the process started. */
+  readonly poolWaitTimeouts: number;
 }
 
 /** The notifier's LISTEN connection, read at scrape time. */
@@ -202,6 +204,17 @@ export class Metrics {
         if (!pool) return;
         this.reset();
         this.inc(pool.unavailableErrors);
+      },
+    });
+    new Counter({
+      name: "rudder_db_pool_wait_timeouts_total",
+      help: "Statements that failed because every pooled connection stayed busy for RUDDER_DB_POOL_WAIT_MS (answered 503 or retried by the worker)",
+      registers: [this.registry],
+      collect() {
+        const pool = sources().pool?.();
+        if (!pool) return;
+        this.reset();
+        this.inc(pool.poolWaitTimeouts);
       },
     });
     new Gauge({

@@ -2,7 +2,7 @@ import pg from "pg";
 import { Worker } from "node:worker_threads";
 import { PGlite } from "@electric-sql/pglite";
 import { vector } from "@electric-sql/pglite-pgvector";
-import type { PgliteThreadSetting } from "../config/config.ts";
+import { DEFAULT_POOL_SIZE, DEFAULT_POOL_WAIT_MS, type PgliteThreadSetting } from "../config/config.ts";
 import { ApiError } from "../domain/errors.ts";
 import { errorFrom, type PgliteReady, type PgliteReply, type PgliteRequest, type PgliteThreadData } from "./pglite-protocol.ts";
 
@@ -48,19 +48,48 @@ export interface DbStats {
   readonly max: number;
   /** Statements that failed because the database was unreachable, since the seam was opened. */
   readonly unavailableErrors: number;
+  /** Statements that failed because every connection stayed busy for the pool's whole wait. */
+  readonly poolWaitTimeouts: number;
 }
 
-/** A connection attempt that has not succeeded by then fails (503), rather than hanging the request. */
+/** A new connection that is not up by then fails (503): the database is down or unreachable. */
 const CONNECT_TIMEOUT_MS = 5_000;
 
+export interface PostgresPoolOptions {
+  /** Connections in the pool (RUDDER_DB_POOL_SIZE). */
+  readonly max?: number;
+  /**
+   * How long a statement waits for a free connection of a full pool before it fails 503
+   * (RUDDER_DB_POOL_WAIT_MS). A busy pool is not an outage: this is a bound on queueing, kept
+   * apart from the connect timeout that tells an unreachable database.
+   */
+  readonly waitMs?: number;
+}
+
+/**
+ * pg's pool applies its one `connectionTimeoutMillis` both to queueing for a free client and to
+ * connecting a new one; the client's own connect timer is the shorter bound for connecting.
+ */
+class BoundedConnectClient extends pg.Client {
+  constructor(config: pg.ClientConfig = {}) {
+    super({ ...config, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
+  }
+}
+
 /** PostgreSQL through a `pg` pool. */
-export function createPostgresDb(connectionString: string, options: { max?: number } = {}): Db {
-  const max = options.max ?? 10;
-  const pool = new pg.Pool({ connectionString, max, connectionTimeoutMillis: CONNECT_TIMEOUT_MS });
+export function createPostgresDb(connectionString: string, options: PostgresPoolOptions = {}): Db {
+  const max = options.max ?? DEFAULT_POOL_SIZE;
+  const waitMs = options.waitMs ?? DEFAULT_POOL_WAIT_MS;
+  const pool = new pg.Pool({ connectionString, max, connectionTimeoutMillis: waitMs, Client: BoundedConnectClient });
   // An idle client that loses its connection must not crash the process; the next query reconnects.
   pool.on("error", () => {});
   let unavailableErrors = 0;
+  let poolWaitTimeouts = 0;
   const rethrowUnavailable = (error: unknown): never => {
+    if (isConnectWait(error)) {
+      poolWaitTimeouts += 1;
+      throw busyPool(error, max, waitMs);
+    }
     if (isConnectionFailure(error)) unavailableErrors += 1;
     return rethrowIfUnavailable(error);
   };
@@ -75,11 +104,29 @@ export function createPostgresDb(connectionString: string, options: { max?: numb
       await pool.query(script).catch(rethrowUnavailable);
     },
     transaction: <T>(work: (tx: Transaction) => Promise<T>) => poolTransaction(pool, work).catch(rethrowUnavailable),
-    stats: () => ({ inUse: pool.totalCount - pool.idleCount, idle: pool.idleCount, waiting: pool.waitingCount, max, unavailableErrors }),
+    stats: () => ({
+      inUse: pool.totalCount - pool.idleCount,
+      idle: pool.idleCount,
+      waiting: pool.waitingCount,
+      max,
+      unavailableErrors,
+      poolWaitTimeouts,
+    }),
     async close() {
       if (!pool.ended) await pool.end();
     },
   };
+}
+
+/** Every connection stayed busy for the whole wait: retryable, and not counted as an outage. */
+function busyPool(error: unknown, max: number, waitMs: number): ApiError {
+  const busy = new ApiError(
+    "unavailable",
+    `all ${max} database connections stayed busy for ${waitMs / 1000} s; retry shortly (RUDDER_DB_POOL_SIZE sizes the pool)`,
+    { retryAfterSeconds: 1 },
+  );
+  busy.cause = error;
+  return busy;
 }
 
 /** One transaction on a client of the pool: committed when `work` resolves, rolled back when it throws. */
@@ -141,8 +188,7 @@ const NETWORK_ERROR_CODES = new Set([
 /** SQLSTATEs of a server that is shutting down, restarting or refusing connections (class 08: connection exception). */
 const UNAVAILABLE_SQLSTATES = new Set(["57P01", "57P02", "57P03", "53300"]);
 /** What `pg` says, without a code, when a connection ends or never opens. */
-const CONNECTION_LOST =
-  /^Connection terminated|timeout exceeded when trying to connect|connection error and is not queryable|Client was closed and is not queryable/;
+const CONNECTION_LOST = /^Connection terminated|connection error and is not queryable|Client was closed and is not queryable/;
 
 /**
  * A failure of the connection rather than of the statement: the database is down, restarting or
@@ -210,7 +256,14 @@ function oneConnectionUse(): { counted: <T>(work: () => Promise<T>) => Promise<T
         open -= 1;
       }
     },
-    stats: () => ({ inUse: Math.min(open, 1), idle: open > 0 ? 0 : 1, waiting: Math.max(open - 1, 0), max: 1, unavailableErrors: 0 }),
+    stats: () => ({
+      inUse: Math.min(open, 1),
+      idle: open > 0 ? 0 : 1,
+      waiting: Math.max(open - 1, 0),
+      max: 1,
+      unavailableErrors: 0,
+      poolWaitTimeouts: 0,
+    }),
   };
 }
 
