@@ -73,6 +73,7 @@ const DOCUMENTED: Record<string, string> = {
   rudder_worker_active_attempts: "gauge",
   rudder_queue_pending_runs: "gauge",
   rudder_queue_ready_runs: "gauge",
+  rudder_queue_blocked_runs: "gauge",
   rudder_queue_oldest_age_seconds: "gauge",
   rudder_steering_accepted_total: "counter",
   rudder_steering_consumed_total: "counter",
@@ -310,6 +311,7 @@ describe("observability: queue gauges, across processes", () => {
       const queued = [await create(), await create(), await create()];
       const full = await scrapeUntil(api.url, (samples) => sum(samples, "rudder_queue_pending_runs") === 3, "three pending runs");
       assert.equal(sum(full, "rudder_queue_ready_runs"), 3);
+      assert.equal(sum(full, "rudder_queue_blocked_runs"), 0);
       assert.ok(sum(full, "rudder_queue_oldest_age_seconds") >= 0);
       // One cancelled while pending: counted settled by the API process that cancelled it.
       const beforeCancel = await scrape(api.url);
@@ -317,6 +319,22 @@ describe("observability: queue gauges, across processes", () => {
       const afterCancel = await scrapeUntil(api.url, (samples) => sum(samples, "rudder_queue_pending_runs") === 2, "two pending runs");
       const cancelled = { status: "cancelled", graph_id: "echo" };
       assert.equal(sum(afterCancel, "rudder_runs_settled_total", cancelled) - sum(beforeCancel, "rudder_runs_settled_total", cancelled), 1);
+
+      // Two runs on one thread: the second waits for the first, so it is blocked, not ready, and
+      // does not age the queue (a long run ahead of it must not read as a stuck queue).
+      const threadId = (await api.request("POST", "/v1/threads", { body: {} })).body.thread_id as string;
+      const onThread = async () =>
+        (await api.request("POST", `/v1/threads/${threadId}/runs`, { body: { assistant_id: "steps", input: { steps: 1 } } })).body
+          .run_id as string;
+      const [head, behind] = [await onThread(), await onThread()];
+      const withThread = await scrapeUntil(api.url, (samples) => sum(samples, "rudder_queue_pending_runs") === 4, "four pending runs");
+      assert.deepEqual(
+        [sum(withThread, "rudder_queue_ready_runs"), sum(withThread, "rudder_queue_blocked_runs")],
+        [3, 1],
+        "the run behind its thread's head is blocked",
+      );
+      for (const runId of [behind, head]) assert.equal((await api.request("POST", `/v1/runs/${runId}/cancel`)).status, 200);
+      await scrapeUntil(api.url, (samples) => sum(samples, "rudder_queue_pending_runs") === 2, "two pending runs again");
 
       // A worker-only process on the same database: it executes the other two and counts them.
       const worker = await startServer({

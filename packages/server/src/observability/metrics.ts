@@ -5,8 +5,10 @@ import { isSettled, type RunStatus } from "../domain/runs.ts";
 export interface QueueSnapshot {
   /** Runs with status pending, including those waiting for a retry's backoff or their thread. */
   readonly pending: number;
-  /** Pending runs whose backoff has passed (claimable unless their thread is busy). */
+  /** Pending runs a worker may claim now: past their retry backoff and not blocked behind their thread. */
   readonly ready: number;
+  /** Pending runs waiting for their thread's active run to finish (multitask strategy enqueue). */
+  readonly blocked: number;
   /** How long the longest-waiting ready run has been claimable, in seconds (0 when none). */
   readonly oldestReadySeconds: number;
 }
@@ -156,11 +158,20 @@ export class Metrics {
     });
     new Gauge({
       name: "rudder_queue_ready_runs",
-      help: "Pending runs whose retry backoff has passed (claimable once their thread is free)",
+      help: "Pending runs a worker may claim now: past their retry backoff and not blocked behind their thread's active run",
       registers: [this.registry],
       async collect() {
         const queue = await readQueue();
         if (queue) this.set(queue.ready);
+      },
+    });
+    new Gauge({
+      name: "rudder_queue_blocked_runs",
+      help: "Pending runs waiting for their thread's active run to finish (enqueued behind it)",
+      registers: [this.registry],
+      async collect() {
+        const queue = await readQueue();
+        if (queue) this.set(queue.blocked);
       },
     });
     new Gauge({
