@@ -50,9 +50,11 @@ try {
   console.log(
     `filled: ${tenants} tenants × ${threadsPer} threads × ${runsPer} runs × ${eventsPer} events, in ${Math.round(performance.now() - started)} ms`,
   );
+  // A tenant from the middle of the fill (tenant-1 … tenant-N), so its rows are neither first nor last.
   const [sample] = await db.query<{ tenant_id: string; thread_id: string; run_id: string }>(
     `select tenant_id, thread_id::text as thread_id, run_id::text as run_id from runs
-      where tenant_id = 'tenant-7' and thread_id is not null order by created_at desc limit 1`,
+      where tenant_id = $1 and thread_id is not null order by created_at desc limit 1`,
+    [`tenant-${Math.ceil(tenants / 2)}`],
   );
   const { tenant_id: tenant, thread_id: thread, run_id: run } = sample!;
 
