@@ -391,6 +391,9 @@ test("a saver that needs a tenant serves a thread that passes between graphs: La
     assert.equal(head.parentConfig?.configurable?.[TENANT_KEY], "t1", "and so does its parent config");
 
     assert.deepEqual((await counting.getState(config)).values.steps, ["counted"]);
+    const history = [];
+    for await (const snapshot of counting.getStateHistory(config)) history.push(snapshot.values.steps);
+    assert.deepEqual(history[0], ["counted"], "history rebuilds it from each tuple's own config");
     assert.deepEqual((await counting.invoke({ steps: [] }, config)).steps, ["counted", "counted"]);
   } finally {
     await database.drop();

@@ -158,6 +158,9 @@ test("a thread that passes between graphs: a steerable run after a failed run of
     const state = await server.request("GET", `/v1/threads/${threadId}/state`);
     assert.equal(state.status, 200, JSON.stringify(state.body));
     assert.equal(state.body.values.round, 2);
+    // History reads every checkpoint with the newest one's graph (steerable), the failed run's too.
+    const history = await server.request("GET", `/v1/threads/${threadId}/history?limit=50`);
+    assert.equal(history.status, 200, JSON.stringify(history.body));
   } finally {
     await server.close();
   }
