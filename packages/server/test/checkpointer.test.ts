@@ -4,7 +4,7 @@ import { Annotation, Command, END, INTERRUPT, START, StateGraph, interrupt } fro
 import { emptyCheckpoint, uuid6, type CheckpointMetadata, type CheckpointTuple } from "@langchain/langgraph-checkpoint";
 import type { RunnableConfig } from "@langchain/core/runnables";
 import { checkpointWrite, CheckpointWriteBatcher } from "../src/storage/checkpoint-writes.ts";
-import { RudderCheckpointSaver } from "../src/storage/checkpointer.ts";
+import { RudderCheckpointSaver, TENANT_KEY } from "../src/storage/checkpointer.ts";
 import type { Db } from "../src/storage/db.ts";
 import { createTestDatabase } from "./support/db.ts";
 
@@ -361,4 +361,41 @@ test("getTuple returns undefined for unknown threads, checkpoints and a missing 
     assert.equal(await saver.getTuple({ configurable: {} }), undefined);
     await assert.rejects(saver.put({ configurable: {} }, emptyCheckpoint(), INPUT, {}), /thread_id/);
   });
+});
+
+test("a saver that needs a tenant serves a thread that passes between graphs: LangGraph's ancestor walk follows the configs it returns", async () => {
+  const database = await createTestDatabase();
+  try {
+    const saver = new RudderCheckpointSaver(database.db, { tenantId: null });
+    // `steps` is a reducer channel; a graph without it leaves its version in the thread's
+    // checkpoints but not its value, so the next graph that has it rebuilds it by walking the
+    // checkpoints' parent configs (BaseCheckpointSaver.getDeltaChannelHistory).
+    const counting = new StateGraph(State)
+      .addNode("count", () => ({ steps: ["counted"] }))
+      .addEdge(START, "count")
+      .addEdge("count", END)
+      .compile({ checkpointer: saver });
+    const Other = Annotation.Root({ answer: Annotation<string | undefined>() });
+    const answering = new StateGraph(Other)
+      .addNode("reply", () => ({ answer: "yes" }))
+      .addEdge(START, "reply")
+      .addEdge("reply", END)
+      .compile({ checkpointer: saver });
+    const config = { configurable: { thread_id: "shared", [TENANT_KEY]: "t1" } };
+
+    await counting.invoke({ steps: [] }, config);
+    await answering.invoke({ answer: "no" }, config);
+    const head = await saver.getTuple(config);
+    assert.ok(head && !("steps" in head.checkpoint.channel_values) && head.checkpoint.channel_versions.steps !== undefined);
+    assert.equal(head.config.configurable?.[TENANT_KEY], "t1", "the tuple's config names the tenant the read named");
+    assert.equal(head.parentConfig?.configurable?.[TENANT_KEY], "t1", "and so does its parent config");
+
+    assert.deepEqual((await counting.getState(config)).values.steps, ["counted"]);
+    const history = [];
+    for await (const snapshot of counting.getStateHistory(config)) history.push(snapshot.values.steps);
+    assert.deepEqual(history[0], ["counted"], "history rebuilds it from each tuple's own config");
+    assert.deepEqual((await counting.invoke({ steps: [] }, config)).steps, ["counted", "counted"]);
+  } finally {
+    await database.drop();
+  }
 });

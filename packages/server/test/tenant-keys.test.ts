@@ -138,6 +138,34 @@ test("a run's own config cannot name another tenant for its checkpoints", async 
   }
 });
 
+test("a thread that passes between graphs: a steerable run after a failed run of another graph names its tenant to every checkpoint read", async () => {
+  // The failed run's checkpoints keep the versions of steerable's reducer channels but not their
+  // values (its graph has none), so the next steerable run rebuilds them by walking the thread's
+  // parent checkpoints, with the configs the saver handed back.
+  const server = await startTestServer({ configFile: TESTING_CONFIG, worker: { pollMs: 100 } });
+  try {
+    const threadId = (await server.request("POST", "/v1/threads", { body: {} })).body.thread_id as string;
+    const run = async (assistant: string, input: unknown) => {
+      const created = await server.request("POST", `/v1/threads/${threadId}/runs`, { body: { assistant_id: assistant, input } });
+      assert.equal(created.status, 202, JSON.stringify(created.body));
+      return (await server.request("GET", `/v1/runs/${created.body.run_id}/join?timeout=30`)).body;
+    };
+    assert.equal((await run("steerable", { rounds: 1, waitMs: 10 })).status, "succeeded");
+    assert.equal((await run("failing", { mode: "plain" })).status, "failed");
+    const again = await run("steerable", { rounds: 1, waitMs: 10 });
+    assert.deepEqual([again.status, again.error], ["succeeded", null]);
+    assert.equal(again.output.round, 2, "the round counted by the first steerable run was rebuilt");
+    const state = await server.request("GET", `/v1/threads/${threadId}/state`);
+    assert.equal(state.status, 200, JSON.stringify(state.body));
+    assert.equal(state.body.values.round, 2);
+    // History reads every checkpoint with the newest one's graph (steerable), the failed run's too.
+    const history = await server.request("GET", `/v1/threads/${threadId}/history?limit=50`);
+    assert.equal(history.status, 200, JSON.stringify(history.body));
+  } finally {
+    await server.close();
+  }
+});
+
 async function waitFor(condition: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await condition())) {

@@ -98,7 +98,7 @@ function configFor(tenantId: string, threadId: string, checkpointId?: string) {
   };
 }
 
-/** A config the checkpointer handed back (it does not echo the tenant), naming the tenant again. */
+/** A config the checkpointer handed back, naming the tenant again (Rudder's saver echoes it; another saver need not). */
 function withTenant<T extends { configurable?: Record<string, unknown> }>(tenantId: string, config: T): T {
   return { ...config, configurable: { ...config.configurable, [TENANT_KEY]: tenantId } };
 }

@@ -168,7 +168,7 @@ export class RudderCheckpointSaver extends BaseCheckpointSaver {
     const params = [tenantId, String(threadId), ns, ...(checkpointId ? [checkpointId] : [])];
     const sql = `${SELECT_TUPLE} where c.tenant_id = $1 and c.thread_id = $2 and c.checkpoint_ns = $3 ${pick}`;
     const rows = await this.db.query<CheckpointRow>(sql, params);
-    const [tuple] = await this.toTuples(tenantId, rows);
+    const [tuple] = await this.toTuples(tenantId, rows, namedTenant(config));
     return tuple;
   }
 
@@ -178,7 +178,7 @@ export class RudderCheckpointSaver extends BaseCheckpointSaver {
     if (threadId !== undefined && threadId !== null && (await this.nothingStoredFor(config, String(threadId)))) return;
     const { sql, params } = listQuery(tenantId, config, options);
     const rows = await this.db.query<CheckpointRow>(sql, params);
-    yield* await this.toTuples(tenantId, rows);
+    yield* await this.toTuples(tenantId, rows, namedTenant(config));
   }
 
   async put(
@@ -198,7 +198,7 @@ export class RudderCheckpointSaver extends BaseCheckpointSaver {
     const parentId = config.configurable?.checkpoint_id || null;
     const commit: CheckpointTarget = { kind: "checkpoint", checkpointNs: ns, step: metadata.step };
     await this.write(config, checkpointWrite([tenantId, threadId, ns, checkpoint.id, parentId, type, bytes, metadataJson]), commit);
-    return { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: checkpoint.id } };
+    return { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: checkpoint.id, ...namedTenant(config) } };
   }
 
   async putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath = ""): Promise<void> {
@@ -281,20 +281,25 @@ export class RudderCheckpointSaver extends BaseCheckpointSaver {
     return stripNulEscapes(new TextDecoder().decode(bytes));
   }
 
-  private async toTuples(tenantId: string, rows: CheckpointRow[]): Promise<CheckpointTuple[]> {
-    const tuples = await Promise.all(rows.map((row) => this.toTuple(row)));
+  private async toTuples(tenantId: string, rows: CheckpointRow[], named: TenantNamed): Promise<CheckpointTuple[]> {
+    const tuples = await Promise.all(rows.map((row) => this.toTuple(row, named)));
     await this.migratePendingSends(tenantId, tuples);
     return tuples;
   }
 
-  private async toTuple(row: CheckpointRow): Promise<CheckpointTuple> {
+  /**
+   * The tuple's configs name the tenant the read named: LangGraph calls the saver again with
+   * them (the ancestor walk of getDeltaChannelHistory follows `parentConfig`), and a saver that
+   * needs a tenant would refuse them otherwise.
+   */
+  private async toTuple(row: CheckpointRow, named: TenantNamed): Promise<CheckpointTuple> {
     const [checkpoint, metadata, pendingWrites] = await Promise.all([
       this.serde.loadsTyped(row.checkpoint_type, toBytes(row.checkpoint)) as Promise<Checkpoint>,
       this.serde.loadsTyped("json", row.metadata) as Promise<CheckpointMetadata>,
       this.loadWrites(parseJson<StoredWrite[]>(row.pending_writes)),
     ]);
     const at = (checkpointId: string) => ({
-      configurable: { thread_id: row.thread_id, checkpoint_ns: row.checkpoint_ns, checkpoint_id: checkpointId },
+      configurable: { thread_id: row.thread_id, checkpoint_ns: row.checkpoint_ns, checkpoint_id: checkpointId, ...named },
     });
     const tuple: CheckpointTuple = { config: at(row.checkpoint_id), checkpoint, metadata, pendingWrites };
     if (row.parent_checkpoint_id !== null) tuple.parentConfig = at(row.parent_checkpoint_id);
@@ -344,6 +349,19 @@ export class RudderCheckpointSaver extends BaseCheckpointSaver {
 
 function isSerde(value: SerializerProtocol | CheckpointSaverOptions): value is SerializerProtocol {
   return typeof (value as Partial<SerializerProtocol>).dumpsTyped === "function";
+}
+
+/** `TENANT_KEY` as a call named it, for the configs the saver hands back; nothing when it named none. */
+type TenantNamed = { [TENANT_KEY]?: string };
+
+/**
+ * A config the saver hands back names the tenant its call named, so LangGraph's next call with it
+ * (updateState writes at the config `put` returned) reaches the same tenant. One that named none
+ * gets none back: such configs stay exactly LangGraph's (thread, namespace, checkpoint id).
+ */
+function namedTenant(config: RunnableConfig): TenantNamed {
+  const named = config.configurable?.[TENANT_KEY] as unknown;
+  return typeof named === "string" ? { [TENANT_KEY]: named } : {};
 }
 
 function requiredThreadId(config: RunnableConfig, action: string): string {
