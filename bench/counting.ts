@@ -227,6 +227,11 @@ export interface WireCounts {
   notifies: number;
   /** Commits that wrote: a DML row, a row lock, or a pg_notify (which always takes a transaction id). */
   writingCommits: number;
+  /**
+   * Of the writing commits, those of a statement that only notifies (the notifier's batched
+   * `select pg_notify(...)` on its own connection, with synchronous_commit off: no wait for the disk).
+   */
+  notifyOnlyCommits: number;
   connections: number;
   /** Autocommit statements by label: how many, and how many of them wrote. */
   autocommitByLabel: Map<string, { count: number; writing: number }>;
@@ -240,6 +245,7 @@ const emptyWire = (): WireCounts => ({
   autocommits: 0,
   notifies: 0,
   writingCommits: 0,
+  notifyOnlyCommits: 0,
   connections: 0,
   autocommitByLabel: new Map(),
 });
@@ -362,6 +368,7 @@ export class WireCounter {
     if (wrote && !error) {
       this.counts.writingCommits++;
       byLabel.writing++;
+      if (/^\s*select\s+pg_notify\(/i.test(text)) this.counts.notifyOnlyCommits++;
     }
   }
 }

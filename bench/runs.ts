@@ -425,6 +425,8 @@ interface ThroughputRow {
   statementsPerRun: number;
   commitsPerRun: number;
   writingCommitsPerRun: number;
+  /** Of the writing commits, the notifier's notify-only ones (no wait for the disk); 0 on PGlite. */
+  notifyOnlyCommitsPerRun: number;
 }
 
 async function throughput(
@@ -484,6 +486,7 @@ async function throughput(
         statementsPerRun: sumStatements(counted) / done,
         commitsPerRun: (wired ? wired.commits + wired.autocommits : counted.committedTransactions + counted.autocommitStatements) / done,
         writingCommitsPerRun: (wired ? wired.writingCommits : counted.writingCommits) / done,
+        notifyOnlyCommitsPerRun: (wired?.notifyOnlyCommits ?? 0) / done,
       };
       console.log(
         `  ${driver} worker=${workerConcurrency} ${kind} c=${concurrency}: ${fixed(row.perSecond, 0)} runs/s, p50 ${fixed(row.p50)} ms, p99 ${fixed(row.p99)} ms (sent->created ${pair(row.create)}, queued ${pair(row.queued)}, executing ${pair(row.executed)}, finish->join ${pair(row.joinLag)}); cores busy: machine ${fixed(cpu.machine, 2)}, server process ${fixed(cpu.server, 2)} (${fixed(row.cpuMsPerRun, 2)} ms CPU/run)${profile ? ", profiled" : ""}; ${fixed(row.statementsPerRun, 2)} Db statements/run`,
@@ -714,6 +717,7 @@ function printCounts(results: CountResult[]): void {
         "pg_notify/run",
         "wire commits/run",
         "writing commits/run",
+        "of them notify-only",
         "pg_stat xact_commit/run",
       ],
       results.map((r) => {
@@ -732,6 +736,7 @@ function printCounts(results: CountResult[]): void {
           r.wire ? per(r.wire.notifies, r) : "-",
           r.wire ? per(r.wire.commits + r.wire.autocommits, r) : "-",
           r.wire ? per(r.wire.writingCommits, r) : "-",
+          r.wire ? per(r.wire.notifyOnlyCommits, r) : "-",
           r.pgStat ? per(r.pgStat.commits, r) : "-",
         ];
       }),
@@ -942,7 +947,7 @@ async function main(): Promise<void> {
           fixed(r.cpuMsPerRun, 2),
           fixed(r.statementsPerRun, 1),
           fixed(r.commitsPerRun, 1),
-          fixed(r.writingCommitsPerRun, 1),
+          `${fixed(r.writingCommitsPerRun, 1)} (${fixed(r.notifyOnlyCommitsPerRun, 1)} notify-only)`,
         ]),
         ["l", "r", "l"],
       ),
@@ -972,6 +977,7 @@ async function main(): Promise<void> {
           "wire round trips/run",
           "wire commits/run",
           "writing commits/run",
+          "of them notify-only",
           "pg_stat xact_commit/run",
         ],
         counts.map((r) => [
@@ -983,6 +989,7 @@ async function main(): Promise<void> {
           r.wire ? fixed(r.wire.roundTrips / r.runs, 2) : "-",
           r.wire ? fixed((r.wire.commits + r.wire.autocommits) / r.runs, 2) : "-",
           `${fixed((r.wire?.writingCommits ?? r.db.writingCommits) / r.runs, 2)}${r.wire ? "" : " (heur.)"}`,
+          r.wire ? fixed(r.wire.notifyOnlyCommits / r.runs, 2) : "-",
           r.pgStat ? fixed(r.pgStat.commits / r.runs, 2) : "-",
         ]),
         ["l", "l"],

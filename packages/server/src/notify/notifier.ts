@@ -22,8 +22,9 @@ export interface Notifier {
   /** Notices published in one call travel together (one NOTIFY across processes). */
   publish(...notices: readonly Notice[]): Promise<void>;
   /**
-   * Publishes with the transaction: heard only once it commits, and across processes sent inside
-   * it (with its commit), so the notices cost the writer no commit or round trip of their own.
+   * Publishes with the transaction: heard only once it commits, never if it rolls back. Across
+   * processes the notices leave after the commit, batched with this process's other notices (see
+   * createPostgresNotifier: not inside the writer's commit).
    */
   publishWithin(tx: Transaction, ...notices: readonly Notice[]): Promise<void>;
   subscribe(listener: (notice: Notice) => void): () => void;
@@ -80,13 +81,22 @@ interface Envelope {
  * Across processes: PostgreSQL LISTEN/NOTIFY on one channel. This process's own listeners hear a
  * notice at once; other processes hear it through NOTIFY. Notices published while a NOTIFY is in
  * flight are batched, duplicates dropped, into the next one (one statement, one commit), so a
- * busy worker does not pay a commit per notice. A dedicated connection listens and reconnects
+ * busy process does not pay a commit per notice. A dedicated connection listens and reconnects
  * after a failure; notices published while it is down are lost, which the waiters' timers cover.
+ *
+ * A transaction's notices (`publishWithin`) are sent by this publisher once the transaction has
+ * committed, not inside it: a commit that NOTIFYs holds PostgreSQL's cluster-wide notify lock
+ * until it is flushed to disk, so notifying writers commit one at a time, each waiting out the
+ * previous one's flush (measured here: 1,859 notifying update commits/s against 4,199 without, 16
+ * clients). The publisher's own commits are notify-only and do not wait for the flush
+ * (`synchronous_commit=off`: a notice is a hint, and the writes it announces are already durable),
+ * so the lock is held only briefly and the writers group-commit freely. A crash between a commit
+ * and its notice loses the notice, as a lost LISTEN connection does; the timers cover it.
  */
 export function createPostgresNotifier(connectionString: string): Notifier {
   const local = createLocalNotifier();
   const origin = randomUUID();
-  const publisher = new pg.Pool({ connectionString, max: 1 });
+  const publisher = new pg.Pool({ connectionString, max: 1, options: "-c synchronous_commit=off" });
   publisher.on("error", () => {});
   let listener: pg.Client | undefined;
   let closed = false;
@@ -136,18 +146,18 @@ export function createPostgresNotifier(connectionString: string): Notifier {
     sending = undefined;
   };
 
+  const publish = async (...notices: readonly Notice[]): Promise<void> => {
+    await local.publish(...notices);
+    for (const notice of notices) outbox.add(JSON.stringify(notice));
+    // Started after the current synchronous work, so concurrent publishers share a NOTIFY.
+    sending ??= Promise.resolve().then(send);
+    await sending;
+  };
+
   return {
-    async publish(...notices) {
-      await local.publish(...notices);
-      for (const notice of notices) outbox.add(JSON.stringify(notice));
-      // Started after the current synchronous work, so concurrent publishers share a NOTIFY.
-      sending ??= Promise.resolve().then(send);
-      await sending;
-    },
+    publish,
     async publishWithin(tx, ...notices) {
-      if (notices.length === 0) return;
-      tx.beforeCommit(notifyStatement(origin, notices));
-      await local.publishWithin(tx, ...notices);
+      if (notices.length > 0) tx.afterCommit(() => void publish(...notices));
     },
     subscribe: (fn) => local.subscribe(fn),
     health: () => ({ listening: listener !== undefined, since, reconnects }),
@@ -163,10 +173,7 @@ export function createPostgresNotifier(connectionString: string): Notifier {
   };
 }
 
-/**
- * One statement, without parameters, that sends the notices in as few NOTIFY payloads as fit:
- * on its own, or appended to a transaction's commit.
- */
+/** One statement, without parameters, that sends the notices in as few NOTIFY payloads as fit. */
 function notifyStatement(origin: string, notices: readonly Notice[]): string {
   const calls = envelopes(origin, notices).map((payload) => `pg_notify('${CHANNEL}', ${pg.escapeLiteral(payload)})`);
   return `select ${calls.join(", ")}`;
