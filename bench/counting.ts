@@ -190,7 +190,6 @@ export function countingDb(db: Db, counter: DbCounter): Db {
           work({
             query: <Row>(sql: string, params?: readonly unknown[]) => run<Row>(tx, sql, params, state),
             exec: (script: string) => exec(tx, script, state),
-            beforeCommit: (statement) => tx.beforeCommit(statement),
             afterCommit: (callback) => tx.afterCommit(callback),
           }),
         );
@@ -319,16 +318,7 @@ export class WireCounter {
   }
 
   private finished(client: object, text: string, error: unknown, result: PgResult | PgResult[] | undefined): void {
-    let verb = text.trim().toLowerCase();
-    // Statements sent with the commit (Transaction.beforeCommit: the notices) share its round trip.
-    const pending = this.inTransaction.get(client);
-    if (pending && /;\s*commit$/.test(verb)) {
-      if (/\bpg_notify\b/.test(verb)) {
-        this.counts.notifies++;
-        pending.writes = true;
-      }
-      verb = "commit";
-    }
+    const verb = text.trim().toLowerCase();
     if (verb === "begin") {
       this.counts.begins++;
       this.inTransaction.set(client, { writes: false });

@@ -47,7 +47,7 @@ function counting(db: Db): { db: Db; counts: { statements: number; transactions:
     close: () => db.close(),
     transaction: (work) => {
       counts.transactions += 1;
-      return db.transaction((tx: Transaction) => work({ ...wrap(tx), beforeCommit: tx.beforeCommit, afterCommit: tx.afterCommit }));
+      return db.transaction((tx: Transaction) => work({ ...wrap(tx), afterCommit: tx.afterCommit }));
     },
   };
   return { db: counted, counts };

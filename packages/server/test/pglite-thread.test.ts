@@ -35,14 +35,14 @@ describe("PGlite on a worker thread", { skip: process.env.RUDDER_TEST_DATABASE_U
       assert.match(duplicate.message, /duplicate key/);
     }));
 
-  test("a transaction commits with its beforeCommit statement, rolls back on a throw, and holds the one connection", () =>
+  test("a transaction commits, rolls back on a throw or a failed statement, and holds the one connection", () =>
     withDb(async (db) => {
       let committed = false;
       let release!: () => void;
       const held = new Promise<void>((resolve) => (release = resolve));
       const writer = db.transaction(async (tx) => {
         await tx.query("insert into items (id) values (1)");
-        tx.beforeCommit("insert into items (id) values (2)");
+        await tx.query("insert into items (id) values (2)");
         tx.afterCommit(() => (committed = true));
         await held;
       });
@@ -64,7 +64,8 @@ describe("PGlite on a worker thread", { skip: process.env.RUDDER_TEST_DATABASE_U
       await assert.rejects(
         db.transaction(async (tx) => {
           leaked = tx;
-          tx.beforeCommit("insert into items (id) values (1)");
+          await tx.query("insert into items (id) values (4)");
+          await tx.query("insert into items (id) values (1)");
         }),
         (error: unknown) => (error as { code?: string }).code === "23505",
       );

@@ -15,11 +15,6 @@ export interface Queryable {
 
 /** A transaction's connection. */
 export interface Transaction extends Queryable {
-  /**
-   * A statement without parameters to run last, just before the commit; on PostgreSQL it travels
-   * with the `commit` in one round trip. If it fails, the transaction rolls back.
-   */
-  beforeCommit(statement: string): void;
   /** Runs once the transaction has committed (never after a rollback). */
   afterCommit(callback: () => void): void;
 }
@@ -132,7 +127,6 @@ function busyPool(error: unknown, max: number, waitMs: number): ApiError {
 /** One transaction on a client of the pool: committed when `work` resolves, rolled back when it throws. */
 async function poolTransaction<T>(pool: pg.Pool, work: (tx: Transaction) => Promise<T>): Promise<T> {
   const client = await pool.connect();
-  const last: string[] = [];
   const committed: (() => void)[] = [];
   let broken: unknown;
   // While checked out, the pool no longer listens for the client's errors: a connection reset
@@ -145,7 +139,6 @@ async function poolTransaction<T>(pool: pg.Pool, work: (tx: Transaction) => Prom
   try {
     await client.query("begin");
     const tx: Transaction = {
-      beforeCommit: (statement) => last.push(statement),
       afterCommit: (callback) => committed.push(callback),
       async query<Row>(sql: string, params: readonly unknown[] = []) {
         const result = await client.query(sql, params as unknown[]);
@@ -157,8 +150,7 @@ async function poolTransaction<T>(pool: pg.Pool, work: (tx: Transaction) => Prom
       },
     };
     const value = await work(tx);
-    // Without parameters pg uses the simple protocol, which takes several statements at once.
-    await client.query([...last, "commit"].join("; "));
+    await client.query("commit");
     for (const callback of committed) callback();
     return value;
   } catch (error) {
@@ -294,18 +286,14 @@ export function pgliteDb(lite: PGlite): Db {
   };
 
   async function transaction<T>(work: (tx: Transaction) => Promise<T>): Promise<T> {
-    const last: string[] = [];
     const committed: (() => void)[] = [];
-    const value = await lite.transaction(async (liteTx) => {
-      const result = await work({
+    const value = await lite.transaction((liteTx) =>
+      work({
         query: <Row>(sql: string, params: readonly unknown[] = []) => run<Row>(liteTx, sql, params),
         exec: (script: string) => exec(liteTx, script),
-        beforeCommit: (statement) => last.push(statement),
         afterCommit: (callback) => committed.push(callback),
-      });
-      if (last.length > 0) await exec(liteTx, last.join("; "));
-      return result;
-    });
+      }),
+    );
     for (const callback of committed) callback();
     return value;
   }
@@ -386,7 +374,6 @@ async function pgliteThreadDb(options: PgliteOptions): Promise<Db> {
 
   async function transaction<T>(work: (tx: Transaction) => Promise<T>): Promise<T> {
     const tx = nextTx++;
-    const last: string[] = [];
     const committed: (() => void)[] = [];
     await call({ op: "begin", tx });
     let value: T;
@@ -394,14 +381,13 @@ async function pgliteThreadDb(options: PgliteOptions): Promise<Db> {
       value = await work({
         query: async <Row>(sql: string, params: readonly unknown[] = []) => (await call({ op: "query", sql, params, tx })) as Row[],
         exec: async (script: string) => void (await call({ op: "exec", script, tx })),
-        beforeCommit: (statement) => last.push(statement),
         afterCommit: (callback) => committed.push(callback),
       });
     } catch (error) {
       await call({ op: "rollback", tx }).catch(() => {});
       throw error;
     }
-    await call({ op: "commit", tx, last: last.join("; ") });
+    await call({ op: "commit", tx });
     for (const callback of committed) callback();
     return value;
   }

@@ -7,8 +7,7 @@ export type PgliteRequest =
   | { readonly id: number; readonly op: "exec"; readonly script: string; readonly tx?: number }
   /** Answered once the transaction holds the connection. */
   | { readonly id: number; readonly op: "begin"; readonly tx: number }
-  /** `last`: statements to run just before the commit (a failure rolls back). */
-  | { readonly id: number; readonly op: "commit"; readonly tx: number; readonly last: string }
+  | { readonly id: number; readonly op: "commit"; readonly tx: number }
   | { readonly id: number; readonly op: "rollback"; readonly tx: number }
   | { readonly id: number; readonly op: "close" };
 

@@ -92,7 +92,6 @@ function begin(id: number, tx: number): void {
         end = request;
         transactions.delete(tx);
         if (request.op === "rollback") throw ROLLBACK;
-        if (request.last) await liteTx.exec(request.last);
         return;
       }
       await statement(liteTx, request);

@@ -15,7 +15,6 @@ export function interceptedDb(inner: Db, intercept: Intercept): Db {
         work({
           query: (sql, params) => intercept(tx, sql, params),
           exec: (script) => tx.exec(script),
-          beforeCommit: (statement) => tx.beforeCommit(statement),
           afterCommit: (callback) => tx.afterCommit(callback),
         }),
       ),

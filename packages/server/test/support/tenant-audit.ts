@@ -72,7 +72,6 @@ export function recordingDb(db: Db, seen: string[]): Db {
     ...tx,
     query: (sql, params) => (seen.push(sql), tx.query(sql, params)),
     exec: (script) => (seen.push(script), tx.exec(script)),
-    beforeCommit: (statement) => (seen.push(statement), tx.beforeCommit(statement)),
   });
   return {
     ...db,
