@@ -27,6 +27,15 @@ export interface Notifier {
    */
   publishWithin(tx: Transaction, ...notices: readonly Notice[]): Promise<void>;
   subscribe(listener: (notice: Notice) => void): () => void;
+  /**
+   * Across processes through PostgreSQL only: SQL selecting `pg_notify` with the `events_flushed`
+   * notices of `relation` (a from-item without alias; columns `run_id` uuid, `last` int), at most `perNotice` runs a payload,
+   * for a statement that sends its own notices (heard with its commit, no statement of their own).
+   * Once it committed, `publishLocal` tells this process's listeners.
+   */
+  flushedNoticesSql?(relation: string, perNotice: number): string;
+  /** This process's listeners only: for notices a committed statement sent to the others itself. */
+  publishLocal?(...notices: readonly Notice[]): Promise<void>;
   /** Whether notices from other processes can arrive now (for /ready and metrics). */
   health?(): NotifierHealth;
   close(): Promise<void>;
@@ -149,6 +158,8 @@ export function createPostgresNotifier(connectionString: string): Notifier {
       tx.beforeCommit(notifyStatement(origin, notices));
       await local.publishWithin(tx, ...notices);
     },
+    flushedNoticesSql: (relation, perNotice) => flushedNoticesSql(origin, relation, perNotice),
+    publishLocal: (...notices) => local.publish(...notices),
     subscribe: (fn) => local.subscribe(fn),
     health: () => ({ listening: listener !== undefined, since, reconnects }),
     async close() {
@@ -170,6 +181,21 @@ export function createPostgresNotifier(connectionString: string): Notifier {
 function notifyStatement(origin: string, notices: readonly Notice[]): string {
   const calls = envelopes(origin, notices).map((payload) => `pg_notify('${CHANNEL}', ${pg.escapeLiteral(payload)})`);
   return `select ${calls.join(", ")}`;
+}
+
+/**
+ * `events_flushed` notices as SQL: one NOTIFY per `perNotice` runs, in run id order, each payload
+ * the envelope `envelopes` would build (a run id and its sequence take under 50 bytes, so 100 runs
+ * stay well under PostgreSQL's 8000-byte limit).
+ */
+function flushedNoticesSql(origin: string, relation: string, perNotice: number): string {
+  const limit = Math.max(1, Math.floor(perNotice));
+  return `select pg_notify(${pg.escapeLiteral(CHANNEL)}, json_build_object(
+             'from', ${pg.escapeLiteral(origin)}::text,
+             'notices', json_build_array(json_build_object('topic', 'events_flushed', 'runs', json_agg(json_build_array(f.run_id::text, f.last) order by f.run_id)))
+           )::text)
+      from (select r.run_id, r.last, (row_number() over (order by r.run_id) - 1) / ${limit} as chunk from ${relation} as r) f
+     group by f.chunk`;
 }
 
 /** The notices as NOTIFY payloads, each under PostgreSQL's size limit. */
