@@ -77,7 +77,11 @@ export interface BatchAppendOptions {
  * Run outside a transaction the statement is its own, so it commits (and its `notify` notices go)
  * before the rows come back. Returns one row per run written, in run id order.
  */
-export async function appendEventBatches(db: Queryable, batches: readonly EventBatch[], options: BatchAppendOptions = {}): Promise<AppendedRun[]> {
+export async function appendEventBatches(
+  db: Queryable,
+  batches: readonly EventBatch[],
+  options: BatchAppendOptions = {},
+): Promise<AppendedRun[]> {
   if (batches.length === 0) return [];
   const notified = options.notify
     ? `, notified as (
