@@ -2,7 +2,7 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import type { RunEvent } from "@rudder/api";
 import { ApiError } from "../src/domain/errors.ts";
-import { createLocalNotifier, type Notice } from "../src/notify/notifier.ts";
+import { createLocalNotifier, createPostgresNotifier, type Notice } from "../src/notify/notifier.ts";
 import { appendEvents, type PendingEvent } from "../src/storage/events.ts";
 import { claimRuns, readEvents } from "../src/storage/runs.ts";
 import { EventWriter, type EventHandoff } from "../src/worker/event-writer.ts";
@@ -21,13 +21,15 @@ describe(`the worker's event writer on ${TEST_DRIVER}`, () => {
     await database.drop();
   });
 
-  test("one flush writes the events of many runs in one commit, with one notice listing them", async () => {
+  test("one flush writes the events of many runs in one statement (its own commit), with one notice listing them", async () => {
     const notifier = createLocalNotifier();
     const heard: Notice[] = [];
     notifier.subscribe((notice) => heard.push(notice));
     let transactions = 0;
+    let statements = 0;
     const db = {
       ...database.db,
+      query: <Row>(sql: string, params?: readonly unknown[]) => (statements++, database.db.query<Row>(sql, params)),
       transaction: <T>(work: Parameters<typeof database.db.transaction<T>>[0]) => (transactions++, database.db.transaction(work)),
     };
     const writer = new EventWriter(db, notifier, { flushMs: 60_000, maxBatch: 100_000 });
@@ -35,7 +37,8 @@ describe(`the worker's event writer on ${TEST_DRIVER}`, () => {
     const handles = leases.map((lease) => writer.open(lease, () => assert.fail("no lease is lost")));
     for (let i = 0; i < 3; i++) for (const handle of handles) handle.push(tick(i));
     await writer.flush();
-    assert.equal(transactions, 1);
+    assert.equal(statements, 1);
+    assert.equal(transactions, 0);
     const flushed = heard.filter((notice) => notice.topic === "events_flushed");
     assert.equal(flushed.length, 1);
     assert.deepEqual(
@@ -200,4 +203,68 @@ describe(`the worker's event writer on ${TEST_DRIVER}`, () => {
     assert.deepEqual(delivered, await readEvents(database.db, followed!.tenantId, followed!.runId, 0, 100));
     await notifier.close();
   });
+
+  test("an event is stored and handed over as it was when pushed, whatever the graph does to its object later", async () => {
+    const notifier = createLocalNotifier();
+    const delivered: RunEvent[] = [];
+    const [lease] = await claimedRuns(database.db, 1);
+    const handoff: EventHandoff = { follows: () => true, deliver: (_runId, events) => delivered.push(...events) };
+    const writer = new EventWriter(database.db, notifier, { flushMs: 60_000, maxBatch: 100_000 }, handoff);
+    const handle = writer.open(lease!, () => assert.fail("held"));
+    const data = { data: { text: "first" } };
+    handle.push({ kind: "custom", data });
+    data.data.text = "changed";
+    await writer.flush();
+    const log = await readEvents(database.db, lease!.tenantId, lease!.runId, 0, 100);
+    assert.deepEqual(
+      log.map((event) => event.data),
+      [{ data: { text: "first" } }],
+    );
+    assert.deepEqual(delivered, log);
+    await notifier.close();
+  });
+
+  test(
+    "on PostgreSQL a flush is one statement, and another process hears every run it wrote once, in notices of runsPerNotice runs",
+    { skip: TEST_DRIVER !== "postgres" },
+    async () => {
+      const sender = createPostgresNotifier(database.url!);
+      const receiver = createPostgresNotifier(database.url!);
+      const mine: Notice[] = [];
+      const theirs: Notice[] = [];
+      sender.subscribe((notice) => mine.push(notice));
+      receiver.subscribe((notice) => theirs.push(notice));
+      // The LISTEN connection comes up on its own: wait until it hears a notice.
+      for (let heard = false; !heard;) {
+        await sender.publish({ topic: "schedules_changed" });
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        heard = theirs.length > 0;
+      }
+      theirs.length = 0;
+      mine.length = 0;
+      let statements = 0;
+      const db = {
+        ...database.db,
+        query: <Row>(sql: string, params?: readonly unknown[]) => (statements++, database.db.query<Row>(sql, params)),
+      };
+      const writer = new EventWriter(db, sender, { flushMs: 60_000, maxBatch: 100_000, runsPerNotice: 2 });
+      const leases = await claimedRuns(database.db, 5);
+      const handles = leases.map((lease) => writer.open(lease, () => assert.fail("held")));
+      for (let i = 0; i < 3; i++) for (const handle of handles) handle.push(tick(i));
+      await writer.flush();
+      assert.equal(statements, 1, "the append is one statement (its notices go on the notifier's own connection)");
+      const expected = new Map(leases.map((lease) => [lease.runId, 3]));
+      const runsIn = (notices: Notice[]) =>
+        notices.flatMap((notice) => (notice.topic === "events_flushed" ? notice.runs.map(([id, seq]) => [id, seq] as const) : []));
+      assert.deepEqual(new Map(runsIn(mine)), expected);
+      assert.equal(mine.length, 3);
+      for (let waited = 0; runsIn(theirs).length < 5 && waited < 5000; waited += 20)
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      assert.equal(runsIn(theirs).length, 5);
+      assert.deepEqual(new Map(runsIn(theirs)), expected);
+      assert.ok(theirs.every((notice) => notice.topic === "events_flushed" && notice.runs.length <= 2));
+      await sender.close();
+      await receiver.close();
+    },
+  );
 });

@@ -1,12 +1,13 @@
 import type { RunEvent } from "@rudder/api";
 import type { Notice, Notifier } from "../notify/notifier.ts";
 import { isConnectWait, type Db } from "../storage/db.ts";
-import { appendEventBatches, toRunEvent, type AppendedEvent, type PendingEvent } from "../storage/events.ts";
+import { appendEventBatches, type AppendedRun, type EventBatch, type PendingEvent } from "../storage/events.ts";
 import type { Lease } from "../storage/lease.ts";
+import { iso } from "../storage/rows.ts";
 
 /** Where a worker hands the events it committed to streams of its own process (`rudder dev`). */
 export interface EventHandoff {
-  /** Whether a stream of this process follows the run now (its rows then come back with their data). */
+  /** Whether a stream of this process follows the run now (its events are then handed over). */
   follows(runId: string): boolean;
   /** The run's events, committed, in sequence order: called after the commit, before its notice. */
   deliver(runId: string, events: readonly RunEvent[]): void;
@@ -19,6 +20,11 @@ export interface EventWriterOptions {
   readonly maxBatch: number;
   /** Runs per `events_flushed` notice (NOTIFY payloads are bounded). */
   readonly runsPerNotice?: number;
+}
+
+/** A run's share of a flush: every event's data as JSON, written as is and handed over parsed. */
+interface FlushBatch extends EventBatch {
+  readonly dataJson: readonly (string | undefined)[];
 }
 
 /** Thrown to the attempts whose events a flush could not write (the database failed, not the lease). */
@@ -92,14 +98,14 @@ export class EventWriter {
     const handles = [...this.waiting.values()];
     this.waiting.clear();
     this.pendingCount = 0;
-    const batches = handles.map((handle) => ({ handle, events: handle.takeForFlush() })).filter((batch) => batch.events.length > 0);
+    const batches = handles.map((handle) => ({ handle, taken: handle.takeForFlush() })).filter((batch) => batch.taken.events.length > 0);
     if (batches.length === 0) return;
     try {
-      const appended = await this.write(batches.map(({ handle, events }) => ({ lease: handle.lease, events })));
-      const appendedPerRun = new Map<string, number>();
-      for (const row of appended) appendedPerRun.set(row.run_id, (appendedPerRun.get(row.run_id) ?? 0) + 1);
-      for (const { handle, events } of batches) {
-        if (appendedPerRun.get(handle.lease.runId) === events.length) handle.flushed();
+      const appended = await this.write(batches.map(({ handle, taken }) => ({ lease: handle.lease, ...taken })));
+      const written = new Map<string, number>();
+      for (const row of appended) written.set(row.run_id, row.count);
+      for (const { handle, taken } of batches) {
+        if (written.get(handle.lease.runId) === taken.events.length) handle.flushed();
         else handle.leaseLost();
       }
     } catch (error) {
@@ -107,28 +113,31 @@ export class EventWriter {
     }
   }
 
-  /** One transaction: the append, and the notice sent with its commit; the hand-off after it. */
-  private async write(batches: { lease: Lease; events: readonly PendingEvent[] }[]): Promise<AppendedEvent[]> {
-    const withData = this.handoff !== undefined && batches.some((batch) => this.handoff!.follows(batch.lease.runId));
+  /**
+   * One statement, outside a transaction (so its own, atomic): the append. Once it committed, the
+   * hand-off to this process's streams, then the notices (this process's listeners at once, other
+   * processes through the notifier's batched NOTIFY, which the flush does not wait for).
+   */
+  private async write(batches: FlushBatch[]): Promise<AppendedRun[]> {
+    const handoff = this.handoff;
+    const withTime = handoff !== undefined && batches.some((batch) => handoff.follows(batch.lease.runId));
     for (let attempt = 1; ; attempt++) {
+      let appended: AppendedRun[];
       try {
-        return await this.db.transaction(async (tx) => {
-          const appended = await appendEventBatches(tx, batches, withData);
-          const last = new Map<string, number>();
-          for (const row of appended) last.set(row.run_id, Math.max(last.get(row.run_id) ?? 0, row.sequence));
-          if (last.size === 0) return appended;
-          const handoff = this.handoff;
-          if (handoff && withData) tx.afterCommit(() => deliver(handoff, appended));
-          await this.notifier.publishWithin(tx, ...flushedNotices([...last], this.options.runsPerNotice ?? 100));
-          return appended;
-        });
+        appended = await appendEventBatches(this.db, batches, { withTime });
       } catch (error) {
         // Rolled back for certain (a deadlock, a serialization failure) or never begun (no
         // connection in time): written again, in the same place in the chain, so order holds.
         // Anything else may or may not have committed: the attempts it carried stop.
         const again = RETRYABLE.has(String((error as { code?: unknown }).code)) || isConnectWait(error);
         if (!again || attempt >= MAX_WRITE_ATTEMPTS) throw error;
+        continue;
       }
+      if (appended.length === 0) return appended;
+      if (handoff && withTime) deliver(handoff, batches, appended);
+      const last = appended.map((row): [string, number] => [row.run_id, row.base + row.count]);
+      void this.notifier.publish(...flushedNotices(last, this.options.runsPerNotice ?? 100)).catch(() => {});
+      return appended;
     }
   }
 }
@@ -140,16 +149,36 @@ function flushedNotices(runs: [string, number][], perNotice: number): Notice[] {
   return notices;
 }
 
-function deliver(handoff: EventHandoff, appended: readonly AppendedEvent[]): void {
-  const byRun = new Map<string, RunEvent[]>();
+/**
+ * The committed events of the runs a stream of this process follows, built from what the writer
+ * holds (the log gave the run's events `base + 1` … in order, all at one time): the data as its
+ * JSON was written, not read back from the database.
+ */
+function deliver(handoff: EventHandoff, batches: readonly FlushBatch[], appended: readonly AppendedRun[]): void {
+  const byRun = new Map<string, FlushBatch>();
+  for (const batch of batches) byRun.set(batch.lease.runId, batch);
+  let createdAt: string | undefined;
   for (const row of appended) {
-    if (row.data === undefined || !handoff.follows(row.run_id)) continue;
-    const events = byRun.get(row.run_id);
-    const event = toRunEvent({ ...row, data: row.data });
-    if (events) events.push(event);
-    else byRun.set(row.run_id, [event]);
+    const batch = byRun.get(row.run_id);
+    if (!batch || !handoff.follows(row.run_id)) continue;
+    createdAt ??= iso(row.created_at!);
+    const events: RunEvent[] = [];
+    for (let i = 0; i < batch.events.length; i++) {
+      const event = batch.events[i]!;
+      const text = batch.dataJson[i];
+      const sequence = row.base + i + 1;
+      events.push({
+        id: `${row.run_id}:${sequence}`,
+        run_id: row.run_id,
+        sequence,
+        kind: event.kind,
+        // A copy as written: the graph may change its object after emitting it.
+        data: (text === undefined ? null : JSON.parse(text)) as RunEvent["data"],
+        created_at: createdAt,
+      });
+    }
+    handoff.deliver(row.run_id, events);
   }
-  for (const [runId, events] of byRun) handoff.deliver(runId, events);
 }
 
 /**
@@ -160,6 +189,8 @@ function deliver(handoff: EventHandoff, appended: readonly AppendedEvent[]): voi
  */
 export class RunEvents {
   private pending: PendingEvent[] = [];
+  /** Each pending event's data as JSON (`JSON.stringify(event.data)`), serialised once. */
+  private pendingJson: (string | undefined)[] = [];
   /** Flushes that took events of this run and have not finished. */
   private inFlight = 0;
   private idle: (() => void)[] = [];
@@ -174,9 +205,11 @@ export class RunEvents {
     private readonly lost: () => void,
   ) {}
 
-  push(event: PendingEvent): void {
+  /** `dataJson`: the event's data as JSON when the caller serialised it already (`assertStorable`). */
+  push(event: PendingEvent, dataJson?: string): void {
     if (this.gone || this.closed) return;
     this.pending.push(event);
+    this.pendingJson.push(dataJson ?? (JSON.stringify(event.data) as string | undefined));
     this.writer.enqueue(this);
   }
 
@@ -203,17 +236,19 @@ export class RunEvents {
     this.closed = true;
     const rest = this.pending;
     this.pending = [];
+    this.pendingJson = [];
     if (this.inFlight > 0) await new Promise<void>((resolve) => this.idle.push(resolve));
     if (this.failure !== undefined) throw this.failure;
     return rest;
   }
 
   /** @internal: the writer takes this run's waiting events into a flush. */
-  takeForFlush(): PendingEvent[] {
-    const batch = this.pending;
+  takeForFlush(): { events: PendingEvent[]; dataJson: (string | undefined)[] } {
+    const taken = { events: this.pending, dataJson: this.pendingJson };
     this.pending = [];
-    if (batch.length > 0) this.inFlight++;
-    return batch;
+    this.pendingJson = [];
+    if (taken.events.length > 0) this.inFlight++;
+    return taken;
   }
 
   /** @internal */
@@ -226,6 +261,7 @@ export class RunEvents {
     this.failure ??= new EventFlushError("the lease was lost: the attempt's events were not written");
     this.gone = true;
     this.pending = [];
+    this.pendingJson = [];
     this.done();
     this.lost();
   }
@@ -235,6 +271,7 @@ export class RunEvents {
     this.failure ??= error;
     this.gone = true;
     this.pending = [];
+    this.pendingJson = [];
     this.done();
     this.lost();
   }

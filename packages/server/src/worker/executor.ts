@@ -64,7 +64,8 @@ export async function executeAttempt(
     graphs: GraphRegistry;
     /** The run's tenant's store, handed to the graph as LangGraph's store (`config.store`, `getStore()`). */
     store: BaseStore;
-    emit: (event: PendingEvent) => void;
+    /** `dataJson`: the event's data as JSON, as checked for storage (the writer stores it as is). */
+    emit: (event: PendingEvent, dataJson?: string) => void;
     signal: AbortSignal;
     meter: UsageMeter;
     prices: Readonly<Record<string, ModelPrice>>;
@@ -108,8 +109,7 @@ export async function executeAttempt(
     const parts = recordsLangChainEvents(run.config)
       ? withLangChainEvents(graph, input, options, (event) => {
           const recorded: PendingEvent = { kind: "langchain_event", data: { event: plainJson(event) as Record<string, unknown> } };
-          assertStorable(recorded);
-          deps.emit(recorded);
+          deps.emit(recorded, assertStorable(recorded));
         })
       : streamParts(graph, input, options);
     for await (const part of parts) {
@@ -123,8 +123,7 @@ export async function executeAttempt(
       }
       // Checked before it is buffered: an event the database refuses fails this attempt here, once.
       const event = inNamespace(toEvent(mode, chunk, taskPayloads), namespace);
-      assertStorable(event);
-      deps.emit(event);
+      deps.emit(event, assertStorable(event));
     }
   } catch (error) {
     return { kind: "threw", error };

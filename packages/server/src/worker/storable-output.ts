@@ -4,9 +4,10 @@ import type { PendingEvent } from "../storage/events.ts";
 /**
  * Throws `UnstorableOutputError` unless the event can be written, before it is buffered: an
  * event the database refuses fails the attempt here, once, saying where, rather than failing
- * every flush. Serialises the data as storage will.
+ * every flush. Serialises the data as storage will, and returns that JSON: the writer stores it
+ * as is instead of serialising the data again.
  */
-export function assertStorable(event: PendingEvent): void {
+export function assertStorable(event: PendingEvent): string | undefined {
   let text: string;
   try {
     text = JSON.stringify(event.data);
@@ -19,4 +20,5 @@ export function assertStorable(event: PendingEvent): void {
     throw new UnstorableOutputError(
       `the graph's output cannot be stored: the data of its "${event.kind}" event at ${fault.path || "/"} ${fault.problem}`,
     );
+  return text;
 }

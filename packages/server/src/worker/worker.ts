@@ -277,7 +277,7 @@ export class Worker {
         : await executeAttempt(run, {
             graphs: this.deps.graphs,
             store: new TenantStore(this.deps.store, run.tenant_id),
-            emit: (event) => buffer.push(event),
+            emit: (event, dataJson) => buffer.push(event, dataJson),
             signal: controller.signal,
             meter,
             prices: this.deps.prices,
