@@ -88,18 +88,17 @@ export function createPostgresDb(connectionString: string, options: PostgresPool
     if (isConnectionFailure(error)) unavailableErrors += 1;
     return rethrowIfUnavailable(error);
   };
-  const prepared = new PreparedStatements();
   return {
     driver: "postgres",
     url: connectionString,
     async query<Row>(sql: string, params: readonly unknown[] = []) {
-      const result = await pool.query(prepared.config(sql, params)).catch(rethrowUnavailable);
+      const result = await pool.query(sql, params as unknown[]).catch(rethrowUnavailable);
       return result.rows as Row[];
     },
     async exec(script: string) {
       await pool.query(script).catch(rethrowUnavailable);
     },
-    transaction: <T>(work: (tx: Transaction) => Promise<T>) => poolTransaction(pool, prepared, work).catch(rethrowUnavailable),
+    transaction: <T>(work: (tx: Transaction) => Promise<T>) => poolTransaction(pool, work).catch(rethrowUnavailable),
     stats: () => ({
       inUse: pool.totalCount - pool.idleCount,
       idle: pool.idleCount,
@@ -125,34 +124,8 @@ function busyPool(error: unknown, max: number, waitMs: number): ApiError {
   return busy;
 }
 
-/**
- * Named prepared statements for the statements this process sends again and again: PostgreSQL
- * parses and plans a statement's text once per connection instead of on every execution (the
- * claim's plan took longer than its execution, 1.4 ms against 1.4 ms; a run read by id 0.28 ms
- * against 0.04 ms), and its CPU is shared with the server on a small machine. A name stands for
- * one SQL text for the life of the process. Texts are few and fixed (storage/ builds them from
- * constants), but some carry a variable part (a list's filters), so only the first
- * MAX_PREPARED distinct texts get a name; the rest go unnamed, planned each time as before.
- * Statements list their columns (no `select *` over a table), so a plan PostgreSQL re-plans after a
- * migration keeps its result type.
- */
-class PreparedStatements {
-  private readonly names = new Map<string, string>();
-
-  config(text: string, params: readonly unknown[]): pg.QueryConfig {
-    const values = params as unknown[];
-    if (params.length === 0) return { text, values };
-    let name = this.names.get(text);
-    if (name === undefined && this.names.size < MAX_PREPARED) this.names.set(text, (name = `rudder_${this.names.size + 1}`));
-    return name === undefined ? { text, values } : { name, text, values };
-  }
-}
-
-/** Distinct statement texts a process prepares (each connection holds a plan per name it used). */
-const MAX_PREPARED = 200;
-
 /** One transaction on a client of the pool: committed when `work` resolves, rolled back when it throws. */
-async function poolTransaction<T>(pool: pg.Pool, prepared: PreparedStatements, work: (tx: Transaction) => Promise<T>): Promise<T> {
+async function poolTransaction<T>(pool: pg.Pool, work: (tx: Transaction) => Promise<T>): Promise<T> {
   const client = await pool.connect();
   const committed: (() => void)[] = [];
   let broken: unknown;
@@ -168,7 +141,7 @@ async function poolTransaction<T>(pool: pg.Pool, prepared: PreparedStatements, w
     const tx: Transaction = {
       afterCommit: (callback) => committed.push(callback),
       async query<Row>(sql: string, params: readonly unknown[] = []) {
-        const result = await client.query(prepared.config(sql, params));
+        const result = await client.query(sql, params as unknown[]);
         return result.rows as Row[];
       },
       async exec(script: string) {
