@@ -206,28 +206,29 @@ export class Metrics {
         this.set({ state: "max" }, pool.max);
       },
     });
-    new Counter({
-      name: "rudder_db_unavailable_errors_total",
-      help: "Statements that failed because the database was unreachable (answered 503 or retried by the worker)",
-      registers: [this.registry],
-      collect() {
-        const pool = sources().pool?.();
-        if (!pool) return;
-        this.reset();
-        this.inc(pool.unavailableErrors);
-      },
-    });
-    new Counter({
-      name: "rudder_db_pool_wait_timeouts_total",
-      help: "Statements that failed because every pooled connection stayed busy for RUDDER_DB_POOL_WAIT_MS (answered 503 or retried by the worker)",
-      registers: [this.registry],
-      collect() {
-        const pool = sources().pool?.();
-        if (!pool) return;
-        this.reset();
-        this.inc(pool.poolWaitTimeouts);
-      },
-    });
+    // Totals the pool keeps since it opened, read at scrape time.
+    const poolTotal = (name: string, help: string, total: (pool: PoolSnapshot) => number) =>
+      new Counter({
+        name,
+        help,
+        registers: [this.registry],
+        collect() {
+          const pool = sources().pool?.();
+          if (!pool) return;
+          this.reset();
+          this.inc(total(pool));
+        },
+      });
+    poolTotal(
+      "rudder_db_unavailable_errors_total",
+      "Statements that failed because the database was unreachable (answered 503 or retried by the worker)",
+      (pool) => pool.unavailableErrors,
+    );
+    poolTotal(
+      "rudder_db_pool_wait_timeouts_total",
+      "Statements that failed because every pooled connection stayed busy for RUDDER_DB_POOL_WAIT_MS (answered 503 or retried by the worker)",
+      (pool) => pool.poolWaitTimeouts,
+    );
     new Gauge({
       name: "rudder_notifier_listening",
       help: "1 while the notifier's LISTEN connection is up (always 1 on the embedded database)",
