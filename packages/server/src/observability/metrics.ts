@@ -147,42 +147,37 @@ export class Metrics {
     // prom-client calls `collect` with the metric as `this`; these reach the sources.
     const readQueue = () => this.queue();
     const sources = () => this.sources;
-    new Gauge({
-      name: "rudder_queue_pending_runs",
-      help: "Runs waiting in the queue (status pending), across all processes (read from the database)",
-      registers: [this.registry],
-      async collect() {
-        const queue = await readQueue();
-        if (queue) this.set(queue.pending);
-      },
-    });
-    new Gauge({
-      name: "rudder_queue_ready_runs",
-      help: "Pending runs a worker may claim now: past their retry backoff and not blocked behind their thread's active run",
-      registers: [this.registry],
-      async collect() {
-        const queue = await readQueue();
-        if (queue) this.set(queue.ready);
-      },
-    });
-    new Gauge({
-      name: "rudder_queue_blocked_runs",
-      help: "Pending runs waiting for their thread's active run to finish (enqueued behind it)",
-      registers: [this.registry],
-      async collect() {
-        const queue = await readQueue();
-        if (queue) this.set(queue.blocked);
-      },
-    });
-    new Gauge({
-      name: "rudder_queue_oldest_age_seconds",
-      help: "How long the longest-waiting claimable run has waited (0 when none)",
-      registers: [this.registry],
-      async collect() {
-        const queue = await readQueue();
-        if (queue) this.set(queue.oldestReadySeconds);
-      },
-    });
+    // The queue as one cached read at scrape time (`queueCacheMs`), one gauge per figure.
+    const queueGauge = (name: string, help: string, figure: (queue: QueueSnapshot) => number) =>
+      new Gauge({
+        name,
+        help,
+        registers: [this.registry],
+        async collect() {
+          const queue = await readQueue();
+          if (queue) this.set(figure(queue));
+        },
+      });
+    queueGauge(
+      "rudder_queue_pending_runs",
+      "Runs waiting in the queue (status pending), across all processes (read from the database)",
+      (queue) => queue.pending,
+    );
+    queueGauge(
+      "rudder_queue_ready_runs",
+      "Pending runs a worker may claim now: past their retry backoff and not blocked behind their thread's active run",
+      (queue) => queue.ready,
+    );
+    queueGauge(
+      "rudder_queue_blocked_runs",
+      "Pending runs waiting for their thread's active run to finish (enqueued behind it)",
+      (queue) => queue.blocked,
+    );
+    queueGauge(
+      "rudder_queue_oldest_age_seconds",
+      "How long the longest-waiting claimable run has waited (0 when none)",
+      (queue) => queue.oldestReadySeconds,
+    );
     new Gauge({
       name: "rudder_worker_active_attempts",
       help: "Attempts this process is executing now",
