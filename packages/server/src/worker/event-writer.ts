@@ -1,9 +1,8 @@
 import type { RunEvent } from "@rudder/api";
 import type { Notice, Notifier } from "../notify/notifier.ts";
 import { isConnectWait, type Db } from "../storage/db.ts";
-import { appendEventBatches, type AppendedRun, type EventBatch, type PendingEvent } from "../storage/events.ts";
+import { appendEventBatches, toRunEvent, type AppendedRun, type EventBatch, type PendingEvent } from "../storage/events.ts";
 import type { Lease } from "../storage/lease.ts";
-import { iso } from "../storage/rows.ts";
 
 /** Where a worker hands the events it committed to streams of its own process (`rudder dev`). */
 export interface EventHandoff {
@@ -157,26 +156,15 @@ function flushedNotices(runs: [string, number][], perNotice: number): Notice[] {
 function deliver(handoff: EventHandoff, batches: readonly FlushBatch[], appended: readonly AppendedRun[]): void {
   const byRun = new Map<string, FlushBatch>();
   for (const batch of batches) byRun.set(batch.lease.runId, batch);
-  let createdAt: string | undefined;
   for (const row of appended) {
     const batch = byRun.get(row.run_id);
     if (!batch || !handoff.follows(row.run_id)) continue;
-    createdAt ??= iso(row.created_at!);
-    const events: RunEvent[] = [];
-    for (let i = 0; i < batch.events.length; i++) {
-      const event = batch.events[i]!;
+    const events = batch.events.map((event, i) => {
       const text = batch.dataJson[i];
-      const sequence = row.base + i + 1;
-      events.push({
-        id: `${row.run_id}:${sequence}`,
-        run_id: row.run_id,
-        sequence,
-        kind: event.kind,
-        // A copy as written: the graph may change its object after emitting it.
-        data: (text === undefined ? null : JSON.parse(text)) as RunEvent["data"],
-        created_at: createdAt,
-      });
-    }
+      // The data as written, parsed again: the graph may change its object after emitting it.
+      const data: unknown = text === undefined ? null : JSON.parse(text);
+      return toRunEvent({ run_id: row.run_id, sequence: row.base + i + 1, kind: event.kind, data, created_at: row.created_at! });
+    });
     handoff.deliver(row.run_id, events);
   }
 }
