@@ -68,6 +68,8 @@ if (!(SCALE > 0)) throw new Error(`--scale must be a positive number, not "${arg
 const CYCLES = positive(args.cycles, "--cycles");
 const SAMPLES = positive(args.samples, "--samples");
 const DATABASE_URL = args["database-url"];
+/** Node 20 refuses --cpu-prof in NODE_OPTIONS: it goes on the servers' command line. */
+const CPU_PROF_ARGS = args["cpu-prof"] ? ["--cpu-prof", `--cpu-prof-dir=${args["cpu-prof"]}`] : [];
 
 const RUNNING = Math.max(1, Math.round(1000 * SCALE));
 const QUEUED = Math.max(1, Math.round(10_000 * SCALE));
@@ -128,7 +130,7 @@ for (const signal of ["SIGINT", "SIGTERM"] as const) {
 }
 
 function spawnRudder(name: string, argv: string[], env: Record<string, string>): ServerProcess {
-  const child = startRudder(argv, env);
+  const child = startRudder(argv, env, CPU_PROF_ARGS);
   // Drained so a chatty child never blocks on a full pipe; warnings and errors are echoed.
   child.stdout.on("data", (chunk: Buffer) => {
     for (const line of chunk.toString().split("\n"))
@@ -170,7 +172,6 @@ async function deploy(driver: Driver): Promise<Deployment> {
     RUDDER_WORKER_CONCURRENCY: String(RUNNING + 50),
     RUDDER_QUEUED_RUN_QUOTA: String(QUEUED + 10 * SAMPLES + 1000),
     RUDDER_CRON_ENABLED: "false",
-    ...(args["cpu-prof"] ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${args["cpu-prof"]}` } : {}),
   };
   if (driver === "pglite") {
     const dev = spawnRudder("dev", ["dev", "--config", config, "--port", "0", "--data-dir", join(dir, "data")], env);

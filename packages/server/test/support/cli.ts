@@ -28,11 +28,18 @@ export function runRudder(args: string[], env: Record<string, string | undefined
   });
 }
 
-/** Starts `rudder ...args` as a child process with the test's environment plus `env`. */
-export function startRudder(args: string[], env: Record<string, string | undefined> = {}): ChildProcessWithoutNullStreams {
+/**
+ * Starts `rudder ...args` as a child process with the test's environment plus `env`; `nodeArgs`
+ * go to node itself (flags such as --cpu-prof, which Node 20 refuses in NODE_OPTIONS).
+ */
+export function startRudder(
+  args: string[],
+  env: Record<string, string | undefined> = {},
+  nodeArgs: readonly string[] = [],
+): ChildProcessWithoutNullStreams {
   const merged: Record<string, string | undefined> = { ...process.env, RUDDER_LOG_LEVEL: "warn", ...env };
   for (const key of Object.keys(merged)) if (merged[key] === undefined) delete merged[key];
-  return spawn(process.execPath, [RUDDER_BIN, ...args], { env: merged as NodeJS.ProcessEnv });
+  return spawn(process.execPath, [...nodeArgs, RUDDER_BIN, ...args], { env: merged as NodeJS.ProcessEnv });
 }
 
 /** Resolves with everything printed so far once stdout matches `pattern`. */
