@@ -70,6 +70,12 @@ export interface BatchAppendOptions {
  * each other) and, as in `appendEvents`, held to commit, so each run's sequences commit in order.
  * Run outside a transaction the statement is its own, so it commits before the rows come back.
  * Returns one row per run written, in run id order.
+ *
+ * Each run is found by one primary-key probe: a lateral subquery that locks is never flattened
+ * into a join, so the planner cannot pick a scan of every run instead. It did, joining by hash
+ * with the batch it guesses at 100 rows: a flush then cost a sequential scan of `runs`, 30–70 ms
+ * on PGlite at 5,000 runs (docs/benchmarks.md). The nested loop takes the batch in array order,
+ * so the batch is sent sorted by run id, and that is the order the rows are locked in.
  */
 export async function appendEventBatches(
   db: Queryable,
@@ -82,10 +88,11 @@ export async function appendEventBatches(
        select b.tenant_id, b.run_id, b.attempt, b.owner, b.events
          from jsonb_to_recordset($1::jsonb) as b(tenant_id text, run_id uuid, attempt int, owner text, events jsonb)
      ), held as materialized (
-       select r.tenant_id, r.run_id from runs r join batch b
-           on r.tenant_id = b.tenant_id and r.run_id = b.run_id and r.attempt = b.attempt and r.lease_owner = b.owner
-        order by r.run_id
-          for update of r
+       select h.tenant_id, h.run_id from batch b cross join lateral (
+         select r.tenant_id, r.run_id from runs r
+          where r.tenant_id = b.tenant_id and r.run_id = b.run_id and r.attempt = b.attempt and r.lease_owner = b.owner
+            for update
+       ) h
      ), allocated as (
        update runs r set last_event_sequence = r.last_event_sequence + jsonb_array_length(b.events)
          from held h, batch b
@@ -100,8 +107,13 @@ export async function appendEventBatches(
      select a.run_id::text as run_id, a.base, a.count${options.withTime ? ", now() as created_at" : ""}
        from allocated a
       order by a.run_id`,
-    [batchJson(batches)],
+    [batchJson(byRunId(batches))],
   );
+}
+
+/** Run id order (lowercase UUID text sorts as PostgreSQL sorts the uuid). */
+function byRunId(batches: readonly EventBatch[]): EventBatch[] {
+  return [...batches].sort((a, b) => (a.lease.runId < b.lease.runId ? -1 : a.lease.runId > b.lease.runId ? 1 : 0));
 }
 
 /**
