@@ -23,6 +23,7 @@ import { ScheduleService } from "./scheduler/service.ts";
 import { AssistantRepository } from "./storage/assistants.ts";
 import { RudderCheckpointSaver } from "./storage/checkpointer.ts";
 import { createPgliteDb, createPostgresDb, type Db } from "./storage/db.ts";
+import { EmbeddedVacuum } from "./storage/embedded-vacuum.ts";
 import { migrate, migrationStatus } from "./storage/migrate.ts";
 import { expireLeases } from "./storage/lease.ts";
 import { readQueueStats } from "./storage/queue-stats.ts";
@@ -222,6 +223,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     log.warn({ err: error }, "store TTL sweep failed"),
   );
   sweeper.start();
+  const vacuum = db.driver === "pglite" ? embeddedVacuum(db, log) : undefined;
   return {
     app,
     url,
@@ -232,11 +234,23 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     metricsUrl: listener?.url,
     log,
     async close() {
-      await Promise.all([scheduler?.stop(), worker?.stop(), app?.close(), sweeper.stop()]);
+      await Promise.all([scheduler?.stop(), worker?.stop(), app?.close(), sweeper.stop(), vacuum?.stop()]);
       await listener?.close();
       await notifier.close();
     },
   };
+}
+
+/** How often the embedded database is vacuumed (storage/embedded-vacuum.ts). */
+const EMBEDDED_VACUUM_MS = 15_000;
+
+function embeddedVacuum(db: Db, log: Logger): EmbeddedVacuum {
+  const vacuum = new EmbeddedVacuum(db, EMBEDDED_VACUUM_MS, {
+    done: ({ totalMs, tables }) => log.debug({ duration_ms: Math.round(totalMs), tables }, "embedded database vacuumed"),
+    failed: (error) => log.warn({ err: error }, "vacuuming the embedded database failed; retrying next round"),
+  });
+  vacuum.start();
+  return vacuum;
 }
 
 async function prepareSchema(db: Db, mode: StartOptions["schema"]): Promise<void> {
