@@ -169,4 +169,54 @@ describe(`the worker's claim loop on ${TEST_DRIVER}`, () => {
       await server.close();
     }
   });
+
+  test("while a cancelled run settles, claims take at most ten runs each, and the queue still drains", async () => {
+    const raw = await createTestDatabase();
+    const { database, log } = recordingClaims(raw);
+    let cancelledRunId = "";
+    let entered!: () => void;
+    const settling = new Promise<void>((resolve) => (entered = resolve));
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const server = await startTestServer({
+      configFile: TESTING_CONFIG,
+      database,
+      worker: {
+        concurrency: 50,
+        pollMs: 600_000,
+        // The cancelled run's settle waits here: its worker counts it as told to stop until then.
+        hooks: { afterSteeringClosed: async (runId) => void (runId === cancelledRunId && (entered(), await released)) },
+      },
+    });
+    try {
+      const held = await server.request("POST", "/v1/runs", { body: { assistant_id: "steps", input: { steps: 200, delayMs: 100 } } });
+      cancelledRunId = held.body.run_id;
+      for (let i = 0; i < 400 && (await server.request("GET", `/v1/runs/${cancelledRunId}`)).body.status !== "running"; i++)
+        await sleep(25);
+      await server.request("POST", `/v1/runs/${cancelledRunId}/cancel`);
+      await settling;
+
+      log.claims.length = 0;
+      const runIds: string[] = [];
+      for (let index = 0; index < 25; index++)
+        runIds.push((await insertRun(raw.db, stateless("t1", { message: `q${index}` }), 1000))!.run_id);
+      await server.request("POST", "/v1/runs", { body: { assistant_id: "echo", input: { message: "wake" } } });
+      for (const runId of runIds) {
+        const joined = await server.request("GET", `/v1/runs/${runId}/join?timeout=30`);
+        assert.equal(joined.body.status, "succeeded", "the queue drains while the cancel settles");
+      }
+      assert.ok(
+        log.claims.every((taken) => taken <= 10),
+        `no claim takes more than ten runs while a stopped run settles, with 49 slots free: ${JSON.stringify(log.claims)}`,
+      );
+      assert.equal((await server.request("GET", `/v1/runs/${cancelledRunId}`)).body.status, "cancelling", "its settle is still held");
+
+      release();
+      const cancelled = await server.request("GET", `/v1/runs/${cancelledRunId}/join?timeout=30`);
+      assert.equal(cancelled.body.status, "cancelled");
+    } finally {
+      release();
+      await server.close();
+    }
+  });
 });

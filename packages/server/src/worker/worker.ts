@@ -89,6 +89,16 @@ const MAX_DUE_TIMES = 1000;
 /** A flush starts at once when this many events of all runs wait (else after `eventFlushMs`). */
 const EVENT_FLUSH_BATCH = 2048;
 
+/**
+ * Finishing comes before starting. While runs this worker was told to stop (a cancel, a timeout)
+ * are still settling, it claims at most this many runs, at most once per
+ * STOPPING_CLAIM_INTERVAL_MS: a burst of cancels frees the threads of the queued runs behind
+ * them, and claiming all of those at once took the CPU and connections the cancels' settles and
+ * the API needed (docs/runs.md, "Finishing before starting"). The queue still drains meanwhile.
+ */
+const STOPPING_CLAIM_LIMIT = 10;
+const STOPPING_CLAIM_INTERVAL_MS = 500;
+
 /** The lifecycle's claim rule: the status and thread status a claim writes. */
 const CLAIM_RULE = RUN_TRANSITIONS.find((rule) => rule.trigger === "claim" && rule.from.includes("pending"))!;
 
@@ -112,6 +122,9 @@ export class Worker {
   private stopping = false;
   private readonly wakeUp = new Wakeup();
   private readonly active = new Map<string, AbortController & { reason?: StopReason }>();
+  /** Attempts told to stop (not lease_lost: those write nothing) that have not settled yet. */
+  private readonly toldToStop = new Set<string>();
+  private lastStopSettled = -Infinity;
   private readonly running = new Set<Promise<void>>();
   private loop: Promise<void> = Promise.resolve();
   /** Every attempt's events, written in one multi-run insert per flush. */
@@ -176,11 +189,19 @@ export class Worker {
         }
         const free = this.options.concurrency - this.running.size;
         if (wanted && free > 0) {
+          // Runs told to stop settle first: a claim waits for them, or for its interval (a settle wakes the loop).
+          const stopping = this.stoppingSince(Date.now());
+          const held = stopping ? lastClaim + STOPPING_CLAIM_INTERVAL_MS - Date.now() : 0;
+          if (held > 0) {
+            await this.wakeUp.wait(held);
+            continue;
+          }
+          const limit = stopping ? Math.min(free, STOPPING_CLAIM_LIMIT) : free;
           // Cleared before the claim: a notice that arrives while it is in flight sets it again.
           wanted = false;
           lastClaim = Date.now();
-          const claimed = await this.claim(free);
-          if (claimed.length === free) wanted = true;
+          const claimed = await this.claim(limit);
+          if (claimed.length === limit) wanted = true;
           if (claimed.length === 0) await this.reapAbandonedCancels();
           continue;
         }
@@ -201,6 +222,15 @@ export class Worker {
     } finally {
       unsubscribe();
     }
+  }
+
+  /**
+   * Whether runs told to stop are settling, or were within the last STOPPING_CLAIM_INTERVAL_MS: in
+   * a burst of cancels one settles before the next request lands, and the gap between them is
+   * no reason to claim everything their threads released.
+   */
+  private stoppingSince(now: number): boolean {
+    return this.toldToStop.size > 0 || now - this.lastStopSettled < STOPPING_CLAIM_INTERVAL_MS;
   }
 
   private async claim(limit: number): Promise<Claim[]> {
@@ -257,6 +287,7 @@ export class Worker {
     const stop = (reason: StopReason) => {
       if (controller.signal.aborted) return;
       controller.reason = reason;
+      if (reason !== "lease_lost") this.toldToStop.add(run.run_id);
       controller.abort();
     };
     const buffer = this.events.open(lease, () => stop("lease_lost"));
@@ -316,6 +347,7 @@ export class Worker {
       release();
       deadline?.cancel();
       this.active.delete(run.run_id);
+      if (this.toldToStop.delete(run.run_id)) this.lastStopSettled = Date.now();
     }
   }
 
