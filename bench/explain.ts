@@ -1,7 +1,7 @@
 /**
  * The plans of the hot queries on PostgreSQL, over a database filled with many tenants' rows, to
- * check that the tenant-leading keys of migration 000012 serve them: the claim, a run by id, a
- * run's events, a thread by id, a thread's runs, a thread's latest checkpoint. Each statement is
+ * check that the tenant-leading keys of migration 000012 serve them: the claim, the worker's event
+ * flush, a run by id, a run's events, a thread by id, a thread's runs, a thread's latest checkpoint. Each statement is
  * the one Rudder issues (recorded from the storage functions, not copied), run under
  * `EXPLAIN (ANALYZE, COSTS OFF)` inside a transaction that rolls back, so the claim's update
  * leaves the data as it was.
@@ -17,6 +17,7 @@ import type { Db } from "../packages/server/src/storage/db.ts";
 import { migrate } from "../packages/server/src/storage/migrate.ts";
 import { claimRuns, getRun, listRunsOfThread, readEvents } from "../packages/server/src/storage/runs.ts";
 import { findThread } from "../packages/server/src/storage/threads.ts";
+import { appendEventBatches } from "../packages/server/src/storage/events.ts";
 import { RudderCheckpointSaver, TENANT_KEY } from "../packages/server/src/storage/checkpointer.ts";
 import { explainRolledBack, firstStatement, privateDatabase } from "./common.ts";
 
@@ -58,8 +59,15 @@ try {
   );
   const { tenant_id: tenant, thread_id: thread, run_id: run } = sample!;
 
+  // The worker's flush: 100 runs of the tenant (their leases do not match, so the plan's probes find nothing to lock).
+  const flushed = await db.query<{ run_id: string }>(`select run_id::text as run_id from runs where tenant_id = $1 limit 100`, [tenant]);
+  const batches = flushed.map(({ run_id: runId }) => ({
+    lease: { tenantId: tenant, runId, attempt: 1, owner: "explain" },
+    events: [{ kind: "run_started" as const, data: { attempt: 1, worker: "explain" } }],
+  }));
   const hot: [label: string, call: (db: Db) => Promise<unknown>][] = [
     ["claim (one run)", (d) => claimRuns(d, "explain", 30_000, 1, { to: "running", thread: "busy" })],
+    ["event flush (100 runs)", (d) => appendEventBatches(d, batches)],
     ["run by id", (d) => getRun(d, tenant, run)],
     ["event list", (d) => readEvents(d, tenant, run, 0, 100)],
     ["thread by id", (d) => findThread(d, tenant, thread)],
