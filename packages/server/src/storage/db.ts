@@ -31,6 +31,14 @@ export interface Db extends Queryable {
   transaction<T>(work: (tx: Transaction) => Promise<T>): Promise<T>;
   /** The connections now and the outages seen, read without a query (for metrics). */
   stats?(): DbStats;
+  /**
+   * The same database on a connection of its own (PostgreSQL), for the statements that must not
+   * queue behind the pool's work: the lease keeper's heartbeat. A heartbeat that waited in a busy
+   * pool for longer than a lease let the leases of live attempts expire; the runs were claimed
+   * again while their first attempts were still settling. Undefined where there is no pool to
+   * wait in (PGlite's one connection).
+   */
+  readonly control?: Db;
   close(): Promise<void>;
 }
 
@@ -71,10 +79,24 @@ class BoundedConnectClient extends pg.Client {
   }
 }
 
-/** PostgreSQL through a `pg` pool. */
+/**
+ * PostgreSQL through a `pg` pool, and `control` through a pool of one connection (opened on first
+ * use: a process without a worker never opens it).
+ */
 export function createPostgresDb(connectionString: string, options: PostgresPoolOptions = {}): Db {
-  const max = options.max ?? DEFAULT_POOL_SIZE;
   const waitMs = options.waitMs ?? DEFAULT_POOL_WAIT_MS;
+  const control = postgresPoolDb(connectionString, 1, waitMs);
+  const db = postgresPoolDb(connectionString, options.max ?? DEFAULT_POOL_SIZE, waitMs);
+  return {
+    ...db,
+    control,
+    async close() {
+      await Promise.all([db.close(), control.close()]);
+    },
+  };
+}
+
+function postgresPoolDb(connectionString: string, max: number, waitMs: number): Db {
   const pool = new pg.Pool({ connectionString, max, connectionTimeoutMillis: waitMs, Client: BoundedConnectClient });
   // An idle client that loses its connection must not crash the process; the next query reconnects.
   pool.on("error", () => {});

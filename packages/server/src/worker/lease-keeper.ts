@@ -77,7 +77,8 @@ export class LeaseKeeper {
     for (let start = 0; start < batch.length; start += BATCH) {
       const chunk = batch.slice(start, start + BATCH);
       const statuses = await heartbeatLeases(
-        this.deps.db,
+        // Its own connection where there is a pool: queued behind the pool's work, it let leases expire.
+        this.deps.db.control ?? this.deps.db,
         this.owner,
         chunk.map(({ lease, meter }) => ({ tenantId: lease.tenantId, runId: lease.runId, attempt: lease.attempt, usage: meter.usage })),
         this.options.leaseMs,
