@@ -4,8 +4,9 @@ import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { createLocalNotifier, type Notifier } from "../src/notify/notifier.ts";
-import type { Queryable } from "../src/storage/db.ts";
-import { insertRun } from "../src/storage/runs.ts";
+import { createPostgresDb, type Queryable } from "../src/storage/db.ts";
+import { claimRuns, insertRun, lockThread } from "../src/storage/runs.ts";
+import { insertThread } from "../src/storage/threads.ts";
 import { createTestDatabase, TEST_DRIVER, type TestDatabase } from "./support/db.ts";
 import { interceptedDb } from "./support/intercepted-db.ts";
 import { stateless } from "./support/runs.ts";
@@ -217,6 +218,99 @@ describe(`the worker's claim loop on ${TEST_DRIVER}`, () => {
     } finally {
       release();
       await server.close();
+    }
+  });
+
+  test("with every pooled connection busy for longer than a lease, the leases of running attempts are still extended", async (t) => {
+    if (TEST_DRIVER !== "postgres") {
+      t.skip("pg's pool: PGlite has one connection and no pool to wait in (runs in npm run test:pg)");
+      return;
+    }
+    const raw = await createTestDatabase();
+    // One pooled connection, which the test then holds; the lease keeper has a connection of its own.
+    const db = createPostgresDb(raw.url!, { max: 1 });
+    const server = await startTestServer({
+      configFile: TESTING_CONFIG,
+      database: { ...raw, db, drop: async () => (await db.close(), await raw.drop()) },
+      worker: { concurrency: 2, leaseMs: 3000, heartbeatMs: 200, pollMs: 200 },
+    });
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    try {
+      const created = await server.request("POST", "/v1/runs", { body: { assistant_id: "steps", input: { steps: 100, delayMs: 100 } } });
+      const runId = created.body.run_id as string;
+      for (let i = 0; i < 400 && (await server.request("GET", `/v1/runs/${runId}`)).body.status !== "running"; i++) await sleep(25);
+
+      let holding!: () => void;
+      const holds = new Promise<void>((resolve) => (holding = resolve));
+      const holder = db.transaction(async (tx) => {
+        await tx.query("select 1");
+        holding();
+        await released;
+      });
+      await holds;
+      // Held for longer than a lease: read through the test's own connections meanwhile.
+      const expiries: number[] = [];
+      for (let i = 0; i < 20; i++) {
+        const [row] = await raw.db.query<{ left_ms: number }>(
+          "select extract(epoch from (lease_expires_at - now())) * 1000 as left_ms from runs where run_id = $1",
+          [runId],
+        );
+        expiries.push(Number(row!.left_ms));
+        await sleep(200);
+      }
+      release();
+      await holder;
+      assert.ok(
+        expiries.every((left) => left > 0),
+        `the lease never ran out while the pool was busy (ms left: ${expiries.map(Math.round).join(", ")})`,
+      );
+      const [run] = await raw.db.query<{ attempt: number }>("select attempt from runs where run_id = $1", [runId]);
+      assert.equal(run!.attempt, 1, "not claimed again");
+      await server.request("POST", `/v1/runs/${runId}/cancel`);
+      assert.equal((await server.request("GET", `/v1/runs/${runId}/join?timeout=30`)).body.status, "cancelled");
+    } finally {
+      release();
+      await server.close();
+    }
+  });
+
+  test("a claim skips a run whose lease expired while its thread is held (its first attempt settling), and never waits for it", async (t) => {
+    if (TEST_DRIVER !== "postgres") {
+      t.skip("row locks between connections: PGlite has one connection (runs in npm run test:pg)");
+      return;
+    }
+    const database = await createTestDatabase();
+    try {
+      const { db } = database;
+      const threadId = randomUUID();
+      await insertThread(db, "t1", threadId, {});
+      const run = (await insertRun(db, { ...stateless("t1", { message: "m" }), threadId }, 1000))!;
+      const [first] = await claimRuns(db, "worker-a", 30_000, 1, { to: "running", thread: "busy" });
+      assert.equal(first?.run_id, run.run_id);
+      await db.query("update runs set lease_expires_at = now() - interval '1 second' where run_id = $1", [run.run_id]);
+
+      // worker-a settles its attempt: the thread's row first, then (were it not for this test) the run's.
+      let release!: () => void;
+      const released = new Promise<void>((resolve) => (release = resolve));
+      let holding!: () => void;
+      const holds = new Promise<void>((resolve) => (holding = resolve));
+      const settle = db.transaction(async (tx) => {
+        await lockThread(tx, "t1", threadId);
+        holding();
+        await released;
+      });
+      await holds;
+      const bound = new Promise<"waited">((resolve) => setTimeout(() => resolve("waited"), 10_000).unref());
+      const claimed = await Promise.race([claimRuns(db, "worker-b", 30_000, 10, { to: "running", thread: "busy" }), bound]);
+      release();
+      await settle;
+      assert.deepEqual(claimed, [], "the claim skipped the run rather than wait for (and deadlock with) the settle");
+
+      const [again] = await claimRuns(db, "worker-b", 30_000, 10, { to: "running", thread: "busy" });
+      assert.deepEqual([again?.run_id, again?.attempt], [run.run_id, 2], "claimed once the thread is free");
+    } finally {
+      await database.drop();
     }
   });
 });

@@ -296,9 +296,12 @@ export type Claim = ClaimedRun & { readonly claimableSeconds: number };
  * it and no older unblocked pending run (two creates at once may both join unblocked; FIFO per
  * thread, so at most one run per thread qualifies). One
  * statement, `for update skip locked`, so concurrent workers never claim the same row; it also
- * marks the claimed runs' threads busy. It locks a pending run's thread before the run, and
+ * marks the claimed runs' threads busy. It locks a candidate's thread before the run, and
  * skips a thread someone else holds (a create deciding its multitask strategy, a settle): a
  * claim never waits, so it cannot deadlock against them; their commit's notice brings it back.
+ * That holds for a running run whose lease expired too: its first attempt may still be settling
+ * (holding the thread, then updating the run), and a claim that took the run without its thread
+ * deadlocked with that settle when it came to mark the thread busy (seen under a standing load).
  * The unique index on active runs per thread backs the thread rule: a claim that loses that
  * race claims nothing and the caller tries again. The new statuses come from the lifecycle's
  * claim rule (`to` and `thread`). The candidate scan crosses tenants (one queue on one
@@ -326,7 +329,8 @@ export async function claimRuns(
                                     and p.status = 'pending' and not p.blocked
                                     and (p.created_at, p.run_id) < (r.created_at, r.run_id))
                    and ${THREAD_LOCKED_UNLESS_HELD})))
-             or (r.status = 'running' and r.lease_expires_at < now())
+             or (r.status = 'running' and r.lease_expires_at < now()
+                 and (r.thread_id is null or ${THREAD_LOCKED_UNLESS_HELD}))
           order by r.created_at, r.run_id
           limit $3
           for update skip locked
