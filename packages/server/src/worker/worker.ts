@@ -98,6 +98,11 @@ const EVENT_FLUSH_BATCH = 2048;
  */
 const STOPPING_CLAIM_LIMIT = 10;
 const STOPPING_CLAIM_INTERVAL_MS = 500;
+/**
+ * A run still not settled this long after it was told to stop no longer paces the claims: a graph
+ * that ignores its abort signal must not hold a whole worker at STOPPING_CLAIM_LIMIT.
+ */
+const STOPPING_PACES_FOR_MS = 10_000;
 
 /** The lifecycle's claim rule: the status and thread status a claim writes. */
 const CLAIM_RULE = RUN_TRANSITIONS.find((rule) => rule.trigger === "claim" && rule.from.includes("pending"))!;
@@ -123,7 +128,8 @@ export class Worker {
   private readonly wakeUp = new Wakeup();
   private readonly active = new Map<string, AbortController & { reason?: StopReason }>();
   /** Attempts told to stop (not lease_lost: those write nothing) that have not settled yet. */
-  private readonly toldToStop = new Set<string>();
+  /** When each was told (epoch ms). */
+  private readonly toldToStop = new Map<string, number>();
   private lastStopSettled = -Infinity;
   private readonly running = new Set<Promise<void>>();
   private loop: Promise<void> = Promise.resolve();
@@ -225,12 +231,14 @@ export class Worker {
   }
 
   /**
-   * Whether runs told to stop are settling, or were within the last STOPPING_CLAIM_INTERVAL_MS: in
-   * a burst of cancels one settles before the next request lands, and the gap between them is
-   * no reason to claim everything their threads released.
+   * Whether runs told to stop (within STOPPING_PACES_FOR_MS) are settling, or were within the last
+   * STOPPING_CLAIM_INTERVAL_MS: in a burst of cancels one settles before the next request lands,
+   * and the gap between them is no reason to claim everything their threads released.
    */
   private stoppingSince(now: number): boolean {
-    return this.toldToStop.size > 0 || now - this.lastStopSettled < STOPPING_CLAIM_INTERVAL_MS;
+    if (now - this.lastStopSettled < STOPPING_CLAIM_INTERVAL_MS) return true;
+    for (const told of this.toldToStop.values()) if (now - told < STOPPING_PACES_FOR_MS) return true;
+    return false;
   }
 
   private async claim(limit: number): Promise<Claim[]> {
@@ -287,7 +295,7 @@ export class Worker {
     const stop = (reason: StopReason) => {
       if (controller.signal.aborted) return;
       controller.reason = reason;
-      if (reason !== "lease_lost") this.toldToStop.add(run.run_id);
+      if (reason !== "lease_lost") this.toldToStop.set(run.run_id, Date.now());
       controller.abort();
     };
     const buffer = this.events.open(lease, () => stop("lease_lost"));
