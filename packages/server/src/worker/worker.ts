@@ -127,8 +127,7 @@ export class Worker {
   private stopping = false;
   private readonly wakeUp = new Wakeup();
   private readonly active = new Map<string, AbortController & { reason?: StopReason }>();
-  /** Attempts told to stop (not lease_lost: those write nothing) that have not settled yet. */
-  /** When each was told (epoch ms). */
+  /** Attempts told to stop (not lease_lost: those write nothing) that have not settled yet, and when (epoch ms). */
   private readonly toldToStop = new Map<string, number>();
   private lastStopSettled = -Infinity;
   private readonly running = new Set<Promise<void>>();
@@ -196,13 +195,13 @@ export class Worker {
         const free = this.options.concurrency - this.running.size;
         if (wanted && free > 0) {
           // Runs told to stop settle first: a claim waits for them, or for its interval (a settle wakes the loop).
-          const stopping = this.stoppingSince(Date.now());
-          const held = stopping ? lastClaim + STOPPING_CLAIM_INTERVAL_MS - Date.now() : 0;
+          const paced = this.pacingClaims(Date.now());
+          const held = paced ? lastClaim + STOPPING_CLAIM_INTERVAL_MS - Date.now() : 0;
           if (held > 0) {
             await this.wakeUp.wait(held);
             continue;
           }
-          const limit = stopping ? Math.min(free, STOPPING_CLAIM_LIMIT) : free;
+          const limit = paced ? Math.min(free, STOPPING_CLAIM_LIMIT) : free;
           // Cleared before the claim: a notice that arrives while it is in flight sets it again.
           wanted = false;
           lastClaim = Date.now();
@@ -235,7 +234,7 @@ export class Worker {
    * STOPPING_CLAIM_INTERVAL_MS: in a burst of cancels one settles before the next request lands,
    * and the gap between them is no reason to claim everything their threads released.
    */
-  private stoppingSince(now: number): boolean {
+  private pacingClaims(now: number): boolean {
     if (now - this.lastStopSettled < STOPPING_CLAIM_INTERVAL_MS) return true;
     for (const told of this.toldToStop.values()) if (now - told < STOPPING_PACES_FOR_MS) return true;
     return false;
