@@ -5,7 +5,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { createLocalNotifier, type Notifier } from "../src/notify/notifier.ts";
 import { createPostgresDb, type Queryable } from "../src/storage/db.ts";
-import { claimRuns, insertRun, lockThread } from "../src/storage/runs.ts";
+import { claimRuns, insertRun, lockThread, lockThreadOfRun } from "../src/storage/runs.ts";
 import { insertThread } from "../src/storage/threads.ts";
 import { createTestDatabase, TEST_DRIVER, type TestDatabase } from "./support/db.ts";
 import { interceptedDb } from "./support/intercepted-db.ts";
@@ -309,6 +309,42 @@ describe(`the worker's claim loop on ${TEST_DRIVER}`, () => {
 
       const [again] = await claimRuns(db, "worker-b", 30_000, 10, { to: "running", thread: "busy" });
       assert.deepEqual([again?.run_id, again?.attempt], [run.run_id, 2], "claimed once the thread is free");
+    } finally {
+      await database.drop();
+    }
+  });
+
+  test("lockThreadOfRun takes the run's thread row lock in one statement (cancel, redrive and resume lock the thread first)", async (t) => {
+    if (TEST_DRIVER !== "postgres") {
+      t.skip("row locks between connections: PGlite has one connection (runs in npm run test:pg)");
+      return;
+    }
+    const database = await createTestDatabase();
+    try {
+      const { db } = database;
+      const threadId = randomUUID();
+      await insertThread(db, "t1", threadId, {});
+      const onThread = (await insertRun(db, { ...stateless("t1", {}), threadId }, 1000))!;
+      const loose = (await insertRun(db, stateless("t1", {}), 1000))!;
+      assert.deepEqual(await lockThreadOfRun(db, "t1", loose.run_id), { threadId: null });
+      assert.equal(await lockThreadOfRun(db, "t1", randomUUID()), undefined);
+      assert.equal(await lockThreadOfRun(db, "t2", onThread.run_id), undefined, "another tenant's run is not found");
+
+      let release!: () => void;
+      const released = new Promise<void>((resolve) => (release = resolve));
+      let holding!: (found: unknown) => void;
+      const holds = new Promise<unknown>((resolve) => (holding = resolve));
+      const holder = db.transaction(async (tx) => {
+        holding(await lockThreadOfRun(tx, "t1", onThread.run_id));
+        await released;
+      });
+      assert.deepEqual(await holds, { threadId });
+      const refused = await db
+        .query("select 1 from threads where tenant_id = 't1' and thread_id = $1 for update nowait", [threadId])
+        .catch((error: { code?: string }) => error.code);
+      release();
+      await holder;
+      assert.equal(refused, "55P03", "the thread's row is locked until the transaction ends");
     } finally {
       await database.drop();
     }

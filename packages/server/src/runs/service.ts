@@ -382,8 +382,7 @@ export class RunService {
    * lets go of the thread, or joins it, decides who is next under the thread's lock (docs/runs.md).
    */
   private async lockOwn(tx: Transaction, tenantId: string, runId: string): Promise<ClaimedRun> {
-    const { thread_id: threadId } = await this.own(tx, tenantId, runId);
-    if (threadId !== null) await runRows.lockThread(tx, tenantId, threadId);
+    if (!(await runRows.lockThreadOfRun(tx, tenantId, runId))) throw notFound("run", runId);
     return this.own(tx, tenantId, runId, { lock: true });
   }
 
