@@ -11,6 +11,7 @@ import { runRudder } from "./support/cli.ts";
 import { createPostgresDb } from "../src/storage/db.ts";
 import { ApiError } from "../src/domain/errors.ts";
 import { TEST_DATABASE_URL, TEST_DRIVER } from "./support/db.ts";
+import { holdTransaction } from "./support/hold.ts";
 import { PrivatePostgres } from "./support/private-postgres.ts";
 import { Processes, startApi, startWorker } from "./support/processes.ts";
 
@@ -180,16 +181,7 @@ describe(`database outages on ${TEST_DRIVER}`, () => {
     }
     const db = createPostgresDb(TEST_DATABASE_URL, { max: 1, waitMs: 300 });
     try {
-      let release!: () => void;
-      const held = new Promise<void>((resolve) => (release = resolve));
-      let holding!: () => void;
-      const holds = new Promise<void>((resolve) => (holding = resolve));
-      const holder = db.transaction(async (tx) => {
-        await tx.query("select 1");
-        holding();
-        await held;
-      });
-      await holds;
+      const holder = await holdTransaction(db, (tx) => tx.query("select 1"));
       // Longer than the pool's wait while the one connection is held: a 503 that names the busy pool.
       const refused = await db.query("select 1").catch((error: unknown) => error);
       assert.ok(refused instanceof ApiError, String(refused));
@@ -198,8 +190,8 @@ describe(`database outages on ${TEST_DRIVER}`, () => {
       // Shorter than the wait: the statement queues and runs once the connection is free.
       const queued = db.query<{ one: number }>("select 1 as one");
       await sleep(50);
-      release();
-      await holder;
+      holder.release();
+      await holder.done;
       assert.deepEqual(await queued, [{ one: 1 }]);
       assert.deepEqual(
         { timeouts: db.stats?.().poolWaitTimeouts, outages: db.stats?.().unavailableErrors },

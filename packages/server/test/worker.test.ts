@@ -1,14 +1,15 @@
-import { describe, test } from "node:test";
+import { describe, test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { createLocalNotifier, type Notifier } from "../src/notify/notifier.ts";
-import { createPostgresDb, type Queryable } from "../src/storage/db.ts";
-import { claimRuns, insertRun, lockThread, lockThreadOfRun } from "../src/storage/runs.ts";
+import { createPostgresDb, type Db, type Queryable } from "../src/storage/db.ts";
+import { claimRuns, insertRun, lockThread, lockThreadOfRun, type ClaimedRun } from "../src/storage/runs.ts";
 import { insertThread } from "../src/storage/threads.ts";
 import { createTestDatabase, TEST_DRIVER, type TestDatabase } from "./support/db.ts";
 import { interceptedDb } from "./support/intercepted-db.ts";
+import { holdTransaction, type HeldTransaction } from "./support/hold.ts";
 import { stateless } from "./support/runs.ts";
 import { startTestServer } from "./support/server.ts";
 
@@ -31,6 +32,25 @@ function recordingClaims(database: TestDatabase): { database: TestDatabase; log:
     return rows;
   });
   return { database: { ...database, db }, log };
+}
+
+/**
+ * PostgreSQL only (row locks held on one connection while another statement runs): a fresh
+ * database with a thread of tenant t1 and a pending run on it.
+ */
+async function withRunOnThread(t: TestContext, check: (db: Db, threadId: string, run: ClaimedRun) => Promise<void>): Promise<void> {
+  if (TEST_DRIVER !== "postgres") {
+    t.skip("row locks between connections: PGlite has one connection (runs in npm run test:pg)");
+    return;
+  }
+  const database = await createTestDatabase();
+  try {
+    const threadId = randomUUID();
+    await insertThread(database.db, "t1", threadId, {});
+    await check(database.db, threadId, (await insertRun(database.db, { ...stateless("t1", {}), threadId }, 1000))!);
+  } finally {
+    await database.drop();
+  }
 }
 
 describe(`the worker's claim loop on ${TEST_DRIVER}`, () => {
@@ -234,21 +254,13 @@ describe(`the worker's claim loop on ${TEST_DRIVER}`, () => {
       database: { ...raw, db, drop: async () => (await db.close(), await raw.drop()) },
       worker: { concurrency: 2, leaseMs: 3000, heartbeatMs: 200, pollMs: 200 },
     });
-    let release!: () => void;
-    const released = new Promise<void>((resolve) => (release = resolve));
+    let holder: HeldTransaction<unknown> | undefined;
     try {
       const created = await server.request("POST", "/v1/runs", { body: { assistant_id: "steps", input: { steps: 100, delayMs: 100 } } });
       const runId = created.body.run_id as string;
       for (let i = 0; i < 400 && (await server.request("GET", `/v1/runs/${runId}`)).body.status !== "running"; i++) await sleep(25);
 
-      let holding!: () => void;
-      const holds = new Promise<void>((resolve) => (holding = resolve));
-      const holder = db.transaction(async (tx) => {
-        await tx.query("select 1");
-        holding();
-        await released;
-      });
-      await holds;
+      holder = await holdTransaction(db, (tx) => tx.query("select 1"));
       // Held for longer than a lease: read through the test's own connections meanwhile.
       const expiries: number[] = [];
       for (let i = 0; i < 20; i++) {
@@ -259,8 +271,8 @@ describe(`the worker's claim loop on ${TEST_DRIVER}`, () => {
         expiries.push(Number(row!.left_ms));
         await sleep(200);
       }
-      release();
-      await holder;
+      holder.release();
+      await holder.done;
       assert.ok(
         expiries.every((left) => left > 0),
         `the lease never ran out while the pool was busy (ms left: ${expiries.map(Math.round).join(", ")})`,
@@ -270,83 +282,43 @@ describe(`the worker's claim loop on ${TEST_DRIVER}`, () => {
       await server.request("POST", `/v1/runs/${runId}/cancel`);
       assert.equal((await server.request("GET", `/v1/runs/${runId}/join?timeout=30`)).body.status, "cancelled");
     } finally {
-      release();
+      holder?.release();
       await server.close();
     }
   });
 
-  test("a claim skips a run whose lease expired while its thread is held (its first attempt settling), and never waits for it", async (t) => {
-    if (TEST_DRIVER !== "postgres") {
-      t.skip("row locks between connections: PGlite has one connection (runs in npm run test:pg)");
-      return;
-    }
-    const database = await createTestDatabase();
-    try {
-      const { db } = database;
-      const threadId = randomUUID();
-      await insertThread(db, "t1", threadId, {});
-      const run = (await insertRun(db, { ...stateless("t1", { message: "m" }), threadId }, 1000))!;
+  test("a claim skips a run whose lease expired while its thread is held (its first attempt settling), and never waits for it", (t) =>
+    withRunOnThread(t, async (db, threadId, run) => {
       const [first] = await claimRuns(db, "worker-a", 30_000, 1, { to: "running", thread: "busy" });
       assert.equal(first?.run_id, run.run_id);
       await db.query("update runs set lease_expires_at = now() - interval '1 second' where run_id = $1", [run.run_id]);
 
       // worker-a settles its attempt: the thread's row first, then (were it not for this test) the run's.
-      let release!: () => void;
-      const released = new Promise<void>((resolve) => (release = resolve));
-      let holding!: () => void;
-      const holds = new Promise<void>((resolve) => (holding = resolve));
-      const settle = db.transaction(async (tx) => {
-        await lockThread(tx, "t1", threadId);
-        holding();
-        await released;
-      });
-      await holds;
+      const settle = await holdTransaction(db, (tx) => lockThread(tx, "t1", threadId));
       const bound = new Promise<"waited">((resolve) => setTimeout(() => resolve("waited"), 10_000).unref());
       const claimed = await Promise.race([claimRuns(db, "worker-b", 30_000, 10, { to: "running", thread: "busy" }), bound]);
-      release();
-      await settle;
+      settle.release();
+      await settle.done;
       assert.deepEqual(claimed, [], "the claim skipped the run rather than wait for (and deadlock with) the settle");
 
       const [again] = await claimRuns(db, "worker-b", 30_000, 10, { to: "running", thread: "busy" });
       assert.deepEqual([again?.run_id, again?.attempt], [run.run_id, 2], "claimed once the thread is free");
-    } finally {
-      await database.drop();
-    }
-  });
+    }));
 
-  test("lockThreadOfRun takes the run's thread row lock in one statement (cancel, redrive and resume lock the thread first)", async (t) => {
-    if (TEST_DRIVER !== "postgres") {
-      t.skip("row locks between connections: PGlite has one connection (runs in npm run test:pg)");
-      return;
-    }
-    const database = await createTestDatabase();
-    try {
-      const { db } = database;
-      const threadId = randomUUID();
-      await insertThread(db, "t1", threadId, {});
-      const onThread = (await insertRun(db, { ...stateless("t1", {}), threadId }, 1000))!;
+  test("lockThreadOfRun takes the run's thread row lock in one statement (cancel, redrive and resume lock the thread first)", (t) =>
+    withRunOnThread(t, async (db, threadId, onThread) => {
       const loose = (await insertRun(db, stateless("t1", {}), 1000))!;
       assert.deepEqual(await lockThreadOfRun(db, "t1", loose.run_id), { threadId: null });
       assert.equal(await lockThreadOfRun(db, "t1", randomUUID()), undefined);
       assert.equal(await lockThreadOfRun(db, "t2", onThread.run_id), undefined, "another tenant's run is not found");
 
-      let release!: () => void;
-      const released = new Promise<void>((resolve) => (release = resolve));
-      let holding!: (found: unknown) => void;
-      const holds = new Promise<unknown>((resolve) => (holding = resolve));
-      const holder = db.transaction(async (tx) => {
-        holding(await lockThreadOfRun(tx, "t1", onThread.run_id));
-        await released;
-      });
-      assert.deepEqual(await holds, { threadId });
+      const holder = await holdTransaction(db, (tx) => lockThreadOfRun(tx, "t1", onThread.run_id));
+      assert.deepEqual(holder.value, { threadId });
       const refused = await db
         .query("select 1 from threads where tenant_id = 't1' and thread_id = $1 for update nowait", [threadId])
         .catch((error: { code?: string }) => error.code);
-      release();
-      await holder;
+      holder.release();
+      await holder.done;
       assert.equal(refused, "55P03", "the thread's row is locked until the transaction ends");
-    } finally {
-      await database.drop();
-    }
-  });
+    }));
 });
