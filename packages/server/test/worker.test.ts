@@ -1,4 +1,4 @@
-import { describe, test, type TestContext } from "node:test";
+import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -35,14 +35,11 @@ function recordingClaims(database: TestDatabase): { database: TestDatabase; log:
 }
 
 /**
- * PostgreSQL only (row locks held on one connection while another statement runs): a fresh
- * database with a thread of tenant t1 and a pending run on it.
+ * A fresh database with a thread of tenant t1 and a pending run on it. The parts of a check that
+ * hold a row lock on one connection while another statement runs are PostgreSQL's
+ * (`SECOND_CONNECTION`): PGlite has one connection, where the second statement would wait.
  */
-async function withRunOnThread(t: TestContext, check: (db: Db, threadId: string, run: ClaimedRun) => Promise<void>): Promise<void> {
-  if (TEST_DRIVER !== "postgres") {
-    t.skip("row locks between connections: PGlite has one connection (runs in npm run test:pg)");
-    return;
-  }
+async function withRunOnThread(check: (db: Db, threadId: string, run: ClaimedRun) => Promise<void>): Promise<void> {
   const database = await createTestDatabase();
   try {
     const threadId = randomUUID();
@@ -52,6 +49,7 @@ async function withRunOnThread(t: TestContext, check: (db: Db, threadId: string,
     await database.drop();
   }
 }
+const SECOND_CONNECTION = TEST_DRIVER === "postgres";
 
 describe(`the worker's claim loop on ${TEST_DRIVER}`, () => {
   test("a new run costs one claim, not one per idle slot", async () => {
@@ -287,26 +285,28 @@ describe(`the worker's claim loop on ${TEST_DRIVER}`, () => {
     }
   });
 
-  test("a claim skips a run whose lease expired while its thread is held (its first attempt settling), and never waits for it", (t) =>
-    withRunOnThread(t, async (db, threadId, run) => {
+  test("a claim skips a run whose lease expired while its thread is held (its first attempt settling), and never waits for it", () =>
+    withRunOnThread(async (db, threadId, run) => {
       const [first] = await claimRuns(db, "worker-a", 30_000, 1, { to: "running", thread: "busy" });
       assert.equal(first?.run_id, run.run_id);
       await db.query("update runs set lease_expires_at = now() - interval '1 second' where run_id = $1", [run.run_id]);
 
-      // worker-a settles its attempt: the thread's row first, then (were it not for this test) the run's.
-      const settle = await holdTransaction(db, (tx) => lockThread(tx, "t1", threadId));
-      const bound = new Promise<"waited">((resolve) => setTimeout(() => resolve("waited"), 10_000).unref());
-      const claimed = await Promise.race([claimRuns(db, "worker-b", 30_000, 10, { to: "running", thread: "busy" }), bound]);
-      settle.release();
-      await settle.done;
-      assert.deepEqual(claimed, [], "the claim skipped the run rather than wait for (and deadlock with) the settle");
+      if (SECOND_CONNECTION) {
+        // worker-a settles its attempt: the thread's row first, then (were it not for this test) the run's.
+        const settle = await holdTransaction(db, (tx) => lockThread(tx, "t1", threadId));
+        const bound = new Promise<"waited">((resolve) => setTimeout(() => resolve("waited"), 10_000).unref());
+        const claimed = await Promise.race([claimRuns(db, "worker-b", 30_000, 10, { to: "running", thread: "busy" }), bound]);
+        settle.release();
+        await settle.done;
+        assert.deepEqual(claimed, [], "the claim skipped the run rather than wait for (and deadlock with) the settle");
+      }
 
       const [again] = await claimRuns(db, "worker-b", 30_000, 10, { to: "running", thread: "busy" });
       assert.deepEqual([again?.run_id, again?.attempt], [run.run_id, 2], "claimed once the thread is free");
     }));
 
-  test("lockThreadOfRun takes the run's thread row lock in one statement (cancel, redrive and resume lock the thread first)", (t) =>
-    withRunOnThread(t, async (db, threadId, onThread) => {
+  test("lockThreadOfRun takes the run's thread row lock in one statement (cancel, redrive and resume lock the thread first)", () =>
+    withRunOnThread(async (db, threadId, onThread) => {
       const loose = (await insertRun(db, stateless("t1", {}), 1000))!;
       assert.deepEqual(await lockThreadOfRun(db, "t1", loose.run_id), { threadId: null });
       assert.equal(await lockThreadOfRun(db, "t1", randomUUID()), undefined);
@@ -314,11 +314,13 @@ describe(`the worker's claim loop on ${TEST_DRIVER}`, () => {
 
       const holder = await holdTransaction(db, (tx) => lockThreadOfRun(tx, "t1", onThread.run_id));
       assert.deepEqual(holder.value, { threadId });
-      const refused = await db
-        .query("select 1 from threads where tenant_id = 't1' and thread_id = $1 for update nowait", [threadId])
-        .catch((error: { code?: string }) => error.code);
+      const refused = SECOND_CONNECTION
+        ? await db
+            .query("select 1 from threads where tenant_id = 't1' and thread_id = $1 for update nowait", [threadId])
+            .catch((error: { code?: string }) => error.code)
+        : undefined;
       holder.release();
       await holder.done;
-      assert.equal(refused, "55P03", "the thread's row is locked until the transaction ends");
+      if (SECOND_CONNECTION) assert.equal(refused, "55P03", "the thread's row is locked until the transaction ends");
     }));
 });
