@@ -284,6 +284,29 @@ test("concurrent writes of many threads share statements (group commit), each in
   });
 });
 
+test("a step's task writes and the step's checkpoint share one statement (durability sync)", async () => {
+  await withSaver(async (_saver, db) => {
+    const statements: string[] = [];
+    const counting: Db = { ...db, query: (sql, params) => (statements.push(sql), db.query(sql, params)) };
+    const saver = new RudderCheckpointSaver(counting);
+    const graph = new StateGraph(State)
+      .addNode("only", () => ({ steps: ["only"] }))
+      .addEdge(START, "only")
+      .addEdge("only", END)
+      .compile({ checkpointer: saver });
+    const config = { configurable: { thread_id: "one-step" } };
+    await graph.invoke({ steps: [] }, { ...config, durability: "sync" });
+    const writes = statements.filter((sql) => /insert into checkpoint/.test(sql));
+    // Three checkpoints (input, step 0, step 1) and two tasks' writes (__start__, only): the input
+    // checkpoint alone, then each step's writes with its checkpoint. One at a time would be five.
+    assert.equal(writes.length, 3, writes.join("\n---\n"));
+    assert.equal(writes.filter((sql) => sql.includes("checkpoint_writes") && sql.includes("insert into checkpoints")).length, 2);
+    const stored = await collect(saver.list(config));
+    assert.equal(stored.length, 3);
+    assert.deepEqual((await saver.getTuple(config))?.checkpoint.channel_values.steps, ["only"]);
+  });
+});
+
 test("group commit keeps each caller's outcome: one failing write fails alone; writes of one row keep their order", async () => {
   await withSaver(async (_saver, db) => {
     const batcher = new CheckpointWriteBatcher(db);

@@ -53,10 +53,14 @@ export async function writeAll(db: Queryable, writes: readonly CheckpointWrite[]
 }
 
 /**
- * Group commit for writes that need not wait for anything else (durability `sync` and `async`):
- * the first goes at once; those that arrive while it is in flight go together in the next
- * statement, one commit for all. Each caller's promise settles with its own write: if a shared
- * statement fails, its writes are retried one by one, so one bad write fails alone.
+ * Group commit for writes that need not wait for anything else (durability `sync` and `async`).
+ * A statement leaves on the event loop's next turn (`setImmediate`), so every write issued in
+ * the current turn goes with it: LangGraph puts a task's writes and, once the step's tasks are
+ * done, the step's checkpoint in one turn, and chains each `put` on the previous one's promise,
+ * so a run's writes for one step share a commit. Writes that arrive while a statement is in
+ * flight go together in the next, with other runs' writes. Each caller's promise settles with
+ * its own write: if a shared statement fails, its writes are retried one by one, so one bad
+ * write fails alone.
  */
 export class CheckpointWriteBatcher {
   private readonly queue: { write: CheckpointWrite; done: (error?: unknown) => void }[] = [];
@@ -67,12 +71,13 @@ export class CheckpointWriteBatcher {
   write(write: CheckpointWrite): Promise<void> {
     return new Promise((resolve, reject) => {
       this.queue.push({ write, done: (error) => (error === undefined ? resolve() : reject(error)) });
-      if (!this.draining) void this.drain();
+      if (this.draining) return;
+      this.draining = true;
+      setImmediate(() => void this.drain());
     });
   }
 
   private async drain(): Promise<void> {
-    this.draining = true;
     while (this.queue.length > 0) {
       const batch = this.queue.splice(
         0,
@@ -96,10 +101,14 @@ export class CheckpointWriteBatcher {
               (single: unknown) => entry.done(single ?? error),
             );
       }
+      // The writers just resolved chain their next writes in this turn: let them join the next statement.
+      await nextTurn();
     }
     this.draining = false;
   }
 }
+
+const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /** The longest run of writes from `start` whose rows are all distinct (and within MAX_ROWS). */
 function distinctPrefix(writes: readonly CheckpointWrite[], start: number): CheckpointWrite[] {
