@@ -243,6 +243,7 @@ async function settle(db: Db, runId: string, attempt: number, status: RunStatus)
         threadStatus: "idle",
         usage: NO_USAGE,
         freesThread: freesThread("running", status),
+        events: [],
       },
     );
     assert.ok(settled, "the lease held");

@@ -5,7 +5,17 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { createLocalNotifier, type Notifier } from "../src/notify/notifier.ts";
 import { createPostgresDb, type Db, type Queryable } from "../src/storage/db.ts";
-import { claimRuns, insertRun, lockThread, lockThreadOfRun, type ClaimedRun } from "../src/storage/runs.ts";
+import { NO_USAGE } from "../src/domain/budget.ts";
+import { appendEvents } from "../src/storage/events.ts";
+import {
+  claimRuns,
+  insertRun,
+  lockThread,
+  lockThreadOfRun,
+  settleAttempt,
+  type ClaimedRun,
+  type SettleFields,
+} from "../src/storage/runs.ts";
 import { insertThread } from "../src/storage/threads.ts";
 import { createTestDatabase, TEST_DRIVER, type TestDatabase } from "./support/db.ts";
 import { interceptedDb } from "./support/intercepted-db.ts";
@@ -323,4 +333,88 @@ describe(`the worker's claim loop on ${TEST_DRIVER}`, () => {
       await holder.done;
       if (SECOND_CONNECTION) assert.equal(refused, "55P03", "the thread's row is locked until the transaction ends");
     }));
+
+  test("a settle appends the attempt's events after those already logged, in the same statement; with the lease lost it writes nothing", () =>
+    withRunOnThread(async (db, threadId, run) => {
+      const [claimed] = await claimRuns(db, "worker-a", 30_000, 1, { to: "running", thread: "busy" });
+      const lease = { tenantId: "t1", runId: run.run_id, attempt: claimed!.attempt, owner: "worker-a" };
+      await appendEvents(db, "t1", run.run_id, [{ kind: "run_started", data: { attempt: 1, worker: "worker-a" } }]);
+      const fields: SettleFields = {
+        status: "succeeded",
+        output: { ok: true },
+        error: null,
+        finishes: true,
+        retryDelayMs: 0,
+        threadStatus: "idle",
+        usage: NO_USAGE,
+        freesThread: true,
+        events: [
+          { kind: "values", data: { values: { ok: true } } },
+          { kind: "run_succeeded", data: {} },
+        ],
+      };
+      const logged = () =>
+        db.query<{ sequence: number; kind: string }>(
+          "select sequence, kind from run_events where tenant_id = 't1' and run_id = $1 order by sequence",
+          [run.run_id],
+        );
+
+      const lost = await db.transaction(async (tx) => {
+        await lockThread(tx, "t1", threadId);
+        return settleAttempt(tx, { ...lease, owner: "worker-b" }, fields);
+      });
+      assert.equal(lost, undefined, "another owner's settle is refused");
+      assert.deepEqual(
+        (await logged()).map((row) => row.kind),
+        ["run_started"],
+        "and appends nothing",
+      );
+
+      const settled = await db.transaction(async (tx) => {
+        await lockThread(tx, "t1", threadId);
+        return settleAttempt(tx, lease, fields);
+      });
+      assert.deepEqual(settled, { threadHasQueued: false });
+      assert.deepEqual(await logged(), [
+        { sequence: 1, kind: "run_started" },
+        { sequence: 2, kind: "values" },
+        { sequence: 3, kind: "run_succeeded" },
+      ]);
+      const [row] = await db.query<{ status: string; last_event_sequence: number }>(
+        "select status, last_event_sequence from runs where tenant_id = 't1' and run_id = $1",
+        [run.run_id],
+      );
+      assert.deepEqual(row, { status: "succeeded", last_event_sequence: 3 });
+    }));
+});
+
+describe(`an attempt's settle on ${TEST_DRIVER}`, () => {
+  test("a stateless run never steered settles in one statement after the gate; its events are whole and in order", async () => {
+    const database = await createTestDatabase();
+    const sent: { sql: string; inTransaction: boolean }[] = [];
+    const db = interceptedDb(database.db, <Row>(target: Queryable, sql: string, params?: readonly unknown[]) => {
+      sent.push({ sql: sql.trimStart(), inTransaction: target !== database.db });
+      return target.query<Row>(sql, params);
+    });
+    const server = await startTestServer({ configFile: TESTING_CONFIG, database: { ...database, db } });
+    try {
+      const created = await server.request("POST", "/v1/runs", { body: { assistant_id: "echo", input: { message: "hi" } } });
+      const joined = await server.request("GET", `/v1/runs/${created.body.run_id}/join?timeout=20`);
+      assert.equal(joined.body.status, "succeeded");
+      const gate = sent.findIndex((statement) => statement.sql.startsWith("update runs set steering_closed = true"));
+      assert.ok(gate >= 0, "the gate closed admission");
+      const settle = sent.findIndex((statement, index) => index > gate && statement.sql.startsWith("with settled as"));
+      assert.ok(settle > gate, "then the settle ran");
+      assert.equal(sent[settle]!.inTransaction, false, "on its own, not inside a begin … commit");
+      const events = (await server.request("GET", `/v1/runs/${created.body.run_id}/events`)).body as { sequence: number; kind: string }[];
+      assert.deepEqual(
+        events.map((event) => event.sequence),
+        events.map((_, index) => index + 1),
+      );
+      assert.equal(events[0]?.kind, "run_started");
+      assert.equal(events.at(-1)?.kind, "run_succeeded");
+    } finally {
+      await server.close();
+    }
+  });
 });

@@ -3,6 +3,7 @@ import type { Usage } from "../domain/budget.ts";
 import { LEASED_STATUSES, type Durability, type MultitaskStrategy, type RunError, type RunStatus } from "../domain/runs.ts";
 import type { Queryable } from "./db.ts";
 import { leaseHeld, leaseParams, type Lease } from "./lease.ts";
+import type { PendingEvent } from "./events.ts";
 import { iso, json } from "./rows.ts";
 
 /** What a worker needs beyond the public view. */
@@ -428,28 +429,32 @@ export interface SettleFields {
   readonly usage: Usage;
   /** The run lets go of its thread (`freesThread`): the settle releases the thread's next run. */
   readonly freesThread: boolean;
+  /** Appended to the run's event log by the same statement, in order (the attempt's last events and its outcome's). */
+  readonly events: readonly PendingEvent[];
 }
 
 /**
  * An attempt's end on the run row, fenced by the lease: the run's new status and its thread's, in
- * one statement that also drops a finished stateless run's checkpoints. Undefined, writing
- * nothing, when the lease was lost. Says whether the run was ever steered (its rows may need
- * superseding) and whether its thread has a run waiting (a claim may now find it). A run that lets
- * go of its thread releases the thread's next run in the same statement (`releaseNextRun`). The
- * caller locks the thread first (`lockThread`).
+ * one statement that also appends the attempt's last events (sequences from the same update of the
+ * run row, as `appendEvents` hands them out) and drops a finished stateless run's checkpoints.
+ * Undefined, writing nothing, when the lease was lost. Says whether its thread has a run waiting
+ * (a claim may now find it). A run that lets go of its thread releases the thread's next run in
+ * the same statement (`releaseNextRun`). On a thread, the caller locks the thread first
+ * (`lockThread`) in the same transaction; a stateless run's settle can be a transaction of its own.
  */
-export async function settleAttempt(
-  tx: Queryable,
-  lease: Lease,
-  fields: SettleFields,
-): Promise<{ steered: boolean; threadHasQueued: boolean } | undefined> {
-  const [row] = await tx.query<{ steered: boolean; thread_has_queued: boolean }>(
+export async function settleAttempt(tx: Queryable, lease: Lease, fields: SettleFields): Promise<{ threadHasQueued: boolean } | undefined> {
+  const [row] = await tx.query<{ thread_has_queued: boolean }>(
     `with settled as (
        update runs set status = $5, output = $6::jsonb, error = $7::jsonb, lease_owner = null, lease_expires_at = null,
               finished_at = case when $8 then now() else finished_at end,
-              available_at = now() + $9 * interval '1 millisecond', usage = $10::jsonb, updated_at = now()
+              available_at = now() + $9 * interval '1 millisecond', usage = $10::jsonb, updated_at = now(),
+              last_event_sequence = last_event_sequence + jsonb_array_length($13::jsonb)
         where ${leaseHeld(1)}
-        returning tenant_id, run_id, thread_id, last_steering_sequence
+        returning tenant_id, run_id, thread_id, last_event_sequence - jsonb_array_length($13::jsonb) as event_base
+     ), appended as (
+       insert into run_events (tenant_id, run_id, sequence, kind, data)
+       select settled.tenant_id, settled.run_id, settled.event_base + e.ordinality::int, e.value->>'kind', e.value->'data'
+         from settled, jsonb_array_elements($13::jsonb) with ordinality as e(value, ordinality)
      ), thread as (
        update threads t set status = $11, updated_at = now()
          from settled where t.tenant_id = settled.tenant_id and t.thread_id = settled.thread_id and $11::text is not null
@@ -464,8 +469,7 @@ export async function settleAttempt(
      ), released as (
        ${releaseNextRun("freed")}
      )
-     select last_steering_sequence > 0 as steered,
-            exists (select 1 from runs p where p.tenant_id = settled.tenant_id and p.thread_id = settled.thread_id
+     select exists (select 1 from runs p where p.tenant_id = settled.tenant_id and p.thread_id = settled.thread_id
                                            and p.status = 'pending') as thread_has_queued
        from settled`,
     [
@@ -478,9 +482,10 @@ export async function settleAttempt(
       json(fields.usage),
       fields.threadStatus,
       fields.freesThread,
+      json(fields.events),
     ],
   );
-  return row && { steered: row.steered, threadHasQueued: row.thread_has_queued };
+  return row && { threadHasQueued: row.thread_has_queued };
 }
 
 /**

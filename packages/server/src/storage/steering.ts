@@ -151,11 +151,16 @@ export class SteeringRepository {
 
   /**
    * Closes steering admission before the final flush (spec: "worker closes steering admission
-   * before its final flush"). False when the lease is lost.
+   * before its final flush"). Undefined when the lease is lost; else whether the run was ever
+   * steered: with admission closed no row can arrive any more, so a run never steered has none to
+   * supersede at its final boundary.
    */
-  async closeAdmission(lease: Lease): Promise<boolean> {
-    const rows = await this.db.query(`update runs set steering_closed = true where ${leaseHeld(1)} returning 1`, leaseParams(lease));
-    return rows.length > 0;
+  async closeAdmission(lease: Lease): Promise<{ steered: boolean } | undefined> {
+    const [row] = await this.db.query<{ steered: boolean }>(
+      `update runs set steering_closed = true where ${leaseHeld(1)} returning last_steering_sequence > 0 as steered`,
+      leaseParams(lease),
+    );
+    return row;
   }
 
   async list(tenantId: string, runId: string): Promise<SteeringEvent[]> {

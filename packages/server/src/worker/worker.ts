@@ -14,9 +14,8 @@ import type { GraphRegistry } from "../graphs/registry.ts";
 import type { Notice, Notifier } from "../notify/notifier.ts";
 import type { Metrics } from "../observability/metrics.ts";
 import { applyTransition } from "../runs/transitions.ts";
-import type { Db } from "../storage/db.ts";
+import type { Db, Queryable } from "../storage/db.ts";
 import { freesThread, type RunStatus } from "../domain/runs.ts";
-import { appendEvents } from "../storage/events.ts";
 import type { PendingEvent } from "../storage/events.ts";
 import type { Lease } from "../storage/lease.ts";
 import { claimRuns, lockAbandonedCancels, lockThread, settleAttempt, type Claim, type ClaimedRun } from "../storage/runs.ts";
@@ -368,13 +367,15 @@ export class Worker {
   }
 
   /**
-   * Ends the attempt as the lifecycle decides (`attemptOutcome`), in one transaction fenced by the
-   * lease: the thread before the run (the order a create deciding its multitask strategy takes them
-   * in, so the two cannot deadlock; it also orders this settle with creates on the thread, so a
-   * waiting run always gets a wake-up), the run's and thread's new status, deferred checkpoint
-   * writes, the notices, at a final boundary the supersede of steering the run still holds, and one
-   * append of the events not written yet, the supersede events and the outcome's event. Writes
-   * nothing when the lease was lost; returns the status it left the run in (undefined: not settled).
+   * Ends the attempt as the lifecycle decides (`attemptOutcome`), fenced by the lease: at a final
+   * boundary, steering admission closes first (its own commit: the `run_finalizing` window). Then
+   * one transaction: the thread before the run (the order a create deciding its multitask strategy
+   * takes them in, so the two cannot deadlock; it also orders this settle with creates on the
+   * thread, so a waiting run always gets a wake-up), the supersede of steering the run still holds,
+   * deferred checkpoint writes, and the settle statement: the run's and thread's new status and one
+   * append of the events not written yet, the supersede events and the outcome's event. A
+   * stateless run with none of those extras settles in that one statement alone. Writes nothing
+   * when the lease was lost; returns the status it left the run in (undefined: not settled).
    */
   private async settle(
     run: ClaimedRun,
@@ -386,17 +387,19 @@ export class Worker {
     if (stopped === "lease_lost") return undefined; // another worker owns the run now; write nothing
     const outcome = attemptOutcome(run, result, stopped, this.options);
     const { rule } = outcome;
+    let steered = false;
     if (rule.finishes) {
       // The graph has its result: close steering admission before the final flush, so a steer
       // that arrives now is refused (run_finalizing) rather than silently superseded.
-      if (!(await this.deps.steering.closeAdmission(lease))) return undefined;
+      const gate = await this.deps.steering.closeAdmission(lease);
+      if (!gate) return undefined;
+      steered = gate.steered;
       await this.options.hooks?.afterSteeringClosed?.(run.run_id);
     }
     // A finished stateless run's checkpoints are dropped by the settle: its deferred ones need not be written first.
     const keepCheckpoints = !(rule.finishes && run.thread_id === null);
-    return this.deps.db.transaction(async (tx) => {
-      if (run.thread_id !== null) await lockThread(tx, run.tenant_id, run.thread_id);
-      const settled = await settleAttempt(tx, lease, {
+    const settleIn = async (db: Queryable, superseded: readonly PendingEvent[]) =>
+      settleAttempt(db, lease, {
         status: outcome.status,
         output: outcome.output,
         error: outcome.error,
@@ -405,32 +408,45 @@ export class Worker {
         threadStatus: rule.thread,
         usage: meter.usage,
         freesThread: freesThread(run.status, outcome.status),
+        events: [...events, ...superseded, outcome.event],
       });
-      if (!settled) return undefined; // the lease was lost meanwhile
-      if (keepCheckpoints) await this.deps.checkpointer.flushDeferred(tx, checkpoints);
-      await this.deps.notifier.publishWithin(
-        tx,
-        { topic: "run_changed", runId: run.run_id },
-        { topic: "run_events", runId: run.run_id },
-        // Back in the queue, or its thread is free for the run waiting on it: a claim may find it
-        // now, or, for a retry after a backoff, when the backoff ends (no claim finds it sooner).
-        ...(outcome.status === "pending" || settled.threadHasQueued ? [runCreatedNotice(outcome)] : []),
-      );
-      const superseded = rule.finishes && settled.steered ? await supersedeAtFinalBoundary(tx, lease.tenantId, lease.runId) : [];
-      await appendEvents(tx, lease.tenantId, lease.runId, [...events, ...superseded, outcome.event]);
-      const metrics = this.deps.metrics;
-      if (metrics) {
-        tx.afterCommit(() => {
-          metrics.runStatusChanged(outcome.status, run.graph_id);
-          if (outcome.status === "pending")
-            metrics.retries.inc({ reason: outcome.trigger === "hand_back" ? "worker_shutdown" : "error", graph_id: run.graph_id });
-          metrics.supersededSteering(superseded.length, "unconsumed_at_final_boundary");
-        });
-      }
-      return outcome.status;
-    });
+    const alone = run.thread_id === null && !steered && !(keepCheckpoints && checkpoints.deferred.length > 0);
+    const settled: { threadHasQueued: boolean; superseded: number } | undefined = alone
+      ? await settleIn(this.deps.db, []).then((done) => done && { ...done, superseded: 0 })
+      : await this.deps.db
+          .transaction(async (tx) => {
+            if (run.thread_id !== null) await lockThread(tx, run.tenant_id, run.thread_id);
+            const superseded = steered ? await supersedeAtFinalBoundary(tx, lease.tenantId, lease.runId) : [];
+            if (keepCheckpoints) await this.deps.checkpointer.flushDeferred(tx, checkpoints);
+            const done = await settleIn(tx, superseded);
+            if (!done) throw LEASE_LOST; // the lease was lost meanwhile: undo the supersede and the writes
+            return { ...done, superseded: superseded.length };
+          })
+          .catch((error: unknown) => {
+            if (error === LEASE_LOST) return undefined;
+            throw error;
+          });
+    if (!settled) return undefined;
+    await this.deps.notifier.publish(
+      { topic: "run_changed", runId: run.run_id },
+      { topic: "run_events", runId: run.run_id },
+      // Back in the queue, or its thread is free for the run waiting on it: a claim may find it
+      // now, or, for a retry after a backoff, when the backoff ends (no claim finds it sooner).
+      ...(outcome.status === "pending" || settled.threadHasQueued ? [runCreatedNotice(outcome)] : []),
+    );
+    const metrics = this.deps.metrics;
+    if (metrics) {
+      metrics.runStatusChanged(outcome.status, run.graph_id);
+      if (outcome.status === "pending")
+        metrics.retries.inc({ reason: outcome.trigger === "hand_back" ? "worker_shutdown" : "error", graph_id: run.graph_id });
+      metrics.supersededSteering(settled.superseded, "unconsumed_at_final_boundary");
+    }
+    return outcome.status;
   }
 }
+
+/** Thrown inside the settle's transaction to roll it back when the lease turns out lost. */
+const LEASE_LOST = Symbol("lease lost");
 
 /** A resettable wake-up for one waiter: `wait` resolves true when woken, false when the timeout passes first. */
 class Wakeup {
