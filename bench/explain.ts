@@ -1,7 +1,7 @@
 /**
  * The plans of the hot queries on PostgreSQL, over a database filled with many tenants' rows, to
  * check that the tenant-leading keys of migration 000012 serve them: the claim, the worker's event
- * flush, a run by id, a run's events, a thread by id, a thread's runs, a thread's latest checkpoint. Each statement is
+ * flush, steering gates and settles of many runs, a run by id, a run's events, a thread by id, a thread's runs, a thread's latest checkpoint. Each statement is
  * the one Rudder issues (recorded from the storage functions, not copied), run under
  * `EXPLAIN (ANALYZE, COSTS OFF)` inside a transaction that rolls back, so the claim's update
  * leaves the data as it was.
@@ -15,7 +15,9 @@
 import { parseArgs } from "node:util";
 import type { Db } from "../packages/server/src/storage/db.ts";
 import { migrate } from "../packages/server/src/storage/migrate.ts";
-import { claimRuns, getRun, listRunsOfThread, readEvents } from "../packages/server/src/storage/runs.ts";
+import { NO_USAGE } from "../packages/server/src/domain/budget.ts";
+import { claimRuns, getRun, listRunsOfThread, readEvents, settleAttempts } from "../packages/server/src/storage/runs.ts";
+import { SteeringRepository } from "../packages/server/src/storage/steering.ts";
 import { findThread } from "../packages/server/src/storage/threads.ts";
 import { appendEventBatches } from "../packages/server/src/storage/events.ts";
 import { RudderCheckpointSaver, TENANT_KEY } from "../packages/server/src/storage/checkpointer.ts";
@@ -68,6 +70,15 @@ try {
   const hot: [label: string, call: (db: Db) => Promise<unknown>][] = [
     ["claim (one run)", (d) => claimRuns(d, "explain", 30_000, 1, { to: "running", thread: "busy" })],
     ["event flush (100 runs)", (d) => appendEventBatches(d, batches)],
+    ["steering gates (100 runs)", (d) => new SteeringRepository(d).closeAdmissions(batches.map(({ lease }) => lease))],
+    [
+      "settles (100 runs)",
+      (d) =>
+        settleAttempts(
+          d,
+          batches.map(({ lease, events }) => ({ lease, fields: { ...SETTLED, events } })),
+        ),
+    ],
     ["run by id", (d) => getRun(d, tenant, run)],
     ["event list", (d) => readEvents(d, tenant, run, 0, 100)],
     ["thread by id", (d) => findThread(d, tenant, thread)],
@@ -91,6 +102,18 @@ try {
 } finally {
   await drop();
 }
+
+/** A settle's fields (its events vary per run). */
+const SETTLED = {
+  status: "succeeded",
+  output: { ok: true },
+  error: null,
+  finishes: true,
+  retryDelayMs: 0,
+  threadStatus: "idle",
+  usage: NO_USAGE,
+  freesThread: true,
+} as const;
 
 /** Many tenants' threads, runs (a few pending per tenant), events, checkpoints and writes, in set-based statements. */
 async function fill(on: Db): Promise<void> {

@@ -12,10 +12,13 @@ import {
   insertRun,
   lockThread,
   lockThreadOfRun,
+  lockThreads,
   settleAttempt,
+  settleAttempts,
   type ClaimedRun,
   type SettleFields,
 } from "../src/storage/runs.ts";
+import { SteeringRepository } from "../src/storage/steering.ts";
 import { insertThread } from "../src/storage/threads.ts";
 import { createTestDatabase, TEST_DRIVER, type TestDatabase } from "./support/db.ts";
 import { interceptedDb } from "./support/intercepted-db.ts";
@@ -389,6 +392,98 @@ describe(`the worker's claim loop on ${TEST_DRIVER}`, () => {
 });
 
 describe(`an attempt's settle on ${TEST_DRIVER}`, () => {
+  test("gates and settles of several runs go in one statement each, every run fenced by its own lease", async () => {
+    const database = await createTestDatabase();
+    try {
+      const db = database.db;
+      const onThread = async () => {
+        const threadId = randomUUID();
+        await insertThread(db, "t1", threadId, {});
+        const first = (await insertRun(db, { ...stateless("t1", {}), threadId }, 1000))!;
+        return { threadId, first };
+      };
+      const a = await onThread();
+      const b = await onThread();
+      const loose = (await insertRun(db, stateless("t1", {}), 1000))!;
+      const claimed = await claimRuns(db, "worker-a", 30_000, 10, { to: "running", thread: "busy" });
+      assert.equal(claimed.length, 3);
+      // Queued behind a's first run, blocked until its settle releases it.
+      const next = (await insertRun(db, { ...stateless("t1", {}), threadId: a.threadId }, 1000))!;
+      const lease = (run: ClaimedRun, owner = "worker-a") => ({ tenantId: "t1", runId: run.run_id, attempt: 1, owner });
+      await db.query("update runs set last_steering_sequence = 1 where run_id = $1", [loose.run_id]);
+
+      const gates = await new SteeringRepository(db).closeAdmissions([
+        lease(a.first),
+        lease(b.first, "worker-b"),
+        lease(loose),
+        { tenantId: "t2", runId: a.first.run_id, attempt: 1, owner: "worker-a" },
+      ]);
+      assert.deepEqual(Object.fromEntries(gates), { [a.first.run_id]: { steered: false }, [loose.run_id]: { steered: true } });
+      const closed = await db.query<{ run_id: string }>("select run_id::text as run_id from runs where steering_closed order by run_id");
+      assert.deepEqual(closed.map((row) => row.run_id).sort(), [a.first.run_id, loose.run_id].sort(), "only where the lease held");
+
+      const fields = (events: SettleFields["events"]): SettleFields => ({
+        status: "succeeded",
+        output: { ok: true },
+        error: null,
+        finishes: true,
+        retryDelayMs: 0,
+        threadStatus: "idle",
+        usage: NO_USAGE,
+        freesThread: true,
+        events,
+      });
+      const settled = await db.transaction(async (tx) => {
+        await lockThreads(tx, [
+          { tenantId: "t1", threadId: b.threadId },
+          { tenantId: "t1", threadId: a.threadId },
+        ]);
+        return settleAttempts(tx, [
+          { lease: lease(loose), fields: { ...fields([{ kind: "run_succeeded", data: {} }]), threadStatus: null } },
+          { lease: lease(b.first, "worker-b"), fields: fields([{ kind: "run_succeeded", data: {} }]) },
+          {
+            lease: lease(a.first),
+            fields: fields([
+              { kind: "values", data: { values: { n: 1 } } },
+              { kind: "run_succeeded", data: {} },
+            ]),
+          },
+        ]);
+      });
+      assert.deepEqual(Object.fromEntries(settled), {
+        [a.first.run_id]: { threadHasQueued: true },
+        [loose.run_id]: { threadHasQueued: false },
+      });
+      const rows = await db.query<{ run_id: string; status: string; blocked: boolean; last_event_sequence: number }>(
+        "select run_id::text as run_id, status, blocked, last_event_sequence from runs where tenant_id = 't1'",
+      );
+      const state = (run: ClaimedRun) => {
+        const row = rows.find((candidate) => candidate.run_id === run.run_id)!;
+        return [row.status, row.blocked, row.last_event_sequence];
+      };
+      assert.deepEqual(state(a.first), ["succeeded", false, 2]);
+      assert.deepEqual(state(loose), ["succeeded", false, 1]);
+      assert.deepEqual(state(b.first), ["running", false, 0], "a lost lease writes nothing");
+      assert.deepEqual(state(next), ["pending", false, 0], "a's settle released the run queued behind it");
+      const threads = await db.query<{ thread_id: string; status: string }>("select thread_id::text as thread_id, status from threads");
+      assert.equal(threads.find((thread) => thread.thread_id === a.threadId)?.status, "idle");
+      assert.equal(threads.find((thread) => thread.thread_id === b.threadId)?.status, "busy");
+      const events = await db.query<{ run_id: string; sequence: number; kind: string }>(
+        "select run_id::text as run_id, sequence, kind from run_events order by run_id, sequence",
+      );
+      assert.deepEqual(
+        events.filter((event) => event.run_id === a.first.run_id).map((event) => [event.sequence, event.kind]),
+        [
+          [1, "values"],
+          [2, "run_succeeded"],
+        ],
+      );
+      assert.equal(events.filter((event) => event.run_id === b.first.run_id).length, 0);
+    } finally {
+      await database.drop();
+    }
+  });
+
   test("a stateless run never steered settles in one statement after the gate; its events are whole and in order", async () => {
     const database = await createTestDatabase();
     const sent: { sql: string; inTransaction: boolean }[] = [];
@@ -401,9 +496,9 @@ describe(`an attempt's settle on ${TEST_DRIVER}`, () => {
       const created = await server.request("POST", "/v1/runs", { body: { assistant_id: "echo", input: { message: "hi" } } });
       const joined = await server.request("GET", `/v1/runs/${created.body.run_id}/join?timeout=20`);
       assert.equal(joined.body.status, "succeeded");
-      const gate = sent.findIndex((statement) => statement.sql.startsWith("update runs set steering_closed = true"));
+      const gate = sent.findIndex((statement) => statement.sql.includes("set steering_closed = true"));
       assert.ok(gate >= 0, "the gate closed admission");
-      const settle = sent.findIndex((statement, index) => index > gate && statement.sql.startsWith("with settled as"));
+      const settle = sent.findIndex((statement, index) => index > gate && statement.sql.includes("settled as ("));
       assert.ok(settle > gate, "then the settle ran");
       assert.equal(sent[settle]!.inTransaction, false, "on its own, not inside a begin … commit");
       const events = (await server.request("GET", `/v1/runs/${created.body.run_id}/events`)).body as { sequence: number; kind: string }[];

@@ -1,4 +1,5 @@
 import type { Db, Queryable } from "./db.ts";
+import { GroupCommit } from "./group-commit.ts";
 
 /**
  * The checkpoint saver's writes as data, so that several can go to the database in one statement:
@@ -53,62 +54,29 @@ export async function writeAll(db: Queryable, writes: readonly CheckpointWrite[]
 }
 
 /**
- * Group commit for writes that need not wait for anything else (durability `sync` and `async`).
- * A statement leaves on the event loop's next turn (`setImmediate`), so every write issued in
- * the current turn goes with it: LangGraph puts a task's writes and, once the step's tasks are
- * done, the step's checkpoint in one turn, and chains each `put` on the previous one's promise,
- * so a run's writes for one step share a commit. Writes that arrive while a statement is in
- * flight go together in the next, with other runs' writes. Each caller's promise settles with
- * its own write: if a shared statement fails, its writes are retried one by one, so one bad
- * write fails alone.
+ * Group commit for writes that need not wait for anything else (durability `sync` and `async`):
+ * see `GroupCommit`. LangGraph puts a task's writes and, once the step's tasks are done, the
+ * step's checkpoint in one turn, and chains each `put` on the previous one's promise, so a run's
+ * writes for one step share a statement and a commit, and other runs' writes join them. A batch
+ * holds no row twice (`distinctPrefix`): writes of one row keep their order across statements.
  */
 export class CheckpointWriteBatcher {
-  private readonly queue: { write: CheckpointWrite; done: (error?: unknown) => void }[] = [];
-  private draining = false;
+  private readonly group: GroupCommit<CheckpointWrite, undefined>;
 
-  constructor(private readonly db: Db) {}
+  constructor(db: Db) {
+    this.group = new GroupCommit(
+      async (writes) => {
+        await writeOnce(db, writes);
+        return writes.map(() => undefined);
+      },
+      (waiting) => distinctPrefix(waiting, 0).length,
+    );
+  }
 
   write(write: CheckpointWrite): Promise<void> {
-    return new Promise((resolve, reject) => {
-      this.queue.push({ write, done: (error) => (error === undefined ? resolve() : reject(error)) });
-      if (this.draining) return;
-      this.draining = true;
-      setImmediate(() => void this.drain());
-    });
-  }
-
-  private async drain(): Promise<void> {
-    while (this.queue.length > 0) {
-      const batch = this.queue.splice(
-        0,
-        distinctPrefix(
-          this.queue.map((entry) => entry.write),
-          0,
-        ).length,
-      );
-      try {
-        await writeOnce(
-          this.db,
-          batch.map((entry) => entry.write),
-        );
-        for (const entry of batch) entry.done();
-      } catch (error) {
-        if (batch.length === 1) batch[0]!.done(error);
-        else
-          for (const entry of batch)
-            await writeOnce(this.db, [entry.write]).then(
-              () => entry.done(),
-              (single: unknown) => entry.done(single ?? error),
-            );
-      }
-      // The writers just resolved chain their next writes in this turn: let them join the next statement.
-      await nextTurn();
-    }
-    this.draining = false;
+    return this.group.submit(write);
   }
 }
-
-const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /** The longest run of writes from `start` whose rows are all distinct (and within MAX_ROWS). */
 function distinctPrefix(writes: readonly CheckpointWrite[], start: number): CheckpointWrite[] {

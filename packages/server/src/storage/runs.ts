@@ -2,7 +2,7 @@ import type { ResumeBody, Run, RunEvent, ThreadStatus } from "@rudder/api";
 import type { Usage } from "../domain/budget.ts";
 import { LEASED_STATUSES, type Durability, type MultitaskStrategy, type RunError, type RunStatus } from "../domain/runs.ts";
 import type { Queryable } from "./db.ts";
-import { leaseHeld, leaseParams, type Lease } from "./lease.ts";
+import type { Lease } from "./lease.ts";
 import type { PendingEvent } from "./events.ts";
 import { iso, json } from "./rows.ts";
 
@@ -223,6 +223,23 @@ export async function lockThread(tx: Queryable, tenantId: string, threadId: stri
   return (await tx.query("select 1 from threads where tenant_id = $1 and thread_id = $2 for update", [tenantId, threadId])).length > 0;
 }
 
+/**
+ * Locks several threads' rows in one statement, in (tenant, thread id) order, so two transactions
+ * that lock several cannot deadlock; a transaction that locks one (`lockThread`) holds no other.
+ */
+export async function lockThreads(tx: Queryable, threads: readonly { tenantId: string; threadId: string }[]): Promise<void> {
+  if (threads.length === 0) return;
+  // The nested loop takes the arrays in order, and that is the order the rows are locked in.
+  const ordered = [...new Map(threads.map((thread) => [`${thread.tenantId}\u0000${thread.threadId}`, thread])).entries()]
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([, thread]) => thread);
+  await tx.query(
+    `select 1 from unnest($1::text[], $2::uuid[]) as l(tenant_id, thread_id)
+       cross join lateral (select 1 from threads t where t.tenant_id = l.tenant_id and t.thread_id = l.thread_id for update) t`,
+    [ordered.map((thread) => thread.tenantId), ordered.map((thread) => thread.threadId)],
+  );
+}
+
 export async function countPending(db: Queryable, tenantId: string): Promise<number> {
   const [row] = await db.query<{ queued: number }>("select count(*)::int as queued from runs where tenant_id = $1 and status = 'pending'", [
     tenantId,
@@ -433,60 +450,102 @@ export interface SettleFields {
   readonly events: readonly PendingEvent[];
 }
 
+/** One attempt's settle in a batch (`settleAttempts`): its fencing lease and what it writes. */
+export interface AttemptSettle {
+  readonly lease: Lease;
+  readonly fields: SettleFields;
+}
+
 /**
- * An attempt's end on the run row, fenced by the lease: the run's new status and its thread's, in
- * one statement that also appends the attempt's last events (sequences from the same update of the
- * run row, as `appendEvents` hands them out) and drops a finished stateless run's checkpoints.
- * Undefined, writing nothing, when the lease was lost. Says whether its thread has a run waiting
- * (a claim may now find it). A run that lets go of its thread releases the thread's next run in
- * the same statement (`releaseNextRun`). On a thread, the caller locks the thread first
- * (`lockThread`) in the same transaction; a stateless run's settle can be a transaction of its own.
+ * Attempts' ends on their run rows, each fenced by its own lease, in one statement: each run's new
+ * status and its thread's, its last events appended (sequences from the same update of the run
+ * row, as `appendEvents` hands them out), a finished stateless run's checkpoints dropped, and the
+ * next run of each thread a run lets go of released (`releaseNextRun`). Returns, by run id, the
+ * runs whose lease held, each saying whether its thread has a run waiting (a claim may now find
+ * it); a run whose lease was lost gets nothing written and is missing. The runs are locked in run
+ * id order, as every statement that locks several runs does (the event flush, the lease keeper's
+ * heartbeat), so two of them cannot deadlock. On a thread, the caller has locked the thread in an
+ * earlier statement of the same transaction (`lockThreads`), so that this statement's snapshot sees
+ * every run created on the thread before the lock was granted; stateless runs need no transaction.
  */
-export async function settleAttempt(tx: Queryable, lease: Lease, fields: SettleFields): Promise<{ threadHasQueued: boolean } | undefined> {
-  const [row] = await tx.query<{ thread_has_queued: boolean }>(
-    `with settled as (
-       update runs set status = $5, output = $6::jsonb, error = $7::jsonb, lease_owner = null, lease_expires_at = null,
-              finished_at = case when $8 then now() else finished_at end,
-              available_at = now() + $9 * interval '1 millisecond', usage = $10::jsonb, updated_at = now(),
-              last_event_sequence = last_event_sequence + jsonb_array_length($13::jsonb)
-        where ${leaseHeld(1)}
-        returning tenant_id, run_id, thread_id, last_event_sequence - jsonb_array_length($13::jsonb) as event_base
+export async function settleAttempts(db: Queryable, settles: readonly AttemptSettle[]): Promise<Map<string, { threadHasQueued: boolean }>> {
+  if (settles.length === 0) return new Map();
+  const rows = await db.query<{ run_id: string; thread_has_queued: boolean }>(
+    `with batch as (
+       select * from jsonb_to_recordset($1::jsonb) as b(tenant_id text, run_id uuid, attempt int, owner text, status text,
+              output text, error text, finishes boolean, retry_delay_ms float8, usage text, thread_status text,
+              frees_thread boolean, events jsonb)
+     ), held as materialized (
+       select h.tenant_id, h.run_id from batch b cross join lateral (
+         select r.tenant_id, r.run_id from runs r
+          where r.tenant_id = b.tenant_id and r.run_id = b.run_id and r.attempt = b.attempt and r.lease_owner = b.owner
+            for update
+       ) h
+     ), settled as (
+       update runs r set status = b.status, output = b.output::jsonb, error = b.error::jsonb, lease_owner = null,
+              lease_expires_at = null, finished_at = case when b.finishes then now() else r.finished_at end,
+              available_at = now() + b.retry_delay_ms * interval '1 millisecond', usage = b.usage::jsonb, updated_at = now(),
+              last_event_sequence = r.last_event_sequence + jsonb_array_length(b.events)
+         from held h, batch b
+        where r.tenant_id = h.tenant_id and r.run_id = h.run_id and b.tenant_id = h.tenant_id and b.run_id = h.run_id
+        returning r.tenant_id, r.run_id, r.thread_id, r.last_event_sequence - jsonb_array_length(b.events) as event_base,
+                  b.events, b.finishes, b.thread_status, b.frees_thread
      ), appended as (
        insert into run_events (tenant_id, run_id, sequence, kind, data)
-       select settled.tenant_id, settled.run_id, settled.event_base + e.ordinality::int, e.value->>'kind', e.value->'data'
-         from settled, jsonb_array_elements($13::jsonb) with ordinality as e(value, ordinality)
+       select s.tenant_id, s.run_id, s.event_base + e.ordinality::int, e.value->>'kind', e.value->'data'
+         from settled s, jsonb_array_elements(s.events) with ordinality as e(value, ordinality)
      ), thread as (
-       update threads t set status = $11, updated_at = now()
-         from settled where t.tenant_id = settled.tenant_id and t.thread_id = settled.thread_id and $11::text is not null
+       update threads t set status = s.thread_status, updated_at = now()
+         from settled s where t.tenant_id = s.tenant_id and t.thread_id = s.thread_id and s.thread_status is not null
      ), stateless_writes as (
-       delete from checkpoint_writes w using settled
-        where $8 and settled.thread_id is null and w.tenant_id = settled.tenant_id and w.thread_id = settled.run_id::text
+       delete from checkpoint_writes w using settled s
+        where s.finishes and s.thread_id is null and w.tenant_id = s.tenant_id and w.thread_id = s.run_id::text
      ), stateless_checkpoints as (
-       delete from checkpoints c using settled
-        where $8 and settled.thread_id is null and c.tenant_id = settled.tenant_id and c.thread_id = settled.run_id::text
+       delete from checkpoints c using settled s
+        where s.finishes and s.thread_id is null and c.tenant_id = s.tenant_id and c.thread_id = s.run_id::text
      ), freed as (
-       select tenant_id, thread_id, run_id from settled where settled.thread_id is not null and $12::boolean
+       select tenant_id, thread_id, run_id from settled where thread_id is not null and frees_thread
      ), released as (
        ${releaseNextRun("freed")}
      )
-     select exists (select 1 from runs p where p.tenant_id = settled.tenant_id and p.thread_id = settled.thread_id
+     select s.run_id::text as run_id,
+            exists (select 1 from runs p where p.tenant_id = s.tenant_id and p.thread_id = s.thread_id
                                            and p.status = 'pending') as thread_has_queued
-       from settled`,
-    [
-      ...leaseParams(lease),
-      fields.status,
-      json(fields.output ?? null),
-      json(fields.error),
-      fields.finishes,
-      fields.retryDelayMs,
-      json(fields.usage),
-      fields.threadStatus,
-      fields.freesThread,
-      json(fields.events),
-    ],
+       from settled s`,
+    [settleBatchJson(settles)],
   );
-  return row && { threadHasQueued: row.thread_has_queued };
+  return new Map(rows.map((row) => [row.run_id, { threadHasQueued: row.thread_has_queued }]));
 }
+
+/** One attempt's settle (`settleAttempts`); undefined, writing nothing, when the lease was lost. */
+export async function settleAttempt(db: Queryable, lease: Lease, fields: SettleFields): Promise<{ threadHasQueued: boolean } | undefined> {
+  return (await settleAttempts(db, [{ lease, fields }])).get(lease.runId);
+}
+
+/** The batch as `settleAttempts`' one jsonb parameter, in run id order (the order the rows are locked in). */
+function settleBatchJson(settles: readonly AttemptSettle[]): string {
+  return json(
+    [...settles].sort(byLeaseRunId).map(({ lease, fields }) => ({
+      tenant_id: lease.tenantId,
+      run_id: lease.runId,
+      attempt: lease.attempt,
+      owner: lease.owner,
+      status: fields.status,
+      output: json(fields.output ?? null),
+      error: json(fields.error),
+      finishes: fields.finishes,
+      retry_delay_ms: fields.retryDelayMs,
+      usage: json(fields.usage),
+      thread_status: fields.threadStatus,
+      frees_thread: fields.freesThread,
+      events: fields.events,
+    })),
+  );
+}
+
+/** Run id order (lowercase UUID text sorts as PostgreSQL sorts the uuid). */
+export const byLeaseRunId = (a: { lease: Lease }, b: { lease: Lease }): number =>
+  a.lease.runId < b.lease.runId ? -1 : a.lease.runId > b.lease.runId ? 1 : 0;
 
 /**
  * A status change outside an attempt (cancel, redrive, the reaper): the row, as the lifecycle

@@ -3,7 +3,7 @@ import type { SteeringEvent } from "@rudder/api";
 import type { RunStatus } from "../domain/runs.ts";
 import type { Db, Queryable } from "./db.ts";
 import { appendEvents, type PendingEvent } from "./events.ts";
-import { leaseHeld, leaseParams, type Lease } from "./lease.ts";
+import { leaseHeld, type Lease } from "./lease.ts";
 import { iso, json } from "./rows.ts";
 
 export interface SteerRequest {
@@ -151,16 +151,40 @@ export class SteeringRepository {
 
   /**
    * Closes steering admission before the final flush (spec: "worker closes steering admission
-   * before its final flush"). Undefined when the lease is lost; else whether the run was ever
-   * steered: with admission closed no row can arrive any more, so a run never steered has none to
-   * supersede at its final boundary.
+   * before its final flush") of several runs in one statement, each fenced by its own lease; the
+   * runs are locked in run id order, as every statement that locks several runs does. Returns, by
+   * run id, those whose lease held, each saying whether the run was ever steered: with admission
+   * closed no row can arrive any more, so a run never steered has none to supersede at its final
+   * boundary. A run whose lease was lost is missing.
    */
-  async closeAdmission(lease: Lease): Promise<{ steered: boolean } | undefined> {
-    const [row] = await this.db.query<{ steered: boolean }>(
-      `update runs set steering_closed = true where ${leaseHeld(1)} returning last_steering_sequence > 0 as steered`,
-      leaseParams(lease),
+  async closeAdmissions(leases: readonly Lease[]): Promise<Map<string, { steered: boolean }>> {
+    if (leases.length === 0) return new Map();
+    const ordered = [...leases].sort((a, b) => (a.runId < b.runId ? -1 : a.runId > b.runId ? 1 : 0));
+    const rows = await this.db.query<{ run_id: string; steered: boolean }>(
+      `with held as materialized (
+         select h.tenant_id, h.run_id from unnest($1::text[], $2::uuid[], $3::int[], $4::text[]) as b(tenant_id, run_id, attempt, owner)
+          cross join lateral (
+            select r.tenant_id, r.run_id from runs r
+             where r.tenant_id = b.tenant_id and r.run_id = b.run_id and r.attempt = b.attempt and r.lease_owner = b.owner
+               for update
+          ) h
+       )
+       update runs r set steering_closed = true from held h
+        where r.tenant_id = h.tenant_id and r.run_id = h.run_id
+        returning r.run_id::text as run_id, r.last_steering_sequence > 0 as steered`,
+      [
+        ordered.map((lease) => lease.tenantId),
+        ordered.map((lease) => lease.runId),
+        ordered.map((lease) => lease.attempt),
+        ordered.map((lease) => lease.owner),
+      ],
     );
-    return row;
+    return new Map(rows.map((row) => [row.run_id, { steered: row.steered }]));
+  }
+
+  /** `closeAdmissions` of one run: undefined when its lease is lost. */
+  async closeAdmission(lease: Lease): Promise<{ steered: boolean } | undefined> {
+    return (await this.closeAdmissions([lease])).get(lease.runId);
   }
 
   async list(tenantId: string, runId: string): Promise<SteeringEvent[]> {

@@ -14,11 +14,23 @@ import type { GraphRegistry } from "../graphs/registry.ts";
 import type { Notice, Notifier } from "../notify/notifier.ts";
 import type { Metrics } from "../observability/metrics.ts";
 import { applyTransition } from "../runs/transitions.ts";
-import type { Db, Queryable } from "../storage/db.ts";
+import type { Db } from "../storage/db.ts";
 import { freesThread, type RunStatus } from "../domain/runs.ts";
 import type { PendingEvent } from "../storage/events.ts";
 import type { Lease } from "../storage/lease.ts";
-import { claimRuns, lockAbandonedCancels, lockThread, settleAttempt, type Claim, type ClaimedRun } from "../storage/runs.ts";
+import {
+  claimRuns,
+  lockAbandonedCancels,
+  lockThread,
+  lockThreads,
+  settleAttempt,
+  settleAttempts,
+  type AttemptSettle,
+  type Claim,
+  type ClaimedRun,
+  type SettleFields,
+} from "../storage/runs.ts";
+import { GroupCommit } from "../storage/group-commit.ts";
 import { supersedeAtFinalBoundary } from "../storage/steering.ts";
 import type { SteeringRepository } from "../storage/steering.ts";
 import type { AttemptCheckpoints, RudderCheckpointSaver } from "../storage/checkpointer.ts";
@@ -134,6 +146,10 @@ export class Worker {
   /** Every attempt's events, written in one multi-run insert per flush. */
   private readonly events: EventWriter;
   private readonly leases: LeaseKeeper;
+  /** Final boundaries' steering gates, closed together: one statement for the runs finishing at once. */
+  private readonly gates: GroupCommit<Lease, { steered: boolean } | undefined>;
+  /** Settles that need nothing but their statement (see `settle`), written together. */
+  private readonly settles: GroupCommit<AttemptSettle & { threadId: string | null }, { threadHasQueued: boolean } | undefined>;
 
   constructor(
     private readonly deps: WorkerDeps,
@@ -141,6 +157,28 @@ export class Worker {
   ) {
     this.events = new EventWriter(deps.db, deps.notifier, { flushMs: options.eventFlushMs, maxBatch: EVENT_FLUSH_BATCH }, deps.handoff);
     this.leases = new LeaseKeeper(deps, this.id, options);
+    this.gates = new GroupCommit(
+      async (leases) => {
+        const closed = await deps.steering.closeAdmissions(leases);
+        return leases.map((lease) => closed.get(lease.runId));
+      },
+      (waiting) => Math.min(waiting.length, GROUP_COMMIT_MAX),
+    );
+    this.settles = new GroupCommit(
+      async (settles) => {
+        const threads = settles.flatMap(({ lease, threadId }) => (threadId === null ? [] : [{ tenantId: lease.tenantId, threadId }]));
+        // On a thread, the thread's lock first, in a statement of its own (see `settleAttempts`).
+        const settled =
+          threads.length === 0
+            ? await settleAttempts(deps.db, settles)
+            : await deps.db.transaction(async (tx) => {
+                await lockThreads(tx, threads);
+                return settleAttempts(tx, settles);
+              });
+        return settles.map(({ lease }) => settled.get(lease.runId));
+      },
+      (waiting) => Math.min(waiting.length, GROUP_COMMIT_MAX),
+    );
   }
 
   start(): void {
@@ -369,13 +407,14 @@ export class Worker {
   /**
    * Ends the attempt as the lifecycle decides (`attemptOutcome`), fenced by the lease: at a final
    * boundary, steering admission closes first (its own commit: the `run_finalizing` window). Then
-   * one transaction: the thread before the run (the order a create deciding its multitask strategy
-   * takes them in, so the two cannot deadlock; it also orders this settle with creates on the
-   * thread, so a waiting run always gets a wake-up), the supersede of steering the run still holds,
-   * deferred checkpoint writes, and the settle statement: the run's and thread's new status and one
-   * append of the events not written yet, the supersede events and the outcome's event. A
-   * stateless run with none of those extras settles in that one statement alone. Writes nothing
-   * when the lease was lost; returns the status it left the run in (undefined: not settled).
+   * the settle statement: the run's and thread's new status and one append of the events not
+   * written yet, the supersede events and the outcome's event; on a thread, after the thread's
+   * lock (the order a create deciding its multitask strategy takes them in, so the two cannot
+   * deadlock; it also orders this settle with creates on the thread, so a waiting run always gets
+   * a wake-up). Gates and settles of runs that end at the same moment go together, one statement
+   * (and one transaction, for runs on threads) for all (`GroupCommit`). A run with steering to
+   * supersede or deferred checkpoint writes settles alone, in a transaction with those. Writes
+   * nothing when the lease was lost; returns the status it left the run in (undefined: not settled).
    */
   private async settle(
     run: ClaimedRun,
@@ -391,41 +430,42 @@ export class Worker {
     if (rule.finishes) {
       // The graph has its result: close steering admission before the final flush, so a steer
       // that arrives now is refused (run_finalizing) rather than silently superseded.
-      const gate = await this.deps.steering.closeAdmission(lease);
+      const gate = await this.gates.submit(lease);
       if (!gate) return undefined;
       steered = gate.steered;
       await this.options.hooks?.afterSteeringClosed?.(run.run_id);
     }
     // A finished stateless run's checkpoints are dropped by the settle: its deferred ones need not be written first.
     const keepCheckpoints = !(rule.finishes && run.thread_id === null);
-    const settleIn = async (db: Queryable, superseded: readonly PendingEvent[]) =>
-      settleAttempt(db, lease, {
-        status: outcome.status,
-        output: outcome.output,
-        error: outcome.error,
-        finishes: rule.finishes,
-        retryDelayMs: outcome.retryDelayMs,
-        threadStatus: rule.thread,
-        usage: meter.usage,
-        freesThread: freesThread(run.status, outcome.status),
-        events: [...events, ...superseded, outcome.event],
-      });
-    const alone = run.thread_id === null && !steered && !(keepCheckpoints && checkpoints.deferred.length > 0);
-    const settled: { threadHasQueued: boolean; superseded: number } | undefined = alone
-      ? await settleIn(this.deps.db, []).then((done) => done && { ...done, superseded: 0 })
-      : await this.deps.db
-          .transaction(async (tx) => {
-            if (run.thread_id !== null) await lockThread(tx, run.tenant_id, run.thread_id);
-            const superseded = steered ? await supersedeAtFinalBoundary(tx, lease.tenantId, lease.runId) : [];
-            if (keepCheckpoints) await this.deps.checkpointer.flushDeferred(tx, checkpoints);
-            const done = await settleIn(tx, superseded);
-            if (!done) throw LEASE_LOST; // the lease was lost meanwhile: undo the supersede and the writes
-            return { ...done, superseded: superseded.length };
-          })
-          .catch((error: unknown) => {
-            if (error === LEASE_LOST) return undefined;
-            throw error;
-          });
+    const fields = (superseded: readonly PendingEvent[]): SettleFields => ({
+      status: outcome.status,
+      output: outcome.output,
+      error: outcome.error,
+      finishes: rule.finishes,
+      retryDelayMs: outcome.retryDelayMs,
+      threadStatus: rule.thread,
+      usage: meter.usage,
+      freesThread: freesThread(run.status, outcome.status),
+      events: [...events, ...superseded, outcome.event],
+    });
+    const settled: { threadHasQueued: boolean; superseded: number } | undefined =
+      !steered && !(keepCheckpoints && checkpoints.deferred.length > 0)
+        ? await this.settles
+            .submit({ lease, fields: fields([]), threadId: run.thread_id })
+            .then((done) => done && { ...done, superseded: 0 })
+        : await this.deps.db
+            .transaction(async (tx) => {
+              if (run.thread_id !== null) await lockThread(tx, run.tenant_id, run.thread_id);
+              const superseded = steered ? await supersedeAtFinalBoundary(tx, lease.tenantId, lease.runId) : [];
+              if (keepCheckpoints) await this.deps.checkpointer.flushDeferred(tx, checkpoints);
+              const done = await settleAttempt(tx, lease, fields(superseded));
+              if (!done) throw LEASE_LOST; // the lease was lost meanwhile: undo the supersede and the writes
+              return { ...done, superseded: superseded.length };
+            })
+            .catch((error: unknown) => {
+              if (error === LEASE_LOST) return undefined;
+              throw error;
+            });
     if (!settled) return undefined;
     await this.deps.notifier.publish(
       { topic: "run_changed", runId: run.run_id },
@@ -444,6 +484,9 @@ export class Worker {
     return outcome.status;
   }
 }
+
+/** The most gates or settles one statement takes (a settle carries the run's output and last events). */
+const GROUP_COMMIT_MAX = 100;
 
 /** Thrown inside the settle's transaction to roll it back when the lease turns out lost. */
 const LEASE_LOST = Symbol("lease lost");

@@ -1,0 +1,56 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { GroupCommit } from "../src/storage/group-commit.ts";
+
+/** A GroupCommit over a fake database that records each batch it was sent. */
+function recording(fail: (item: number) => boolean = () => false) {
+  const batches: number[][] = [];
+  const group = new GroupCommit<number, string>(async (items) => {
+    batches.push([...items]);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    if (items.some(fail)) throw new Error(`bad batch ${items.join(",")}`);
+    return items.map((item) => `done ${item}`);
+  });
+  return { batches, group };
+}
+
+test("items submitted in one turn go in one batch; those submitted while it is in flight go in the next", async () => {
+  const { batches, group } = recording();
+  const first = [1, 2, 3].map((item) => group.submit(item));
+  await new Promise((resolve) => setTimeout(resolve, 1)); // the first batch is in flight now
+  const second = [4, 5].map((item) => group.submit(item));
+  assert.deepEqual(await Promise.all([...first, ...second]), ["done 1", "done 2", "done 3", "done 4", "done 5"]);
+  assert.deepEqual(batches, [
+    [1, 2, 3],
+    [4, 5],
+  ]);
+});
+
+test("a caller resolved by one batch that submits again at once joins the next batch with the others", async () => {
+  const { batches, group } = recording();
+  const chained = group.submit(1).then(() => group.submit(2));
+  const other = new Promise((resolve) => setTimeout(resolve, 1)).then(() => group.submit(3));
+  await Promise.all([chained, other]);
+  assert.deepEqual(batches, [[1], [3, 2]]);
+});
+
+test("a failed batch is sent again item by item: the bad item fails alone, the rest succeed", async () => {
+  const { batches, group } = recording((item) => item === 2);
+  const outcomes = await Promise.allSettled([1, 2, 3].map((item) => group.submit(item)));
+  assert.deepEqual(
+    outcomes.map((outcome) => outcome.status),
+    ["fulfilled", "rejected", "fulfilled"],
+  );
+  assert.match(String((outcomes[1] as PromiseRejectedResult).reason), /bad batch 2/);
+  assert.deepEqual(batches, [[1, 2, 3], [1], [2], [3]]);
+});
+
+test("`take` bounds a batch; the rest wait for the next", async () => {
+  const batches: number[][] = [];
+  const group = new GroupCommit<number, number>(
+    async (items) => (batches.push([...items]), items.map((item) => item * 2)),
+    (waiting) => Math.min(waiting.length, 2),
+  );
+  assert.deepEqual(await Promise.all([1, 2, 3, 4, 5].map((item) => group.submit(item))), [2, 4, 6, 8, 10]);
+  assert.deepEqual(batches, [[1, 2], [3, 4], [5]]);
+});
