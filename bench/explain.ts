@@ -38,6 +38,18 @@ const [tenants, threadsPer, runsPer, eventsPer] = [args.tenants, args.threads, a
   number,
 ];
 
+/** A settle's fields (its events vary per run). */
+const SETTLED_FIELDS = {
+  status: "succeeded",
+  output: { ok: true },
+  error: null,
+  finishes: true,
+  retryDelayMs: 0,
+  threadStatus: "idle",
+  usage: NO_USAGE,
+  freesThread: true,
+} as const;
+
 const base = process.env.RUDDER_BENCH_DATABASE_URL ?? process.env.RUDDER_TEST_DATABASE_URL;
 if (!base) {
   console.log("explain: set RUDDER_BENCH_DATABASE_URL (a PostgreSQL server) to run; PGlite plans are not what a deployment sees");
@@ -76,7 +88,7 @@ try {
       (d) =>
         settleAttempts(
           d,
-          batches.map(({ lease, events }) => ({ lease, fields: { ...SETTLED, events } })),
+          batches.map(({ lease, events }) => ({ lease, fields: { ...SETTLED_FIELDS, events } })),
         ),
     ],
     ["run by id", (d) => getRun(d, tenant, run)],
@@ -102,18 +114,6 @@ try {
 } finally {
   await drop();
 }
-
-/** A settle's fields (its events vary per run). */
-const SETTLED = {
-  status: "succeeded",
-  output: { ok: true },
-  error: null,
-  finishes: true,
-  retryDelayMs: 0,
-  threadStatus: "idle",
-  usage: NO_USAGE,
-  freesThread: true,
-} as const;
 
 /** Many tenants' threads, runs (a few pending per tenant), events, checkpoints and writes, in set-based statements. */
 async function fill(on: Db): Promise<void> {

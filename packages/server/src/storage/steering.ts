@@ -161,16 +161,19 @@ export class SteeringRepository {
     if (leases.length === 0) return new Map();
     const ordered = [...leases].sort((a, b) => (a.runId < b.runId ? -1 : a.runId > b.runId ? 1 : 0));
     const rows = await this.db.query<{ run_id: string; steered: boolean }>(
-      `with held as materialized (
-         select h.tenant_id, h.run_id from unnest($1::text[], $2::uuid[], $3::int[], $4::text[]) as b(tenant_id, run_id, attempt, owner)
-          cross join lateral (
-            select r.tenant_id, r.run_id from runs r
-             where r.tenant_id = b.tenant_id and r.run_id = b.run_id and r.attempt = b.attempt and r.lease_owner = b.owner
-               for update
-          ) h
+      // Shaped as the event flush (appendEventBatches): joined with the batch, the held runs are
+      // found by primary-key probes; joined alone, the planner hashed them against a scan of runs.
+      `with batch as (
+         select * from unnest($1::text[], $2::uuid[], $3::int[], $4::text[]) as b(tenant_id, run_id, attempt, owner)
+       ), held as materialized (
+         select h.tenant_id, h.run_id from batch b cross join lateral (
+           select r.tenant_id, r.run_id from runs r
+            where r.tenant_id = b.tenant_id and r.run_id = b.run_id and r.attempt = b.attempt and r.lease_owner = b.owner
+              for update
+         ) h
        )
-       update runs r set steering_closed = true from held h
-        where r.tenant_id = h.tenant_id and r.run_id = h.run_id
+       update runs r set steering_closed = true from held h, batch b
+        where r.tenant_id = h.tenant_id and r.run_id = h.run_id and b.tenant_id = h.tenant_id and b.run_id = h.run_id
         returning r.run_id::text as run_id, r.last_steering_sequence > 0 as steered`,
       [
         ordered.map((lease) => lease.tenantId),
