@@ -11,7 +11,7 @@ import {
   claimRuns,
   insertRun,
   lockThread,
-  lockThreadOfRun,
+  lockRunWithThread,
   lockThreads,
   settleAttempt,
   settleAttempts,
@@ -63,6 +63,18 @@ async function withRunOnThread(check: (db: Db, threadId: string, run: ClaimedRun
   }
 }
 const SECOND_CONNECTION = TEST_DRIVER === "postgres";
+
+/** Until a statement of this database waits for a row lock (PostgreSQL). */
+async function waitUntilSomeoneWaitsForALock(db: Db): Promise<void> {
+  for (let tries = 0; tries < 500; tries++) {
+    const [row] = await db.query<{ waiting: number }>(
+      "select count(*)::int as waiting from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'",
+    );
+    if (row!.waiting > 0) return;
+    await sleep(10);
+  }
+  assert.fail("no statement ever waited for a lock");
+}
 
 describe(`the worker's claim loop on ${TEST_DRIVER}`, () => {
   test("a new run costs one claim, not one per idle slot", async () => {
@@ -318,23 +330,44 @@ describe(`the worker's claim loop on ${TEST_DRIVER}`, () => {
       assert.deepEqual([again?.run_id, again?.attempt], [run.run_id, 2], "claimed once the thread is free");
     }));
 
-  test("lockThreadOfRun takes the run's thread row lock in one statement (cancel, redrive and resume lock the thread first)", () =>
+  test("lockRunWithThread locks the run after its thread, in one statement (cancel, redrive and resume)", () =>
     withRunOnThread(async (db, threadId, onThread) => {
       const loose = (await insertRun(db, stateless("t1", {}), 1000))!;
-      assert.deepEqual(await lockThreadOfRun(db, "t1", loose.run_id), { threadId: null });
-      assert.equal(await lockThreadOfRun(db, "t1", randomUUID()), undefined);
-      assert.equal(await lockThreadOfRun(db, "t2", onThread.run_id), undefined, "another tenant's run is not found");
+      assert.equal((await lockRunWithThread(db, "t1", loose.run_id))?.run_id, loose.run_id, "a stateless run: no thread to lock");
+      assert.equal(await lockRunWithThread(db, "t1", randomUUID()), undefined);
+      assert.equal(await lockRunWithThread(db, "t2", onThread.run_id), undefined, "another tenant's run is not found");
 
-      const holder = await holdTransaction(db, (tx) => lockThreadOfRun(tx, "t1", onThread.run_id));
-      assert.deepEqual(holder.value, { threadId });
-      const refused = SECOND_CONNECTION
-        ? await db
-            .query("select 1 from threads where tenant_id = 't1' and thread_id = $1 for update nowait", [threadId])
-            .catch((error: { code?: string }) => error.code)
+      const holder = await holdTransaction(db, (tx) => lockRunWithThread(tx, "t1", onThread.run_id));
+      assert.deepEqual([holder.value?.run_id, holder.value?.thread_id, holder.value?.status], [onThread.run_id, threadId, "pending"]);
+      const nowait = (sql: string, id: string) =>
+        db.query(`${sql} for update nowait`, [id]).then(
+          () => "free",
+          (error: { code?: string }) => error.code,
+        );
+      const lockedThread = SECOND_CONNECTION
+        ? await nowait("select 1 from threads where tenant_id = 't1' and thread_id = $1", threadId)
+        : undefined;
+      const lockedRun = SECOND_CONNECTION
+        ? await nowait("select 1 from runs where tenant_id = 't1' and run_id = $1", onThread.run_id)
         : undefined;
       holder.release();
       await holder.done;
-      if (SECOND_CONNECTION) assert.equal(refused, "55P03", "the thread's row is locked until the transaction ends");
+      if (!SECOND_CONNECTION) return;
+      assert.deepEqual(
+        [lockedThread, lockedRun],
+        ["55P03", "55P03"],
+        "the thread's row and the run's are locked until the transaction ends",
+      );
+
+      // The order: with the thread held elsewhere, the statement waits for it before locking the run.
+      const thread = await holdTransaction(db, (tx) => lockThread(tx, "t1", threadId));
+      const waiting = db.transaction((tx) => lockRunWithThread(tx, "t1", onThread.run_id));
+      await waitUntilSomeoneWaitsForALock(db);
+      const runMeanwhile = await nowait("select 1 from runs where tenant_id = 't1' and run_id = $1", onThread.run_id);
+      thread.release();
+      await thread.done;
+      assert.equal((await waiting)?.run_id, onThread.run_id);
+      assert.equal(runMeanwhile, "free", "the run is not locked while its thread is awaited");
     }));
 
   test("a settle appends the attempt's events after those already logged, in the same statement; with the lease lost it writes nothing", () =>

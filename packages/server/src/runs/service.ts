@@ -382,12 +382,13 @@ export class RunService {
    * lets go of the thread, or joins it, decides who is next under the thread's lock (docs/runs.md).
    */
   private async lockOwn(tx: Transaction, tenantId: string, runId: string): Promise<ClaimedRun> {
-    if (!(await runRows.lockThreadOfRun(tx, tenantId, runId))) throw notFound("run", runId);
-    return this.own(tx, tenantId, runId, { lock: true });
+    const run = await runRows.lockRunWithThread(tx, tenantId, runId);
+    if (!run) throw notFound("run", runId);
+    return run;
   }
 
-  private async own(db: Queryable, tenantId: string, runId: string, options: { lock?: boolean } = {}): Promise<ClaimedRun> {
-    const run = await runRows.getRun(db, tenantId, runId, options);
+  private async own(db: Queryable, tenantId: string, runId: string): Promise<ClaimedRun> {
+    const run = await runRows.getRun(db, tenantId, runId);
     if (!run) throw notFound("run", runId);
     return run;
   }

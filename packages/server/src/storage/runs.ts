@@ -199,23 +199,24 @@ export async function threadExists(db: Queryable, tenantId: string, threadId: st
 }
 
 /**
- * Locks the thread of a run, found by the run's id, in one statement (the run itself is not
- * locked: the caller locks it next, after its thread, the lock order every waiting transaction
- * keeps). Returns the run's thread id, null for a stateless run, or undefined when the tenant has
- * no such run. A cancel, a redrive or a resume costs one round trip less than a read of the run
- * followed by `lockThread`.
+ * A run, locked, after its thread's row (the lock order every waiting transaction keeps), in one
+ * statement: the thread is locked by an init plan of the run's filter, which runs before the run's
+ * row is locked. Undefined when the tenant has no such run. A cancel, a redrive or a resume costs
+ * one round trip for what was a read of the run's thread, `lockThread` and a locked read of the run.
+ * The run comes back as it is once locked (a row changed while the statement waited is re-read).
  */
-export async function lockThreadOfRun(tx: Queryable, tenantId: string, runId: string): Promise<{ threadId: string | null } | undefined> {
-  const [row] = await tx.query<{ thread_id: string | null }>(
+export async function lockRunWithThread(tx: Queryable, tenantId: string, runId: string): Promise<ClaimedRun | undefined> {
+  const [row] = await tx.query<RunRow>(
     `with run as (
        select thread_id from runs where tenant_id = $1 and run_id = $2
-     ), locked as (
+     ), locked_thread as (
        select 1 from threads t join run on t.tenant_id = $1 and t.thread_id = run.thread_id for update of t
      )
-     select run.thread_id::text as thread_id, (select count(*) from locked) as locked from run`,
+     select ${RUN_COLUMNS} from runs where tenant_id = $1 and run_id = $2 and (select count(*) from locked_thread) >= 0
+        for update of runs`,
     [tenantId, runId],
   );
-  return row && { threadId: row.thread_id };
+  return row && toClaimed(row);
 }
 
 /** Locks the thread row (a thread before its runs: the lock order every waiting transaction keeps). */
