@@ -15,12 +15,12 @@
 import { parseArgs } from "node:util";
 import type { Db } from "../packages/server/src/storage/db.ts";
 import { migrate } from "../packages/server/src/storage/migrate.ts";
-import { NO_USAGE } from "../packages/server/src/domain/budget.ts";
 import { claimRuns, getRun, listRunsOfThread, readEvents, settleAttempts } from "../packages/server/src/storage/runs.ts";
 import { SteeringRepository } from "../packages/server/src/storage/steering.ts";
 import { findThread } from "../packages/server/src/storage/threads.ts";
 import { appendEventBatches } from "../packages/server/src/storage/events.ts";
 import { RudderCheckpointSaver, TENANT_KEY } from "../packages/server/src/storage/checkpointer.ts";
+import { succeededSettle } from "../packages/server/test/support/runs.ts";
 import { explainRolledBack, firstStatement, privateDatabase } from "./common.ts";
 
 const { values: args } = parseArgs({
@@ -37,18 +37,6 @@ const [tenants, threadsPer, runsPer, eventsPer] = [args.tenants, args.threads, a
   number,
   number,
 ];
-
-/** A settle's fields (its events vary per run). */
-const SETTLED_FIELDS = {
-  status: "succeeded",
-  output: { ok: true },
-  error: null,
-  finishes: true,
-  retryDelayMs: 0,
-  threadStatus: "idle",
-  usage: NO_USAGE,
-  freesThread: true,
-} as const;
 
 const base = process.env.RUDDER_BENCH_DATABASE_URL ?? process.env.RUDDER_TEST_DATABASE_URL;
 if (!base) {
@@ -88,7 +76,7 @@ try {
       (d) =>
         settleAttempts(
           d,
-          batches.map(({ lease, events }) => ({ lease, fields: { ...SETTLED_FIELDS, events } })),
+          batches.map(({ lease, events }) => ({ lease, fields: succeededSettle(events) })),
         ),
     ],
     ["run by id", (d) => getRun(d, tenant, run)],

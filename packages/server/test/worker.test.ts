@@ -5,7 +5,6 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { createLocalNotifier, type Notifier } from "../src/notify/notifier.ts";
 import { createPostgresDb, type Db, type Queryable } from "../src/storage/db.ts";
-import { NO_USAGE } from "../src/domain/budget.ts";
 import { appendEvents } from "../src/storage/events.ts";
 import {
   claimRuns,
@@ -16,14 +15,13 @@ import {
   settleAttempt,
   settleAttempts,
   type ClaimedRun,
-  type SettleFields,
 } from "../src/storage/runs.ts";
 import { SteeringRepository } from "../src/storage/steering.ts";
 import { insertThread } from "../src/storage/threads.ts";
 import { createTestDatabase, TEST_DRIVER, type TestDatabase } from "./support/db.ts";
 import { interceptedDb } from "./support/intercepted-db.ts";
 import { holdTransaction, type HeldTransaction } from "./support/hold.ts";
-import { stateless } from "./support/runs.ts";
+import { stateless, succeededSettle } from "./support/runs.ts";
 import { startTestServer } from "./support/server.ts";
 
 const TESTING_CONFIG = fileURLToPath(new URL("./fixtures/testing.rudder.json", import.meta.url));
@@ -375,20 +373,10 @@ describe(`the worker's claim loop on ${TEST_DRIVER}`, () => {
       const [claimed] = await claimRuns(db, "worker-a", 30_000, 1, { to: "running", thread: "busy" });
       const lease = { tenantId: "t1", runId: run.run_id, attempt: claimed!.attempt, owner: "worker-a" };
       await appendEvents(db, "t1", run.run_id, [{ kind: "run_started", data: { attempt: 1, worker: "worker-a" } }]);
-      const fields: SettleFields = {
-        status: "succeeded",
-        output: { ok: true },
-        error: null,
-        finishes: true,
-        retryDelayMs: 0,
-        threadStatus: "idle",
-        usage: NO_USAGE,
-        freesThread: true,
-        events: [
-          { kind: "values", data: { values: { ok: true } } },
-          { kind: "run_succeeded", data: {} },
-        ],
-      };
+      const fields = succeededSettle([
+        { kind: "values", data: { values: { ok: true } } },
+        { kind: "run_succeeded", data: {} },
+      ]);
       const logged = () =>
         db.query<{ sequence: number; kind: string }>(
           "select sequence, kind from run_events where tenant_id = 't1' and run_id = $1 order by sequence",
@@ -455,17 +443,7 @@ describe(`an attempt's settle on ${TEST_DRIVER}`, () => {
       const closed = await db.query<{ run_id: string }>("select run_id::text as run_id from runs where steering_closed order by run_id");
       assert.deepEqual(closed.map((row) => row.run_id).sort(), [a.first.run_id, loose.run_id].sort(), "only where the lease held");
 
-      const fields = (events: SettleFields["events"]): SettleFields => ({
-        status: "succeeded",
-        output: { ok: true },
-        error: null,
-        finishes: true,
-        retryDelayMs: 0,
-        threadStatus: "idle",
-        usage: NO_USAGE,
-        freesThread: true,
-        events,
-      });
+      const fields = succeededSettle;
       const settled = await db.transaction(async (tx) => {
         await lockThreads(tx, [
           { tenantId: "t1", threadId: b.threadId },

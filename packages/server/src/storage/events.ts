@@ -1,6 +1,6 @@
 import type { RunEvent, RunEventBody } from "@rudder/api";
 import type { Queryable } from "./db.ts";
-import { leaseHeld, leaseParams, type Lease } from "./lease.ts";
+import { byLeaseRunId, HELD_LEASES, HELD_RUNS, leaseHeld, leaseParams, type Lease } from "./lease.ts";
 import { iso, json } from "./rows.ts";
 
 /** An event to append, of a known kind with its one data shape: the log gives it its sequence and time. */
@@ -87,16 +87,9 @@ export async function appendEventBatches(
     `with batch as (
        select b.tenant_id, b.run_id, b.attempt, b.owner, b.events
          from jsonb_to_recordset($1::jsonb) as b(tenant_id text, run_id uuid, attempt int, owner text, events jsonb)
-     ), held as materialized (
-       select h.tenant_id, h.run_id from batch b cross join lateral (
-         select r.tenant_id, r.run_id from runs r
-          where r.tenant_id = b.tenant_id and r.run_id = b.run_id and r.attempt = b.attempt and r.lease_owner = b.owner
-            for update
-       ) h
-     ), allocated as (
+     ), ${HELD_LEASES}, allocated as (
        update runs r set last_event_sequence = r.last_event_sequence + jsonb_array_length(b.events)
-         from held h, batch b
-        where r.tenant_id = h.tenant_id and r.run_id = h.run_id and b.tenant_id = h.tenant_id and b.run_id = h.run_id
+         from ${HELD_RUNS}
        returning r.tenant_id, r.run_id, r.last_event_sequence - jsonb_array_length(b.events) as base,
                  jsonb_array_length(b.events) as count, b.events
      ), appended as (
@@ -111,9 +104,9 @@ export async function appendEventBatches(
   );
 }
 
-/** Run id order (lowercase UUID text sorts as PostgreSQL sorts the uuid). */
+/** Run id order, the order the rows are locked in. */
 function byRunId(batches: readonly EventBatch[]): EventBatch[] {
-  return [...batches].sort((a, b) => (a.lease.runId < b.lease.runId ? -1 : a.lease.runId > b.lease.runId ? 1 : 0));
+  return [...batches].sort((a, b) => byLeaseRunId(a.lease, b.lease));
 }
 
 /**

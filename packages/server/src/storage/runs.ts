@@ -2,7 +2,7 @@ import type { ResumeBody, Run, RunEvent, ThreadStatus } from "@rudder/api";
 import type { Usage } from "../domain/budget.ts";
 import { LEASED_STATUSES, type Durability, type MultitaskStrategy, type RunError, type RunStatus } from "../domain/runs.ts";
 import type { Queryable } from "./db.ts";
-import type { Lease } from "./lease.ts";
+import { byLeaseRunId, HELD_LEASES, HELD_RUNS, type Lease } from "./lease.ts";
 import type { PendingEvent } from "./events.ts";
 import { iso, json } from "./rows.ts";
 
@@ -476,19 +476,12 @@ export async function settleAttempts(db: Queryable, settles: readonly AttemptSet
        select * from jsonb_to_recordset($1::jsonb) as b(tenant_id text, run_id uuid, attempt int, owner text, status text,
               output text, error text, finishes boolean, retry_delay_ms float8, usage text, thread_status text,
               frees_thread boolean, events jsonb)
-     ), held as materialized (
-       select h.tenant_id, h.run_id from batch b cross join lateral (
-         select r.tenant_id, r.run_id from runs r
-          where r.tenant_id = b.tenant_id and r.run_id = b.run_id and r.attempt = b.attempt and r.lease_owner = b.owner
-            for update
-       ) h
-     ), settled as (
+     ), ${HELD_LEASES}, settled as (
        update runs r set status = b.status, output = b.output::jsonb, error = b.error::jsonb, lease_owner = null,
               lease_expires_at = null, finished_at = case when b.finishes then now() else r.finished_at end,
               available_at = now() + b.retry_delay_ms * interval '1 millisecond', usage = b.usage::jsonb, updated_at = now(),
               last_event_sequence = r.last_event_sequence + jsonb_array_length(b.events)
-         from held h, batch b
-        where r.tenant_id = h.tenant_id and r.run_id = h.run_id and b.tenant_id = h.tenant_id and b.run_id = h.run_id
+         from ${HELD_RUNS}
         returning r.tenant_id, r.run_id, r.thread_id, r.last_event_sequence - jsonb_array_length(b.events) as event_base,
                   b.events, b.finishes, b.thread_status, b.frees_thread
      ), appended as (
@@ -526,27 +519,25 @@ export async function settleAttempt(db: Queryable, lease: Lease, fields: SettleF
 /** The batch as `settleAttempts`' one jsonb parameter, in run id order (the order the rows are locked in). */
 function settleBatchJson(settles: readonly AttemptSettle[]): string {
   return json(
-    [...settles].sort(byLeaseRunId).map(({ lease, fields }) => ({
-      tenant_id: lease.tenantId,
-      run_id: lease.runId,
-      attempt: lease.attempt,
-      owner: lease.owner,
-      status: fields.status,
-      output: json(fields.output ?? null),
-      error: json(fields.error),
-      finishes: fields.finishes,
-      retry_delay_ms: fields.retryDelayMs,
-      usage: json(fields.usage),
-      thread_status: fields.threadStatus,
-      frees_thread: fields.freesThread,
-      events: fields.events,
-    })),
+    [...settles]
+      .sort((a, b) => byLeaseRunId(a.lease, b.lease))
+      .map(({ lease, fields }) => ({
+        tenant_id: lease.tenantId,
+        run_id: lease.runId,
+        attempt: lease.attempt,
+        owner: lease.owner,
+        status: fields.status,
+        output: json(fields.output ?? null),
+        error: json(fields.error),
+        finishes: fields.finishes,
+        retry_delay_ms: fields.retryDelayMs,
+        usage: json(fields.usage),
+        thread_status: fields.threadStatus,
+        frees_thread: fields.freesThread,
+        events: fields.events,
+      })),
   );
 }
-
-/** Run id order (lowercase UUID text sorts as PostgreSQL sorts the uuid). */
-export const byLeaseRunId = (a: { lease: Lease }, b: { lease: Lease }): number =>
-  a.lease.runId < b.lease.runId ? -1 : a.lease.runId > b.lease.runId ? 1 : 0;
 
 /**
  * A status change outside an attempt (cancel, redrive, the reaper): the row, as the lifecycle

@@ -3,7 +3,7 @@ import type { SteeringEvent } from "@rudder/api";
 import type { RunStatus } from "../domain/runs.ts";
 import type { Db, Queryable } from "./db.ts";
 import { appendEvents, type PendingEvent } from "./events.ts";
-import { leaseHeld, type Lease } from "./lease.ts";
+import { byLeaseRunId, HELD_LEASES, HELD_RUNS, leaseHeld, type Lease } from "./lease.ts";
 import { iso, json } from "./rows.ts";
 
 export interface SteerRequest {
@@ -159,21 +159,12 @@ export class SteeringRepository {
    */
   async closeAdmissions(leases: readonly Lease[]): Promise<Map<string, { steered: boolean }>> {
     if (leases.length === 0) return new Map();
-    const ordered = [...leases].sort((a, b) => (a.runId < b.runId ? -1 : a.runId > b.runId ? 1 : 0));
+    const ordered = [...leases].sort(byLeaseRunId);
     const rows = await this.db.query<{ run_id: string; steered: boolean }>(
-      // Shaped as the event flush (appendEventBatches): joined with the batch, the held runs are
-      // found by primary-key probes; joined alone, the planner hashed them against a scan of runs.
       `with batch as (
          select * from unnest($1::text[], $2::uuid[], $3::int[], $4::text[]) as b(tenant_id, run_id, attempt, owner)
-       ), held as materialized (
-         select h.tenant_id, h.run_id from batch b cross join lateral (
-           select r.tenant_id, r.run_id from runs r
-            where r.tenant_id = b.tenant_id and r.run_id = b.run_id and r.attempt = b.attempt and r.lease_owner = b.owner
-              for update
-         ) h
-       )
-       update runs r set steering_closed = true from held h, batch b
-        where r.tenant_id = h.tenant_id and r.run_id = h.run_id and b.tenant_id = h.tenant_id and b.run_id = h.run_id
+       ), ${HELD_LEASES}
+       update runs r set steering_closed = true from ${HELD_RUNS}
         returning r.run_id::text as run_id, r.last_steering_sequence > 0 as steered`,
       [
         ordered.map((lease) => lease.tenantId),

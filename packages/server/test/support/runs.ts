@@ -1,7 +1,8 @@
 import { randomUUID } from "node:crypto";
 import type { Db } from "../../src/storage/db.ts";
 import type { Lease } from "../../src/storage/lease.ts";
-import { claimRuns, insertRun, type NewRun } from "../../src/storage/runs.ts";
+import { NO_USAGE } from "../../src/domain/budget.ts";
+import { claimRuns, insertRun, type NewRun, type SettleFields } from "../../src/storage/runs.ts";
 
 /** A stateless `echo` run of `tenantId`, as the API would insert it with no options. */
 export function stateless(tenantId: string, input: unknown = {}): NewRun {
@@ -38,4 +39,19 @@ export async function claimedRuns(db: Db, count: number, owner = `worker-${rando
   return claims
     .filter((claim) => ids.has(claim.run_id))
     .map((claim) => ({ tenantId: claim.tenant_id, runId: claim.run_id, attempt: claim.attempt, owner }));
+}
+
+/** A settle that ends a run succeeded, idle thread, with `events` appended (`settleAttempts`). */
+export function succeededSettle(events: SettleFields["events"]): SettleFields {
+  return {
+    status: "succeeded",
+    output: { ok: true },
+    error: null,
+    finishes: true,
+    retryDelayMs: 0,
+    threadStatus: "idle",
+    usage: NO_USAGE,
+    freesThread: true,
+    events,
+  };
 }
