@@ -149,3 +149,48 @@ describe(`the event feed without a hand-off (API and worker in different process
     feed.close();
   });
 });
+
+describe(`waiting for a run's end on ${TEST_DRIVER}`, () => {
+  test("streams and a join of a running run read it once each when it is cancelled, not also on `cancelling`", async () => {
+    const database = await createTestDatabase();
+    let watched = "";
+    let runReads = 0;
+    const isRunRead = (sql: string) => /^\s*select run_id::text as run_id, tenant_id, thread_id::text as thread_id\b/.test(sql);
+    const db = interceptedDb(database.db, (target, sql, params) => {
+      if (isRunRead(sql) && params?.[1] === watched) runReads++;
+      return target.query(sql, params);
+    });
+    const server = await startTestServer({
+      configFile: TESTING_CONFIG,
+      database: { ...database, db },
+      config: { streamHeartbeatMs: 30_000 },
+    });
+    try {
+      const created = await server.request("POST", "/v1/runs", {
+        body: { assistant_id: "steerable", input: { rounds: 20, waitMs: 5000 } },
+      });
+      assert.equal(created.status, 202, JSON.stringify(created.body));
+      const runId = String(created.body.run_id);
+      watched = runId;
+      const token = await server.token();
+      const open = () => openSse(`${server.url}/v1/runs/${runId}/stream`, { headers: { authorization: `Bearer ${token}` } });
+      const streams = [await open(), await open()];
+      for (const stream of streams) for (let event = await stream.next(); event?.event !== "run_started"; event = await stream.next());
+      // The join reads the run once before it waits; only what follows the cancel is counted.
+      const readsBeforeJoin = runReads;
+      const join = server.request("GET", `/v1/runs/${runId}/join?timeout=30`);
+      while (runReads === readsBeforeJoin) await new Promise((resolve) => setTimeout(resolve, 5));
+      runReads = 0;
+
+      const cancelled = await server.request("POST", `/v1/runs/${runId}/cancel`);
+      assert.equal(cancelled.body.status, "cancelling");
+      const ends = await Promise.all(streams.map((stream) => stream.rest()));
+      for (const rest of ends) assert.equal(rest.filter((event) => event.event !== "heartbeat").at(-1)?.event, "run_cancelled");
+      assert.equal((await join).body.status, "cancelled");
+      // One read per waiter, on the settle's notice; none on the cancel's (the run was only cancelling).
+      assert.equal(runReads, 3, `${runReads} reads of the run by two streams and a join`);
+    } finally {
+      await server.close();
+    }
+  });
+});

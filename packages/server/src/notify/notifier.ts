@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { EventEmitter } from "node:events";
 import pg from "pg";
+import type { RunStatus } from "../domain/runs.ts";
 import type { Transaction } from "../storage/db.ts";
 
 /**
@@ -10,7 +11,12 @@ import type { Transaction } from "../storage/db.ts";
 export type Notice =
   /** A run may be claimable; `dueAt` (epoch ms): not before then (a delayed run). */
   | { readonly topic: "run_created"; readonly dueAt?: number }
-  | { readonly topic: "run_changed"; readonly runId: string }
+  /**
+   * A run's row changed. `status`: the status the change left it in, so a waiter for the run's
+   * end need not read a run that is only `cancelling` (absent from notices of older binaries:
+   * read then).
+   */
+  | { readonly topic: "run_changed"; readonly runId: string; readonly status?: RunStatus }
   | { readonly topic: "run_events"; readonly runId: string }
   /** A worker's event flush committed: each run it wrote, with its last sequence now. */
   | { readonly topic: "events_flushed"; readonly runs: ReadonlyArray<readonly [runId: string, sequence: number]> }

@@ -1,4 +1,5 @@
 import type { RunEvent } from "@rudder/api";
+import { isSettled, type RunStatus } from "../domain/runs.ts";
 import type { Notice, Notifier } from "../notify/notifier.ts";
 import type { Db } from "../storage/db.ts";
 import { readEventsAfter } from "../storage/events.ts";
@@ -73,7 +74,7 @@ export class EventFeed implements EventHandoff {
         for (const [runId, sequence] of notice.runs) this.hint(runId, sequence);
         break;
       case "run_changed":
-        this.tails.get(notice.runId)?.changed();
+        if (mayHaveSettled(notice)) this.tails.get(notice.runId)?.changed();
         break;
       default:
     }
@@ -132,6 +133,15 @@ export class EventFeed implements EventHandoff {
       batch.reject(error);
     }
   }
+}
+
+/**
+ * Whether a run's change may have settled it (terminal or paused), so that a follower waiting for
+ * its end must read it: not when the notice names a status that is neither (a cancel of a running
+ * run leaves it `cancelling`; its settle sends its own notice).
+ */
+export function mayHaveSettled(notice: { readonly status?: RunStatus }): boolean {
+  return notice.status === undefined || isSettled(notice.status);
 }
 
 /** One stream's view of a run's tail. */

@@ -6,7 +6,7 @@ import { ACTIVE_STATUSES, isSettled, requestFingerprint, type MultitaskStrategy 
 import type { AssistantCatalog } from "../graphs/assistants.ts";
 import { validateGraphInput } from "../graphs/input.ts";
 import type { GraphRegistry } from "../graphs/registry.ts";
-import type { Notifier } from "../notify/notifier.ts";
+import type { Notice, Notifier } from "../notify/notifier.ts";
 import { wakeups } from "../notify/wakeups.ts";
 import type { Metrics } from "../observability/metrics.ts";
 import type { Db, Queryable, Transaction } from "../storage/db.ts";
@@ -14,7 +14,7 @@ import * as runRows from "../storage/runs.ts";
 import { publicRun, type ClaimedRun, type NewRun } from "../storage/runs.ts";
 import { migrateToSuccessor } from "../storage/steering.ts";
 import { writeThreadMetadata } from "../storage/threads.ts";
-import { EventFeed } from "./event-feed.ts";
+import { EventFeed, mayHaveSettled } from "./event-feed.ts";
 import { applyTransition } from "./transitions.ts";
 
 export interface RunLimits {
@@ -276,9 +276,10 @@ export class RunService {
     }
   }
 
-  /** A run's end without its events (join): woken by its run_changed notices. */
+  /** A run's end without its events (join): woken by its run_changed notices that may have settled it. */
   private async *followStatus(tenantId: string, runId: string, options: FollowOptions): AsyncGenerator<FollowUpdate, void, undefined> {
-    for await (const wakeup of wakeups(this.notifier, (n) => n.topic === "run_changed" && n.runId === runId, {
+    const settling = (n: Notice) => n.topic === "run_changed" && n.runId === runId && mayHaveSettled(n);
+    for await (const wakeup of wakeups(this.notifier, settling, {
       intervalMs: options.recheckMs ?? RECHECK_MS,
       signal: options.signal,
     })) {

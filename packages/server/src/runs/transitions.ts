@@ -47,7 +47,7 @@ export async function applyTransition(
   if (rule.thread && run.thread_id !== null) await setThreadStatus(tx, run.tenant_id, run.thread_id, rule.thread);
   await notifier.publishWithin(
     tx,
-    { topic: "run_changed", runId: run.run_id },
+    { topic: "run_changed", runId: run.run_id, status: changed.status },
     ...(event ? [{ topic: "run_events", runId: run.run_id } as const] : []),
     // Back in the queue, or the thread's next run released: a claim may find it now.
     ...(status === "pending" || releasedNext ? [{ topic: "run_created" } as const] : []),

@@ -468,7 +468,7 @@ export class Worker {
             });
     if (!settled) return undefined;
     await this.deps.notifier.publish(
-      { topic: "run_changed", runId: run.run_id },
+      { topic: "run_changed", runId: run.run_id, status: outcome.status },
       { topic: "run_events", runId: run.run_id },
       // Back in the queue, or its thread is free for the run waiting on it: a claim may find it
       // now, or, for a retry after a backoff, when the backoff ends (no claim finds it sooner).
