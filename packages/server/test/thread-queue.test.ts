@@ -4,7 +4,8 @@ import { fileURLToPath } from "node:url";
 import { NO_USAGE } from "../src/domain/budget.ts";
 import { freesThread, type RunStatus } from "../src/domain/runs.ts";
 import type { Db } from "../src/storage/db.ts";
-import { claimRuns, lockThread, settleAttempt } from "../src/storage/runs.ts";
+import { claimRuns, settleAttempt } from "../src/storage/runs.ts";
+import { lockThread } from "../src/storage/threads.ts";
 import { TEST_DRIVER } from "./support/db.ts";
 import { startTestServer, type TestServer } from "./support/server.ts";
 

@@ -6,18 +6,9 @@ import { fileURLToPath } from "node:url";
 import { createLocalNotifier, type Notifier } from "../src/notify/notifier.ts";
 import { createPostgresDb, type Db, type Queryable } from "../src/storage/db.ts";
 import { appendEvents } from "../src/storage/events.ts";
-import {
-  claimRuns,
-  insertRun,
-  lockThread,
-  lockRunWithThread,
-  lockThreads,
-  settleAttempt,
-  settleAttempts,
-  type ClaimedRun,
-} from "../src/storage/runs.ts";
+import { claimRuns, insertRun, lockRunWithThread, settleAttempt, settleAttempts, type ClaimedRun } from "../src/storage/runs.ts";
 import { SteeringRepository } from "../src/storage/steering.ts";
-import { insertThread } from "../src/storage/threads.ts";
+import { insertThread, lockThread, lockThreads } from "../src/storage/threads.ts";
 import { createTestDatabase, TEST_DRIVER, type TestDatabase } from "./support/db.ts";
 import { interceptedDb } from "./support/intercepted-db.ts";
 import { holdTransaction, type HeldTransaction } from "./support/hold.ts";

@@ -13,7 +13,7 @@ import type { Db, Queryable, Transaction } from "../storage/db.ts";
 import * as runRows from "../storage/runs.ts";
 import { publicRun, type ClaimedRun, type NewRun } from "../storage/runs.ts";
 import { migrateToSuccessor } from "../storage/steering.ts";
-import { writeThreadMetadata } from "../storage/threads.ts";
+import { lockThread, writeThreadMetadata } from "../storage/threads.ts";
 import { EventFeed, mayHaveSettled } from "./event-feed.ts";
 import { applyTransition } from "./transitions.ts";
 
@@ -138,7 +138,7 @@ export class RunService {
     if (run.threadId !== null && run.multitaskStrategy !== "enqueue") {
       const replay = await this.replayOf(tx, run);
       if (replay) return replay;
-      if (!(await runRows.lockThread(tx, run.tenantId, run.threadId))) throw notFound("thread", run.threadId);
+      if (!(await lockThread(tx, run.tenantId, run.threadId))) throw notFound("thread", run.threadId);
       await this.applyMultitaskStrategy(tx, run.tenantId, run.threadId, run.multitaskStrategy);
     }
     const inserted = await runRows.insertRun(tx, run, this.limits.queuedRunQuota).catch((error: unknown) => {

@@ -219,28 +219,6 @@ export async function lockRunWithThread(tx: Queryable, tenantId: string, runId: 
   return row && toClaimed(row);
 }
 
-/** Locks the thread row (a thread before its runs: the lock order every waiting transaction keeps). */
-export async function lockThread(tx: Queryable, tenantId: string, threadId: string): Promise<boolean> {
-  return (await tx.query("select 1 from threads where tenant_id = $1 and thread_id = $2 for update", [tenantId, threadId])).length > 0;
-}
-
-/**
- * Locks several threads' rows in one statement, in (tenant, thread id) order, so two transactions
- * that lock several cannot deadlock; a transaction that locks one (`lockThread`) holds no other.
- */
-export async function lockThreads(tx: Queryable, threads: readonly { tenantId: string; threadId: string }[]): Promise<void> {
-  if (threads.length === 0) return;
-  // The nested loop takes the arrays in order, and that is the order the rows are locked in.
-  const ordered = [...new Map(threads.map((thread) => [`${thread.tenantId}\u0000${thread.threadId}`, thread])).entries()]
-    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-    .map(([, thread]) => thread);
-  await tx.query(
-    `select 1 from unnest($1::text[], $2::uuid[]) as l(tenant_id, thread_id)
-       cross join lateral (select 1 from threads t where t.tenant_id = l.tenant_id and t.thread_id = l.thread_id for update) t`,
-    [ordered.map((thread) => thread.tenantId), ordered.map((thread) => thread.threadId)],
-  );
-}
-
 export async function countPending(db: Queryable, tenantId: string): Promise<number> {
   const [row] = await db.query<{ queued: number }>("select count(*)::int as queued from runs where tenant_id = $1 and status = 'pending'", [
     tenantId,
@@ -263,16 +241,8 @@ export async function lockRunsOfThread(
   return rows.map(toClaimed);
 }
 
-export async function getRun(
-  db: Queryable,
-  tenantId: string,
-  runId: string,
-  options: { lock?: boolean } = {},
-): Promise<ClaimedRun | undefined> {
-  const [row] = await db.query<RunRow>(
-    `select ${RUN_COLUMNS} from runs where tenant_id = $1 and run_id = $2${options.lock ? " for update" : ""}`,
-    [tenantId, runId],
-  );
+export async function getRun(db: Queryable, tenantId: string, runId: string): Promise<ClaimedRun | undefined> {
+  const [row] = await db.query<RunRow>(`select ${RUN_COLUMNS} from runs where tenant_id = $1 and run_id = $2`, [tenantId, runId]);
   return row && toClaimed(row);
 }
 
@@ -474,12 +444,12 @@ export async function settleAttempts(db: Queryable, settles: readonly AttemptSet
   const rows = await db.query<{ run_id: string; thread_has_queued: boolean }>(
     `with batch as (
        select * from jsonb_to_recordset($1::jsonb) as b(tenant_id text, run_id uuid, attempt int, owner text, status text,
-              output text, error text, finishes boolean, retry_delay_ms float8, usage text, thread_status text,
+              output jsonb, error jsonb, finishes boolean, retry_delay_ms float8, usage jsonb, thread_status text,
               frees_thread boolean, events jsonb)
      ), ${HELD_LEASES}, settled as (
-       update runs r set status = b.status, output = b.output::jsonb, error = b.error::jsonb, lease_owner = null,
-              lease_expires_at = null, finished_at = case when b.finishes then now() else r.finished_at end,
-              available_at = now() + b.retry_delay_ms * interval '1 millisecond', usage = b.usage::jsonb, updated_at = now(),
+       update runs r set status = b.status, output = coalesce(b.output, 'null'), error = coalesce(b.error, 'null'),
+              lease_owner = null, lease_expires_at = null, finished_at = case when b.finishes then now() else r.finished_at end,
+              available_at = now() + b.retry_delay_ms * interval '1 millisecond', usage = b.usage, updated_at = now(),
               last_event_sequence = r.last_event_sequence + jsonb_array_length(b.events)
          from ${HELD_RUNS}
         returning r.tenant_id, r.run_id, r.thread_id, r.last_event_sequence - jsonb_array_length(b.events) as event_base,
@@ -527,11 +497,12 @@ function settleBatchJson(settles: readonly AttemptSettle[]): string {
         attempt: lease.attempt,
         owner: lease.owner,
         status: fields.status,
-        output: json(fields.output ?? null),
-        error: json(fields.error),
+        // A JSON null arrives as SQL null; the update stores it back as jsonb null, as the run row always had.
+        output: fields.output ?? null,
+        error: fields.error,
         finishes: fields.finishes,
         retry_delay_ms: fields.retryDelayMs,
-        usage: json(fields.usage),
+        usage: fields.usage,
         thread_status: fields.threadStatus,
         frees_thread: fields.freesThread,
         events: fields.events,

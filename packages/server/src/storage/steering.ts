@@ -176,11 +176,6 @@ export class SteeringRepository {
     return new Map(rows.map((row) => [row.run_id, { steered: row.steered }]));
   }
 
-  /** `closeAdmissions` of one run: undefined when its lease is lost. */
-  async closeAdmission(lease: Lease): Promise<{ steered: boolean } | undefined> {
-    return (await this.closeAdmissions([lease])).get(lease.runId);
-  }
-
   async list(tenantId: string, runId: string): Promise<SteeringEvent[]> {
     const rows = await this.db.query<SteeringRow>(
       `select ${COLUMNS} from steering_events where tenant_id = $1 and run_id = $2 order by sequence`,

@@ -51,10 +51,30 @@ export async function findThread(db: Queryable, tenantId: string, threadId: stri
   return row && toThread(row);
 }
 
-/** Locks the thread row for the rest of the transaction (it orders run creation on the thread); false when there is none. */
+/**
+ * Locks the thread row for the rest of the transaction (a thread before its runs: the lock order
+ * every waiting transaction keeps; it orders run creation on the thread); false when there is none.
+ */
 export async function lockThread(tx: Queryable, tenantId: string, threadId: string): Promise<boolean> {
   const rows = await tx.query("select 1 from threads where tenant_id = $1 and thread_id = $2 for update", [tenantId, threadId]);
   return rows.length > 0;
+}
+
+/**
+ * Locks several threads' rows in one statement, in (tenant, thread id) order, so two transactions
+ * that lock several cannot deadlock; a transaction that locks one (`lockThread`) holds no other.
+ */
+export async function lockThreads(tx: Queryable, threads: readonly { tenantId: string; threadId: string }[]): Promise<void> {
+  if (threads.length === 0) return;
+  // The nested loop takes the arrays in order, and that is the order the rows are locked in.
+  const ordered = [...new Map(threads.map((thread) => [`${thread.tenantId}\u0000${thread.threadId}`, thread])).entries()]
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([, thread]) => thread);
+  await tx.query(
+    `select 1 from unnest($1::text[], $2::uuid[]) as l(tenant_id, thread_id)
+       cross join lateral (select 1 from threads t where t.tenant_id = l.tenant_id and t.thread_id = l.thread_id for update) t`,
+    [ordered.map((thread) => thread.tenantId), ordered.map((thread) => thread.threadId)],
+  );
 }
 
 /**

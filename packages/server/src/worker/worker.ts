@@ -21,8 +21,6 @@ import type { Lease } from "../storage/lease.ts";
 import {
   claimRuns,
   lockAbandonedCancels,
-  lockThread,
-  lockThreads,
   settleAttempt,
   settleAttempts,
   type AttemptSettle,
@@ -31,6 +29,7 @@ import {
   type SettleFields,
 } from "../storage/runs.ts";
 import { GroupCommit } from "../storage/group-commit.ts";
+import { lockThread, lockThreads } from "../storage/threads.ts";
 import { supersedeAtFinalBoundary } from "../storage/steering.ts";
 import type { SteeringRepository } from "../storage/steering.ts";
 import type { AttemptCheckpoints, RudderCheckpointSaver } from "../storage/checkpointer.ts";
@@ -157,28 +156,22 @@ export class Worker {
   ) {
     this.events = new EventWriter(deps.db, deps.notifier, { flushMs: options.eventFlushMs, maxBatch: EVENT_FLUSH_BATCH }, deps.handoff);
     this.leases = new LeaseKeeper(deps, this.id, options);
-    this.gates = new GroupCommit(
-      async (leases) => {
-        const closed = await deps.steering.closeAdmissions(leases);
-        return leases.map((lease) => closed.get(lease.runId));
-      },
-      (waiting) => Math.min(waiting.length, GROUP_COMMIT_MAX),
-    );
-    this.settles = new GroupCommit(
-      async (settles) => {
-        const threads = settles.flatMap(({ lease, threadId }) => (threadId === null ? [] : [{ tenantId: lease.tenantId, threadId }]));
-        // On a thread, the thread's lock first, in a statement of its own (see `settleAttempts`).
-        const settled =
-          threads.length === 0
-            ? await settleAttempts(deps.db, settles)
-            : await deps.db.transaction(async (tx) => {
-                await lockThreads(tx, threads);
-                return settleAttempts(tx, settles);
-              });
-        return settles.map(({ lease }) => settled.get(lease.runId));
-      },
-      (waiting) => Math.min(waiting.length, GROUP_COMMIT_MAX),
-    );
+    this.gates = new GroupCommit(async (leases) => {
+      const closed = await deps.steering.closeAdmissions(leases);
+      return leases.map((lease) => closed.get(lease.runId));
+    }, atMostMax);
+    this.settles = new GroupCommit(async (settles) => {
+      const threads = settles.flatMap(({ lease, threadId }) => (threadId === null ? [] : [{ tenantId: lease.tenantId, threadId }]));
+      // On a thread, the thread's lock first, in a statement of its own (see `settleAttempts`).
+      const settled =
+        threads.length === 0
+          ? await settleAttempts(deps.db, settles)
+          : await deps.db.transaction(async (tx) => {
+              await lockThreads(tx, threads);
+              return settleAttempts(tx, settles);
+            });
+      return settles.map(({ lease }) => settled.get(lease.runId));
+    }, atMostMax);
   }
 
   start(): void {
@@ -487,6 +480,7 @@ export class Worker {
 
 /** The most gates or settles one statement takes (a settle carries the run's output and last events). */
 const GROUP_COMMIT_MAX = 100;
+const atMostMax = <Item>(waiting: readonly Item[]): number => Math.min(waiting.length, GROUP_COMMIT_MAX);
 
 /** Thrown inside the settle's transaction to roll it back when the lease turns out lost. */
 const LEASE_LOST = Symbol("lease lost");
