@@ -4,13 +4,14 @@ import { fileURLToPath } from "node:url";
 import {
   attemptOutcome,
   isRefusal,
+  rowOnlyMoves,
   RUN_TRANSITIONS,
   transitionFor,
   type AttemptResult,
   type RunTrigger,
   type StopReason,
 } from "../src/domain/run-lifecycle.ts";
-import { RUN_STATUSES, TERMINAL_STATUSES, type RunStatus } from "../src/domain/runs.ts";
+import { ACTIVE_STATUSES, RUN_STATUSES, TERMINAL_STATUSES, type RunStatus } from "../src/domain/runs.ts";
 import { steeringAdmission } from "../src/domain/steering.ts";
 import { openSse } from "./support/sse.ts";
 import { startTestServer, type TestServer } from "./support/server.ts";
@@ -105,6 +106,21 @@ describe("the run lifecycle table (spec section 3, one case per row)", () => {
       }
       if (rule.to !== "unchanged") assert.equal(rule.finishes, TERMINAL_STATUSES.has(rule.to), `${rule.trigger}: finishes iff terminal`);
     }
+  });
+
+  test("row-only moves: a cancel of a running run changes the run's row alone; nothing with an event, a thread status or a freed thread is one", () => {
+    assert.deepEqual([...rowOnlyMoves("cancel")], [["running", "cancelling"]]);
+    assert.deepEqual([...rowOnlyMoves("cancel_previous")], [["running", "cancelling"]]);
+    for (const trigger of new Set(RUN_TRANSITIONS.map((rule) => rule.trigger))) {
+      for (const [from, to] of rowOnlyMoves(trigger)) {
+        const rule = transitionFor(run(from), trigger);
+        assert.ok(!isRefusal(rule), `${from}/${trigger}`);
+        assert.deepEqual([rule.to, rule.event, rule.thread], [to, null, null], `${from}/${trigger}`);
+        assert.ok(ACTIVE_STATUSES.includes(to), `${from}/${trigger}: the run keeps its thread`);
+      }
+    }
+    assert.equal(rowOnlyMoves("redrive").size, 0, "a redrive appends run_redriven");
+    assert.equal(rowOnlyMoves("succeed").size, 0);
   });
 
   test("a terminal status changes only by redrive (failed, dead_letter)", () => {

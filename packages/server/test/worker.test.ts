@@ -6,7 +6,16 @@ import { fileURLToPath } from "node:url";
 import { createLocalNotifier, type Notifier } from "../src/notify/notifier.ts";
 import { createPostgresDb, type Db, type Queryable } from "../src/storage/db.ts";
 import { appendEvents } from "../src/storage/events.ts";
-import { claimRuns, insertRun, lockRunWithThread, settleAttempt, settleAttempts, type ClaimedRun } from "../src/storage/runs.ts";
+import { rowOnlyMoves } from "../src/domain/run-lifecycle.ts";
+import {
+  claimRuns,
+  insertRun,
+  lockRunWithThread,
+  moveRunStatus,
+  settleAttempt,
+  settleAttempts,
+  type ClaimedRun,
+} from "../src/storage/runs.ts";
 import { SteeringRepository } from "../src/storage/steering.ts";
 import { insertThread, lockThread, lockThreads } from "../src/storage/threads.ts";
 import { createTestDatabase, TEST_DRIVER, type TestDatabase } from "./support/db.ts";
@@ -359,6 +368,32 @@ describe(`the worker's claim loop on ${TEST_DRIVER}`, () => {
       assert.equal(runMeanwhile, "free", "the run is not locked while its thread is awaited");
     }));
 
+  test("moveRunStatus cancels a running run in one statement without its thread's lock; in any other status it writes nothing", () =>
+    withRunOnThread(async (db, threadId, run) => {
+      const cancel = rowOnlyMoves("cancel");
+      assert.equal(await moveRunStatus(db, "t1", run.run_id, cancel), undefined, "a pending run is not a row-only move");
+      const [claimed] = await claimRuns(db, "worker-a", 30_000, 1, { to: "running", thread: "busy" });
+      assert.equal(await moveRunStatus(db, "t2", run.run_id, cancel), undefined, "another tenant's run is not found");
+
+      const thread = SECOND_CONNECTION ? await holdTransaction(db, (tx) => lockThread(tx, "t1", threadId)) : undefined;
+      const bound = new Promise<"waited">((resolve) => setTimeout(() => resolve("waited"), 10_000).unref());
+      const moved = await Promise.race([moveRunStatus(db, "t1", run.run_id, cancel), bound]);
+      thread?.release();
+      await thread?.done;
+      assert.notEqual(moved, "waited", "the move did not wait for the thread's lock");
+      assert.deepEqual(moved === "waited" ? moved : [moved?.status, moved?.attempt, moved?.thread_id], [
+        "cancelling",
+        claimed!.attempt,
+        threadId,
+      ]);
+      const [row] = await db.query<{ status: string; lease_owner: string | null }>(
+        "select status, lease_owner from runs where run_id = $1",
+        [run.run_id],
+      );
+      assert.deepEqual({ ...row }, { status: "cancelling", lease_owner: "worker-a" }, "the lease stays with the worker that stops the run");
+      assert.equal(await moveRunStatus(db, "t1", run.run_id, cancel), undefined, "already cancelling: nothing to write");
+    }));
+
   test("a settle appends the attempt's events after those already logged, in the same statement; with the lease lost it writes nothing", () =>
     withRunOnThread(async (db, threadId, run) => {
       const [claimed] = await claimRuns(db, "worker-a", 30_000, 1, { to: "running", thread: "busy" });
@@ -483,6 +518,47 @@ describe(`an attempt's settle on ${TEST_DRIVER}`, () => {
       assert.equal(events.filter((event) => event.run_id === b.first.run_id).length, 0);
     } finally {
       await database.drop();
+    }
+  });
+
+  test("a cancel of a running run is one statement outside a transaction; the run still ends cancelled with one run_cancelled", async () => {
+    const database = await createTestDatabase();
+    const sent: { sql: string; inTransaction: boolean }[] = [];
+    const db = interceptedDb(database.db, <Row>(target: Queryable, sql: string, params?: readonly unknown[]) => {
+      sent.push({ sql: sql.trimStart(), inTransaction: target !== database.db });
+      return target.query<Row>(sql, params);
+    });
+    const server = await startTestServer({ configFile: TESTING_CONFIG, database: { ...database, db } });
+    try {
+      const threadId = (await server.request("POST", "/v1/threads", { body: {} })).body.thread_id as string;
+      const created = await server.request("POST", `/v1/threads/${threadId}/runs`, {
+        body: { assistant_id: "steps", input: { steps: 1, delayMs: 60_000 } },
+      });
+      const runId = created.body.run_id as string;
+      for (let tries = 0; (await server.request("GET", `/v1/runs/${runId}`)).body.status !== "running"; tries++) {
+        assert.ok(tries < 400, "the run started");
+        await sleep(25);
+      }
+      const before = sent.length;
+      const cancelling = await server.request("POST", `/v1/runs/${runId}/cancel`);
+      assert.equal(cancelling.body.status, "cancelling");
+      const during = sent.slice(before).filter((statement) => !statement.sql.startsWith("with batch as")); // the worker's own settle may overlap
+      const moves = during.filter((statement) => statement.sql.includes("as m(from_status, to_status)"));
+      assert.equal(moves.length, 1, "one conditional update");
+      assert.equal(moves[0]!.inTransaction, false, "on its own, not inside a begin … commit");
+      assert.ok(!during.some((statement) => statement.sql.includes("locked_thread as (")), "no locked read of the run and its thread");
+
+      const ended = await server.request("GET", `/v1/runs/${runId}/join?timeout=20`);
+      assert.equal(ended.body.status, "cancelled");
+      assert.equal((await server.request("GET", `/v1/threads/${threadId}`)).body.status, "idle");
+      const events = (await server.request("GET", `/v1/runs/${runId}/events`)).body as { kind: string }[];
+      assert.deepEqual(
+        events.filter((event) => event.kind.startsWith("run_") && event.kind !== "run_started").map((event) => event.kind),
+        ["run_cancelled"],
+      );
+      assert.equal((await server.request("POST", `/v1/runs/${runId}/cancel`)).status, 409, "a cancelled run: the locked path refuses");
+    } finally {
+      await server.close();
     }
   });
 

@@ -1,5 +1,5 @@
 import type { CancelReason, RunEventBody, ThreadStatus } from "@rudder/api";
-import { isRetryableError, retryDelayMs, runErrorOf, type RunError, type RunStatus } from "./runs.ts";
+import { freesThread, isRetryableError, retryDelayMs, runErrorOf, type RunError, type RunStatus } from "./runs.ts";
 
 /**
  * The run state machine: every status change a run can make, in one table (spec section 3 "Run
@@ -135,6 +135,22 @@ function refusalDetail(run: RunFacts, trigger: RunTrigger): string {
   const verb =
     { cancel: "cancelled", resume: "resumed", redrive: "redriven" }[trigger as "cancel" | "resume" | "redrive"] ?? `given ${trigger}`;
   return `run ${run.run_id} is ${run.status}; only ${[...new Set(allowed)].join(", ")} runs can be ${verb}`;
+}
+
+/**
+ * What `trigger` does to a run in each status where it changes the run's row and nothing else: no
+ * event, no thread status, and a run on a thread keeps holding it. Such a move needs neither the
+ * thread's lock nor a transaction of its own: one statement applies it to the status it finds (a
+ * cancel of a running run, docs/runs.md), on a run no resume superseded (`transitionFor` refuses
+ * those first). Rules that leave the status unchanged write nothing and are left out.
+ */
+export function rowOnlyMoves(trigger: RunTrigger): ReadonlyMap<RunStatus, RunStatus> {
+  const moves = new Map<RunStatus, RunStatus>();
+  for (const rule of RUN_TRANSITIONS) {
+    if (rule.trigger !== trigger || rule.event !== null || rule.thread !== null || rule.to === "unchanged") continue;
+    for (const from of rule.from) if (!freesThread(from, rule.to)) moves.set(from, rule.to);
+  }
+  return moves;
 }
 
 /** The new status a rule gives a run now in `from`. */

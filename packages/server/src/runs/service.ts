@@ -15,7 +15,7 @@ import { publicRun, type ClaimedRun, type NewRun } from "../storage/runs.ts";
 import { migrateToSuccessor } from "../storage/steering.ts";
 import { lockThread, writeThreadMetadata } from "../storage/threads.ts";
 import { EventFeed, mayHaveSettled } from "./event-feed.ts";
-import { applyTransition } from "./transitions.ts";
+import { applyRowOnlyMove, applyTransition } from "./transitions.ts";
 
 export interface RunLimits {
   readonly queuedRunQuota: number;
@@ -321,8 +321,14 @@ export class RunService {
     return undefined;
   }
 
-  /** Cancel: pending and paused runs end cancelled at once; a running run goes to cancelling and its worker stops it. */
+  /**
+   * Cancel: pending and paused runs end cancelled at once; a running run goes to cancelling and its
+   * worker stops it. That last, the common case, changes the run's row alone and takes one statement
+   * (`applyRowOnlyMove`); every other status takes the locked transaction.
+   */
   async cancel(tenantId: string, runId: string): Promise<Run> {
+    const moved = await applyRowOnlyMove(this.db, this.notifier, tenantId, runId, "cancel", this.limits.metrics);
+    if (moved) return publicRun(moved);
     return this.db.transaction(async (tx) => {
       const run = await this.lockOwn(tx, tenantId, runId);
       return publicRun(await this.transition(tx, run, "cancel"));

@@ -547,6 +547,28 @@ export async function updateRunStatus(
   return { run: toClaimed(run), releasedNext };
 }
 
+/**
+ * A row-only move (`rowOnlyMoves`) as one statement, without the thread's lock: the run's status
+ * becomes `moves.get(status)` when its status has a move and no resume superseded it. Undefined,
+ * writing nothing, otherwise (the caller then takes the locking path and its refusals).
+ */
+export async function moveRunStatus(
+  db: Queryable,
+  tenantId: string,
+  runId: string,
+  moves: ReadonlyMap<RunStatus, RunStatus>,
+): Promise<ClaimedRun | undefined> {
+  if (moves.size === 0) return undefined;
+  const [row] = await db.query<RunRow>(
+    `update runs r set status = m.to_status, updated_at = now()
+       from unnest($3::text[], $4::text[]) as m(from_status, to_status)
+      where r.tenant_id = $1 and r.run_id = $2 and r.status = m.from_status and r.superseded_by_run_id is null
+      returning ${runColumns("r")}`,
+    [tenantId, runId, [...moves.keys()], [...moves.values()]],
+  );
+  return row && toClaimed(row);
+}
+
 export async function setThreadStatus(tx: Queryable, tenantId: string, threadId: string, status: ThreadStatus): Promise<void> {
   await tx.query("update threads set status = $3, updated_at = now() where tenant_id = $1 and thread_id = $2", [
     tenantId,
