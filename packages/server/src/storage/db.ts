@@ -4,6 +4,8 @@ import { PGlite } from "@electric-sql/pglite";
 import { vector } from "@electric-sql/pglite-pgvector";
 import { DEFAULT_POOL_SIZE, DEFAULT_POOL_WAIT_MS, type PgliteThreadSetting } from "../config/config.ts";
 import { ApiError } from "../domain/errors.ts";
+import { isStalePreparedStatement, StatementNames } from "./statement-names.ts";
+import { PgliteStatements } from "./pglite-statements.ts";
 import { errorFrom, type PgliteReady, type PgliteReply, type PgliteRequest, type PgliteThreadData } from "./pglite-protocol.ts";
 
 /** Anything that can run one parameterised statement: the pool, or a transaction's client. */
@@ -110,17 +112,25 @@ function postgresPoolDb(connectionString: string, max: number, waitMs: number): 
     if (isConnectionFailure(error)) unavailableErrors += 1;
     return rethrowIfUnavailable(error);
   };
+  const names = new StatementNames();
   return {
     driver: "postgres",
     url: connectionString,
     async query<Row>(sql: string, params: readonly unknown[] = []) {
-      const result = await pool.query(sql, params as unknown[]).catch(rethrowUnavailable);
+      const run = (name: string | undefined) => pool.query(prepared(sql, params, name));
+      const result = await run(names.nameFor(sql))
+        .catch((error: unknown) => {
+          if (!isStalePreparedStatement(error)) throw error;
+          names.refuse(sql);
+          return run(undefined);
+        })
+        .catch(rethrowUnavailable);
       return result.rows as Row[];
     },
     async exec(script: string) {
       await pool.query(script).catch(rethrowUnavailable);
     },
-    transaction: <T>(work: (tx: Transaction) => Promise<T>) => poolTransaction(pool, work).catch(rethrowUnavailable),
+    transaction: <T>(work: (tx: Transaction) => Promise<T>) => poolTransaction(pool, names, work).catch(rethrowUnavailable),
     stats: () => ({
       inUse: pool.totalCount - pool.idleCount,
       idle: pool.idleCount,
@@ -135,6 +145,14 @@ function postgresPoolDb(connectionString: string, max: number, waitMs: number): 
   };
 }
 
+/**
+ * A statement for `pg`: named, `pg` parses it once per connection and then only binds and
+ * executes it (`StatementNames` decides which statements get a name).
+ */
+function prepared(sql: string, params: readonly unknown[], name: string | undefined): pg.QueryConfig<unknown[]> {
+  return name === undefined ? { text: sql, values: params as unknown[] } : { name, text: sql, values: params as unknown[] };
+}
+
 /** Every connection stayed busy for the whole wait: retryable, and not counted as an outage. */
 function busyPool(error: unknown, max: number, waitMs: number): ApiError {
   const busy = new ApiError(
@@ -147,7 +165,7 @@ function busyPool(error: unknown, max: number, waitMs: number): ApiError {
 }
 
 /** One transaction on a client of the pool: committed when `work` resolves, rolled back when it throws. */
-async function poolTransaction<T>(pool: pg.Pool, work: (tx: Transaction) => Promise<T>): Promise<T> {
+async function poolTransaction<T>(pool: pg.Pool, names: StatementNames, work: (tx: Transaction) => Promise<T>): Promise<T> {
   const client = await pool.connect();
   const committed: (() => void)[] = [];
   let broken: unknown;
@@ -163,7 +181,11 @@ async function poolTransaction<T>(pool: pg.Pool, work: (tx: Transaction) => Prom
     const tx: Transaction = {
       afterCommit: (callback) => committed.push(callback),
       async query<Row>(sql: string, params: readonly unknown[] = []) {
-        const result = await client.query(sql, params as unknown[]);
+        const result = await client.query(prepared(sql, params, names.nameFor(sql))).catch((error: unknown) => {
+          // The error aborted the transaction; the statement runs unnamed when the work is retried.
+          if (isStalePreparedStatement(error)) names.refuse(sql);
+          throw error;
+        });
         return result.rows as Row[];
       },
       async exec(script: string) {
@@ -284,14 +306,14 @@ function oneConnectionUse(): { counted: <T>(work: () => Promise<T>) => Promise<T
 /** Wraps an open PGlite, which has a single connection and serialises transactions itself. */
 export function pgliteDb(lite: PGlite): Db {
   const { counted, stats } = oneConnectionUse();
+  const statements = new PgliteStatements(lite);
   const run = async <Row>(target: Pick<PGlite, "query">, sql: string, params: readonly unknown[]) => {
     // PGlite executes on this thread and resolves in microtasks, so a chain of queries (a settle,
     // a claim after it) would never let the event loop read sockets: under load some HTTP requests
     // waited seconds (p99 5.5 s at 100 clients). One macrotask turn per query keeps it fair (1.3 s,
     // the queue's own wait; docs/benchmarks.md).
     await new Promise((resolve) => setImmediate(resolve));
-    const result = await target.query<Row>(sql, params as unknown[]);
-    return result.rows;
+    return statements.query<Row>(target, sql, params, target !== lite);
   };
   const exec = async (target: Pick<PGlite, "exec">, script: string) => {
     await target.exec(script);

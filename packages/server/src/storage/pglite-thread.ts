@@ -7,6 +7,7 @@
 import { parentPort, workerData } from "node:worker_threads";
 import { PGlite, type Transaction as PgliteTransaction } from "@electric-sql/pglite";
 import { PGLITE_EXTENSIONS } from "./db.ts";
+import { PgliteStatements } from "./pglite-statements.ts";
 import { errorFields, type PgliteReady, type PgliteReply, type PgliteRequest, type PgliteThreadData } from "./pglite-protocol.ts";
 
 type TransactionRequest = Extract<PgliteRequest, { tx?: number }>;
@@ -58,6 +59,7 @@ try {
   process.exit(1);
 }
 
+const statements = new PgliteStatements(lite);
 const transactions = new Map<number, Inbox>();
 
 port.on("message", (request: PgliteRequest) => {
@@ -71,7 +73,8 @@ port.on("message", (request: PgliteRequest) => {
 
 async function statement(target: Pick<PGlite, "query" | "exec">, request: TransactionRequest): Promise<void> {
   try {
-    if (request.op === "query") reply({ id: request.id, rows: (await target.query(request.sql, request.params as unknown[])).rows });
+    if (request.op === "query")
+      reply({ id: request.id, rows: await statements.query(target, request.sql, request.params, target !== lite) });
     else if (request.op === "exec") reply({ id: request.id, rows: (await target.exec(request.script), []) });
     else fail(request.id, new Error(`${request.op} outside a transaction`));
   } catch (error) {
