@@ -4,7 +4,8 @@
  * flush, steering gates and settles of many runs, a run by id, a run's events, a thread by id, a thread's runs, a thread's latest checkpoint. Each statement is
  * the one Rudder issues (recorded from the storage functions, not copied), run under
  * `EXPLAIN (ANALYZE, COSTS OFF)` inside a transaction that rolls back, so the claim's update
- * leaves the data as it was.
+ * leaves the data as it was, twice: the custom plan of a statement's first executions, and the
+ * generic plan PostgreSQL's plan cache settles on for a named prepared statement.
  *
  *   RUDDER_BENCH_DATABASE_URL=postgres://postgres@127.0.0.1:5432/test node --import tsx bench/explain.ts
  *   [--tenants 20] [--threads 100] [--runs 5] [--events 10]
@@ -90,17 +91,60 @@ try {
   ];
   for (const [label, call] of hot) {
     const statement = await firstStatement(db, call);
-    const plan = await explainRolledBack(db, "analyze, costs off, timing off, summary off", statement.sql, statement.params);
-    const indexes = [
-      ...new Set([...plan.matchAll(/Index (?:Only )?Scan(?: Backward)? using (\w+)|Bitmap Index Scan on (\w+)/g)].map((m) => m[1] ?? m[2])),
-    ];
-    console.log(
-      `\n## ${label}: ${indexes.length ? `indexes ${indexes.join(", ")}` : "no index"}${/Seq Scan/.test(plan) ? "; has a Seq Scan" : ""}`,
-    );
-    console.log(plan);
+    const custom = await explainRolledBack(db, "analyze, costs off, timing off, summary off", statement.sql, statement.params);
+    const generic = await explainGenericRolledBack(db, statement.sql, statement.params);
+    for (const [kind, plan] of [
+      ["custom plan (its first executions)", custom],
+      ["generic plan (prepared, once PostgreSQL's plan cache settles on it)", generic],
+    ] as const) {
+      const indexes = [
+        ...new Set(
+          [...plan.matchAll(/Index (?:Only )?Scan(?: Backward)? using (\w+)|Bitmap Index Scan on (\w+)/g)].map((m) => m[1] ?? m[2]),
+        ),
+      ];
+      console.log(
+        `\n## ${label}, ${kind}: ${indexes.length ? `indexes ${indexes.join(", ")}` : "no index"}${/Seq Scan/.test(plan) ? "; has a Seq Scan" : ""}`,
+      );
+      console.log(plan);
+    }
   }
 } finally {
   await drop();
+}
+
+/**
+ * The plan a named prepared statement runs with once PostgreSQL settles on a generic plan (Rudder
+ * names its hot statements, docs/database.md "Prepared statements"): the statement prepared, then
+ * explained under `plan_cache_mode = force_generic_plan`, in a transaction that rolls back.
+ */
+async function explainGenericRolledBack(on: Db, sql: string, params: readonly unknown[]): Promise<string> {
+  let plan = "";
+  const rollback = new Error("rollback");
+  await on
+    .transaction(async (tx) => {
+      await tx.query("set local plan_cache_mode = force_generic_plan");
+      await tx.query(`prepare explained as ${sql}`);
+      const literals = params.map((value) => (value === null || value === undefined ? "null" : `'${textOf(value).replaceAll("'", "''")}'`));
+      const rows = await tx.query<{ "QUERY PLAN": string }>(
+        `explain (analyze, costs off, timing off, summary off) execute explained${literals.length ? `(${literals.join(", ")})` : ""}`,
+      );
+      plan = rows.map((row) => row["QUERY PLAN"]).join("\n");
+      // A prepared statement outlives a rollback.
+      await tx.query("deallocate explained");
+      throw rollback;
+    })
+    .catch((error: unknown) => {
+      if (error !== rollback) throw error;
+    });
+  return plan;
+}
+
+/** A parameter as PostgreSQL's text input reads it (the hot statements take text, numbers, booleans, dates and arrays of text or numbers). */
+function textOf(value: unknown): string {
+  if (Array.isArray(value))
+    return `{${value.map((item) => (item === null ? "NULL" : `"${textOf(item).replace(/["\\]/g, "\\$&")}"`)).join(",")}}`;
+  if (value instanceof Date) return value.toISOString();
+  return String(value);
 }
 
 /** Many tenants' threads, runs (a few pending per tenant), events, checkpoints and writes, in set-based statements. */
