@@ -1,7 +1,7 @@
 /**
  * The plans of the hot queries on PostgreSQL, over a database filled with many tenants' rows, to
  * check that the tenant-leading keys of migration 000012 serve them: the claim, the worker's event
- * flush, steering gates and settles of many runs, a run by id, a run's events, a thread by id, a thread's runs, a thread's latest checkpoint. Each statement is
+ * flush, steering gates and settles of many runs, a run by id, a cancel of a running run, a run's events, a thread by id, a thread's runs, a thread's latest checkpoint. Each statement is
  * the one Rudder issues (recorded from the storage functions, not copied), run under
  * `EXPLAIN (ANALYZE, COSTS OFF)` inside a transaction that rolls back, so the claim's update
  * leaves the data as it was, twice: the custom plan of a statement's first executions, and the
@@ -16,7 +16,8 @@
 import { parseArgs } from "node:util";
 import type { Db } from "../packages/server/src/storage/db.ts";
 import { migrate } from "../packages/server/src/storage/migrate.ts";
-import { claimRuns, getRun, listRunsOfThread, readEvents, settleAttempts } from "../packages/server/src/storage/runs.ts";
+import { rowOnlyMoves } from "../packages/server/src/domain/run-lifecycle.ts";
+import { claimRuns, getRun, listRunsOfThread, moveRunStatus, readEvents, settleAttempts } from "../packages/server/src/storage/runs.ts";
 import { SteeringRepository } from "../packages/server/src/storage/steering.ts";
 import { findThread } from "../packages/server/src/storage/threads.ts";
 import { appendEventBatches } from "../packages/server/src/storage/events.ts";
@@ -81,6 +82,7 @@ try {
         ),
     ],
     ["run by id", (d) => getRun(d, tenant, run)],
+    ["cancel of a running run (row-only move)", (d) => moveRunStatus(d, tenant, run, rowOnlyMoves("cancel"))],
     ["event list", (d) => readEvents(d, tenant, run, 0, 100)],
     ["thread by id", (d) => findThread(d, tenant, thread)],
     ["runs of a thread", (d) => listRunsOfThread(d, tenant, thread, { limit: 10, offset: 0 })],

@@ -1,34 +1,43 @@
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { createPgliteDb, type Db, type Queryable } from "../src/storage/db.ts";
-import { StatementNames } from "../src/storage/statement-names.ts";
+import { MAX_NAMED_PARAMETERS, StatementNames } from "../src/storage/statement-names.ts";
 import { createTestDatabase, TEST_DRIVER } from "./support/db.ts";
 
 describe("which statements get a name (StatementNames)", () => {
   test("a text is named the second time it is sent, keeps its name, and names are unique", () => {
     const names = new StatementNames(10);
-    assert.equal(names.nameFor("select 1"), undefined, "sent once: unnamed");
-    const first = names.nameFor("select 1");
+    assert.equal(names.nameFor("select 1", 0), undefined, "sent once: unnamed");
+    const first = names.nameFor("select 1", 0);
     assert.ok(first);
-    assert.equal(names.nameFor("select 1"), first);
-    names.nameFor("select 2");
-    const second = names.nameFor("select 2");
+    assert.equal(names.nameFor("select 1", 0), first);
+    names.nameFor("select 2", 0);
+    const second = names.nameFor("select 2", 0);
     assert.ok(second);
     assert.notEqual(second, first);
   });
 
+  test("a statement with more parameters than a fixed-shape one (a batch sized to its rows) never gets a name", () => {
+    const names = new StatementNames(10);
+    const batch = "insert into t values ($1, $2), … ($65, $66)";
+    names.nameFor(batch, MAX_NAMED_PARAMETERS + 1);
+    assert.equal(names.nameFor(batch, MAX_NAMED_PARAMETERS + 1), undefined);
+    names.nameFor("insert into t values ($1, $2)", 2);
+    assert.ok(names.nameFor("insert into t values ($1, $2)", 2));
+  });
+
   test("at most `limit` texts get a name; a refused text never gets one again and frees no name for reuse", () => {
     const names = new StatementNames(2);
-    const issued = ["a", "b", "c"].map((sql) => (names.nameFor(sql), names.nameFor(sql)));
+    const issued = ["a", "b", "c"].map((sql) => (names.nameFor(sql, 0), names.nameFor(sql, 0)));
     assert.deepEqual(
       issued.map((name) => name !== undefined),
       [true, true, false],
     );
     names.refuse("a");
-    assert.equal(names.nameFor("a"), undefined);
-    assert.equal(names.nameFor("a"), undefined);
-    assert.equal(names.nameFor("c"), undefined, "still at the limit: a refused name is not handed out again");
-    assert.equal(names.nameFor("b"), issued[1]);
+    assert.equal(names.nameFor("a", 0), undefined);
+    assert.equal(names.nameFor("a", 0), undefined);
+    assert.equal(names.nameFor("c", 0), undefined, "still at the limit: a refused name is not handed out again");
+    assert.equal(names.nameFor("b", 0), issued[1]);
   });
 });
 

@@ -118,7 +118,7 @@ function postgresPoolDb(connectionString: string, max: number, waitMs: number): 
     url: connectionString,
     async query<Row>(sql: string, params: readonly unknown[] = []) {
       const run = (name: string | undefined) => pool.query(prepared(sql, params, name));
-      const result = await run(names.nameFor(sql))
+      const result = await run(names.nameFor(sql, params.length))
         .catch((error: unknown) => {
           if (!isStalePreparedStatement(error)) throw error;
           names.refuse(sql);
@@ -181,7 +181,7 @@ async function poolTransaction<T>(pool: pg.Pool, names: StatementNames, work: (t
     const tx: Transaction = {
       afterCommit: (callback) => committed.push(callback),
       async query<Row>(sql: string, params: readonly unknown[] = []) {
-        const result = await client.query(prepared(sql, params, names.nameFor(sql))).catch((error: unknown) => {
+        const result = await client.query(prepared(sql, params, names.nameFor(sql, params.length))).catch((error: unknown) => {
           // The error aborted the transaction; the statement runs unnamed when the work is retried.
           if (isStalePreparedStatement(error)) names.refuse(sql);
           throw error;

@@ -25,7 +25,7 @@ export class PgliteStatements {
 
   /** Runs `sql` on `target` (`lite`, or a transaction of it when `inTransaction`). */
   async query<Row>(target: PlainTarget, sql: string, params: readonly unknown[], inTransaction: boolean): Promise<Row[]> {
-    const name = this.names.nameFor(sql);
+    const name = this.names.nameFor(sql, params.length);
     if (name === undefined) return (await target.query<Row>(sql, params as unknown[])).rows;
     const execute = () => this.lite._runExclusiveQuery(() => this.#execute<Row>(name, sql, params, inTransaction));
     try {

@@ -3,10 +3,13 @@
  * only bound and executed (docs/database.md, "Prepared statements"). Rudder's hot statements are
  * long CTEs; planning one cost more than running it (on PGlite a settle was 12 of 15 ms).
  *
- * A text gets a name the second time it is sent, so a statement sent once never holds one. At most
- * `limit` texts get a name per database handle: a statement whose text varies (a VALUES list sized
- * to its rows) cannot grow the set, or each connection's prepared statements, without bound. A text
- * the database refused to run prepared (`refuse`) never gets a name again.
+ * A text gets a name the second time it is sent, so a statement sent once never holds one. A
+ * statement with more than `MAX_NAMED_PARAMETERS` parameters never gets one: only batches sized to
+ * their rows (a VALUES list of checkpoint writes) have that many, and each size is another text;
+ * naming them would spend the names on one-off sizes before the hot statements arrive (a cancel's
+ * first comes long after the first checkpoint batches). At most `limit` texts get a name per
+ * database handle, so no mix of texts grows the set, or each connection's prepared statements,
+ * without bound. A text the database refused to run prepared (`refuse`) never gets a name again.
  */
 export class StatementNames {
   readonly #names = new Map<string, string>();
@@ -16,11 +19,11 @@ export class StatementNames {
 
   constructor(private readonly limit = DEFAULT_NAMED_STATEMENTS) {}
 
-  /** The name `sql` runs under, or undefined: it runs unnamed (parsed and planned this once). */
-  nameFor(sql: string): string | undefined {
+  /** The name `sql` (with `parameters` parameters) runs under, or undefined: it runs unnamed (parsed and planned this once). */
+  nameFor(sql: string, parameters: number): string | undefined {
     const name = this.#names.get(sql);
     if (name !== undefined) return name;
-    if (this.#issued >= this.limit || this.#refused.has(sql)) return undefined;
+    if (parameters > MAX_NAMED_PARAMETERS || this.#issued >= this.limit || this.#refused.has(sql)) return undefined;
     if (!this.#seen.has(sql)) {
       // Bounded like the names: texts seen once are forgotten in bulk.
       if (this.#seen.size >= this.limit) this.#seen.clear();
@@ -42,6 +45,13 @@ export class StatementNames {
 
 /** Rudder sends a few dozen distinct hot statements; this leaves room for the variants of the rest. */
 export const DEFAULT_NAMED_STATEMENTS = 200;
+
+/**
+ * The most parameters of a statement that gets a name. Rudder's fixed-shape statements take at most
+ * 21 (a run's insert); a checkpoint batch of up to six rows still gets one (those sizes recur: a
+ * step's checkpoint and its task's writes), a larger batch does not.
+ */
+export const MAX_NAMED_PARAMETERS = 64;
 
 /**
  * A prepared statement that can no longer run as it was planned: a migration changed the columns
