@@ -62,6 +62,17 @@ async function withRunOnThread(check: (db: Db, threadId: string, run: ClaimedRun
 }
 const SECOND_CONNECTION = TEST_DRIVER === "postgres";
 
+/** A test server on a fresh database that records every statement it sends, and whether it went inside a transaction. */
+async function serverRecordingStatements() {
+  const database = await createTestDatabase();
+  const sent: { sql: string; inTransaction: boolean }[] = [];
+  const db = interceptedDb(database.db, <Row>(target: Queryable, sql: string, params?: readonly unknown[]) => {
+    sent.push({ sql: sql.trimStart(), inTransaction: target !== database.db });
+    return target.query<Row>(sql, params);
+  });
+  return { server: await startTestServer({ configFile: TESTING_CONFIG, database: { ...database, db } }), sent };
+}
+
 /** Until a statement of this database waits for a row lock (PostgreSQL). */
 async function waitUntilSomeoneWaitsForALock(db: Db): Promise<void> {
   for (let tries = 0; tries < 500; tries++) {
@@ -522,13 +533,7 @@ describe(`an attempt's settle on ${TEST_DRIVER}`, () => {
   });
 
   test("a cancel of a running run is one statement outside a transaction; the run still ends cancelled with one run_cancelled", async () => {
-    const database = await createTestDatabase();
-    const sent: { sql: string; inTransaction: boolean }[] = [];
-    const db = interceptedDb(database.db, <Row>(target: Queryable, sql: string, params?: readonly unknown[]) => {
-      sent.push({ sql: sql.trimStart(), inTransaction: target !== database.db });
-      return target.query<Row>(sql, params);
-    });
-    const server = await startTestServer({ configFile: TESTING_CONFIG, database: { ...database, db } });
+    const { server, sent } = await serverRecordingStatements();
     try {
       const threadId = (await server.request("POST", "/v1/threads", { body: {} })).body.thread_id as string;
       const created = await server.request("POST", `/v1/threads/${threadId}/runs`, {
@@ -563,13 +568,7 @@ describe(`an attempt's settle on ${TEST_DRIVER}`, () => {
   });
 
   test("a stateless run never steered settles in one statement after the gate; its events are whole and in order", async () => {
-    const database = await createTestDatabase();
-    const sent: { sql: string; inTransaction: boolean }[] = [];
-    const db = interceptedDb(database.db, <Row>(target: Queryable, sql: string, params?: readonly unknown[]) => {
-      sent.push({ sql: sql.trimStart(), inTransaction: target !== database.db });
-      return target.query<Row>(sql, params);
-    });
-    const server = await startTestServer({ configFile: TESTING_CONFIG, database: { ...database, db } });
+    const { server, sent } = await serverRecordingStatements();
     try {
       const created = await server.request("POST", "/v1/runs", { body: { assistant_id: "echo", input: { message: "hi" } } });
       const joined = await server.request("GET", `/v1/runs/${created.body.run_id}/join?timeout=20`);
