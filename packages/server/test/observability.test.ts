@@ -50,6 +50,19 @@ async function scrape(url: string, authorization: string | undefined = `Bearer $
   return parseMetrics(await response.text());
 }
 
+/** The log lines as JSON once `check` holds of them (bounded, like `scrapeUntil`). */
+async function logsUntil(
+  lines: readonly string[],
+  check: (logs: Record<string, unknown>[]) => boolean,
+): Promise<Record<string, unknown>[]> {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const logs = lines.map((line) => JSON.parse(line) as Record<string, unknown>);
+    if (check(logs) || Date.now() > deadline) return logs;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
 /** Scrapes until `check` holds (gauges read at scrape time follow the database, not this test). */
 async function scrapeUntil(url: string, check: (samples: Sample[]) => boolean, what: string): Promise<Sample[]> {
   const deadline = Date.now() + 30_000;
@@ -237,7 +250,12 @@ describe("observability: GET /metrics", () => {
     const failed = (await server.request("POST", "/v1/runs", { body: { assistant_id: "failing", input: { mode: "plain" } } })).body
       .run_id as string;
     await server.request("GET", `/v1/runs/${failed}/join?timeout=60`);
-    const logs = lines.map((line) => JSON.parse(line) as Record<string, unknown>);
+    // The worker logs an attempt once its settle resolved, which a join may answer before.
+    const logs = await logsUntil(
+      lines,
+      (all) =>
+        all.some((log) => log.run_id === runId && log.msg === "attempt settled") && all.some((log) => log.run_id === failed && log.err),
+    );
     const created = logs.filter((log) => log.request_id === "req-observability-1");
     assert.ok(created.some((log) => log.msg === "incoming request" && log.level === "debug"));
     const completed = created.find((log) => log.msg === "request completed");
