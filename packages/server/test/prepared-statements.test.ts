@@ -26,14 +26,22 @@ describe("which statements get a name (StatementNames)", () => {
     assert.ok(names.nameFor("insert into t values ($1, $2)", 2));
   });
 
-  test("at most `limit` texts get a name; a refused text never gets one again and frees no name for reuse", () => {
+  test("at most `limit` texts get a name; a refused text never gets one again and frees no name for reuse", async () => {
     const names = new StatementNames(2);
     const issued = ["a", "b", "c"].map((sql) => (names.nameFor(sql, 0), names.nameFor(sql, 0)));
     assert.deepEqual(
       issued.map((name) => name !== undefined),
       [true, true, false],
     );
-    names.refuse("a");
+    // A stale prepared form (a migration changed the result's columns): refused, and run again unnamed.
+    const stale = Object.assign(new Error("cached plan must not change result type"), { code: "0A000" });
+    const ran: (string | undefined)[] = [];
+    const answer = await names.run("a", 0, true, async (name) => {
+      ran.push(name);
+      if (name !== undefined) throw stale;
+      return "plain";
+    });
+    assert.deepEqual([answer, ...ran], ["plain", issued[0], undefined]);
     assert.equal(names.nameFor("a", 0), undefined);
     assert.equal(names.nameFor("a", 0), undefined);
     assert.equal(names.nameFor("c", 0), undefined, "still at the limit: a refused name is not handed out again");

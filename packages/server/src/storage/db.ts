@@ -4,7 +4,7 @@ import { PGlite } from "@electric-sql/pglite";
 import { vector } from "@electric-sql/pglite-pgvector";
 import { DEFAULT_POOL_SIZE, DEFAULT_POOL_WAIT_MS, type PgliteThreadSetting } from "../config/config.ts";
 import { ApiError } from "../domain/errors.ts";
-import { isStalePreparedStatement, StatementNames } from "./statement-names.ts";
+import { StatementNames } from "./statement-names.ts";
 import { PgliteStatements } from "./pglite-statements.ts";
 import { errorFrom, type PgliteReady, type PgliteReply, type PgliteRequest, type PgliteThreadData } from "./pglite-protocol.ts";
 
@@ -117,14 +117,7 @@ function postgresPoolDb(connectionString: string, max: number, waitMs: number): 
     driver: "postgres",
     url: connectionString,
     async query<Row>(sql: string, params: readonly unknown[] = []) {
-      const run = (name: string | undefined) => pool.query(prepared(sql, params, name));
-      const result = await run(names.nameFor(sql, params.length))
-        .catch((error: unknown) => {
-          if (!isStalePreparedStatement(error)) throw error;
-          names.refuse(sql);
-          return run(undefined);
-        })
-        .catch(rethrowUnavailable);
+      const result = await names.run(sql, params.length, true, (name) => pool.query(prepared(sql, params, name))).catch(rethrowUnavailable);
       return result.rows as Row[];
     },
     async exec(script: string) {
@@ -181,11 +174,7 @@ async function poolTransaction<T>(pool: pg.Pool, names: StatementNames, work: (t
     const tx: Transaction = {
       afterCommit: (callback) => committed.push(callback),
       async query<Row>(sql: string, params: readonly unknown[] = []) {
-        const result = await client.query(prepared(sql, params, names.nameFor(sql, params.length))).catch((error: unknown) => {
-          // The error aborted the transaction; the statement runs unnamed when the work is retried.
-          if (isStalePreparedStatement(error)) names.refuse(sql);
-          throw error;
-        });
+        const result = await names.run(sql, params.length, false, (name) => client.query(prepared(sql, params, name)));
         return result.rows as Row[];
       },
       async exec(script: string) {

@@ -1,5 +1,5 @@
 import { parse, protocol, type PGlite } from "@electric-sql/pglite";
-import { isStalePreparedStatement, StatementNames } from "./statement-names.ts";
+import { StatementNames } from "./statement-names.ts";
 
 /** What runs a plain statement: PGlite itself, or one of its transactions. */
 type PlainTarget = Pick<PGlite, "query">;
@@ -24,19 +24,12 @@ export class PgliteStatements {
   ) {}
 
   /** Runs `sql` on `target` (`lite`, or a transaction of it when `inTransaction`). */
-  async query<Row>(target: PlainTarget, sql: string, params: readonly unknown[], inTransaction: boolean): Promise<Row[]> {
-    const name = this.names.nameFor(sql, params.length);
-    if (name === undefined) return (await target.query<Row>(sql, params as unknown[])).rows;
-    const execute = () => this.lite._runExclusiveQuery(() => this.#execute<Row>(name, sql, params, inTransaction));
-    try {
-      return await (inTransaction ? execute() : this.lite._runExclusiveTransaction(execute));
-    } catch (error) {
-      if (!isStalePreparedStatement(error)) throw error;
-      this.names.refuse(sql);
-      // A transaction is aborted by the error; outside one, the plain statement can still run.
-      if (inTransaction) throw error;
-      return (await target.query<Row>(sql, params as unknown[])).rows;
-    }
+  query<Row>(target: PlainTarget, sql: string, params: readonly unknown[], inTransaction: boolean): Promise<Row[]> {
+    return this.names.run(sql, params.length, !inTransaction, async (name) => {
+      if (name === undefined) return (await target.query<Row>(sql, params as unknown[])).rows;
+      const execute = () => this.lite._runExclusiveQuery(() => this.#execute<Row>(name, sql, params, inTransaction));
+      return inTransaction ? execute() : this.lite._runExclusiveTransaction(execute);
+    });
   }
 
   async #execute<Row>(name: string, sql: string, params: readonly unknown[], inTransaction: boolean): Promise<Row[]> {

@@ -9,7 +9,7 @@
  * naming them would spend the names on one-off sizes before the hot statements arrive (a cancel's
  * first comes long after the first checkpoint batches). At most `limit` texts get a name per
  * database handle, so no mix of texts grows the set, or each connection's prepared statements,
- * without bound. A text the database refused to run prepared (`refuse`) never gets a name again.
+ * without bound. A text whose prepared form went stale (`run`) never gets a name again.
  */
 export class StatementNames {
   readonly #names = new Map<string, string>();
@@ -36,10 +36,22 @@ export class StatementNames {
     return issued;
   }
 
-  /** Runs `sql` unnamed from now on (its prepared form failed where the plain one would not). */
-  refuse(sql: string): void {
-    this.#names.delete(sql);
-    this.#refused.add(sql);
+  /**
+   * Runs `sql` through `execute`, with its name or none. When a prepared form turns out stale
+   * (`isStalePreparedStatement`), the text is refused a name from then on, and run again unnamed
+   * when `retryUnnamed` (outside a transaction; inside one the error has aborted it).
+   */
+  async run<T>(sql: string, parameters: number, retryUnnamed: boolean, execute: (name: string | undefined) => Promise<T>): Promise<T> {
+    const name = this.nameFor(sql, parameters);
+    try {
+      return await execute(name);
+    } catch (error) {
+      if (name === undefined || !isStalePreparedStatement(error)) throw error;
+      this.#names.delete(sql);
+      this.#refused.add(sql);
+      if (!retryUnnamed) throw error;
+      return execute(undefined);
+    }
   }
 }
 
