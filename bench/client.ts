@@ -49,6 +49,8 @@ export interface SseEvent {
   createdAt: string;
   /** `t` of a ticker custom event: when the graph emitted it. */
   emittedAt?: number;
+  /** `s` of a ticker custom event: when it was due (emittedAt - scheduledAt: how late the graph's timer fired). */
+  scheduledAt?: number;
   /** `i` of a ticker custom event: its place in the run's ticks. */
   index?: number;
   /** When the stream's response headers arrived. */
@@ -170,7 +172,7 @@ async function sse(task: Extract<ClientTask, { kind: "sse" }>): Promise<SseResul
             sequence: number;
             kind: string;
             created_at: string;
-            data: { data?: { t?: number; i?: number } };
+            data: { data?: unknown };
           };
           result.events.push({
             runId,
@@ -178,8 +180,7 @@ async function sse(task: Extract<ClientTask, { kind: "sse" }>): Promise<SseResul
             kind: event.kind,
             receivedAt,
             createdAt: event.created_at,
-            ...(event.kind === "custom" && typeof event.data.data?.t === "number" ? { emittedAt: event.data.data.t } : {}),
-            ...(event.kind === "custom" && typeof event.data.data?.i === "number" ? { index: event.data.data.i } : {}),
+            ...(event.kind === "custom" ? tickFields(event.data.data) : {}),
             openedAt,
           });
         }
@@ -192,7 +193,17 @@ async function sse(task: Extract<ClientTask, { kind: "sse" }>): Promise<SseResul
   return result;
 }
 
-/** The LangGraph API's stream of a stateless run: `event: custom` frames carry the ticker's `{ i, t }`. */
+/** The stamps of a ticker's custom event (bench/graphs.ts): `{ i, t, s }`. */
+function tickFields(data: unknown): Pick<SseEvent, "emittedAt" | "scheduledAt" | "index"> {
+  const tick = (typeof data === "object" && data !== null ? data : {}) as { i?: unknown; t?: unknown; s?: unknown };
+  return {
+    ...(typeof tick.t === "number" ? { emittedAt: tick.t } : {}),
+    ...(typeof tick.s === "number" ? { scheduledAt: tick.s } : {}),
+    ...(typeof tick.i === "number" ? { index: tick.i } : {}),
+  };
+}
+
+/** The LangGraph API's stream of a stateless run: `event: custom` frames carry the ticker's `{ i, t, s }`. */
 async function lgStream(task: Extract<ClientTask, { kind: "lg-stream" }>): Promise<SseResult> {
   const result: SseResult = { events: [], errors: 0 };
   await pool(task.runs, task.runs, async (index) => {
@@ -227,15 +238,14 @@ async function lgStream(task: Extract<ClientTask, { kind: "lg-stream" }>): Promi
             .map((line) => line.slice(5).trim())
             .join("\n");
           if (kind !== "custom" || !data) continue;
-          const tick = JSON.parse(data) as { i?: number; t?: number };
+          const tick: unknown = JSON.parse(data);
           result.events.push({
             runId,
             sequence: ++sequence,
             kind,
             receivedAt,
             createdAt: "",
-            ...(typeof tick.t === "number" ? { emittedAt: tick.t } : {}),
-            ...(typeof tick.i === "number" ? { index: tick.i } : {}),
+            ...tickFields(tick),
             openedAt,
           });
         }

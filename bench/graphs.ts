@@ -2,9 +2,10 @@
  * Graphs for bench/runs.ts.
  *
  * - `ticker`: one node that waits `delay_ms` (so the SSE client is connected), then emits `count`
- *   custom events `interval_ms` apart, each stamped with the emitting process's clock (`t`, ms on
+ *   custom events `interval_ms` apart (tick i due at the first tick + i × interval_ms, so late
+ *   timers do not add up), each stamped with the emitting process's clock when it left (`t`, ms on
  *   performance.timeOrigin + performance.now(), comparable across processes of one machine) and
- *   numbered (`i`). With `start_at` (same clock) it also waits until then, so K runs started one
+ *   when it was due (`s`), and numbered (`i`). With `start_at` (same clock) it also waits until then, so K runs started one
  *   after another tick together (bench/token-stream.ts).
  * - `hold`: one node that waits `hold_ms` (default ten minutes) or until the attempt is aborted (a
  *   cancel), as a run that waits on a person or a slow tool: bench/standing-load.ts keeps a
@@ -14,7 +15,9 @@
  */
 import { Annotation, END, START, StateGraph, type LangGraphRunnableConfig } from "@langchain/langgraph";
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
+/** Milliseconds on a clock that processes of one machine share. */
+const clock = () => performance.timeOrigin + performance.now();
 
 const TickerState = Annotation.Root({
   count: Annotation<number>(),
@@ -27,11 +30,18 @@ const TickerState = Annotation.Root({
 export const ticker = new StateGraph(TickerState)
   .addNode("tick", async (state, config: LangGraphRunnableConfig) => {
     const count = state.count ?? 10;
+    const interval = state.interval_ms ?? 30;
     await sleep(state.delay_ms ?? 150);
-    if (state.start_at !== undefined) await sleep(state.start_at - (performance.timeOrigin + performance.now()));
+    if (state.start_at !== undefined) await sleep(state.start_at - clock());
+    // Each tick has its own time, counted from the first: a timer that fires late (a busy event
+    // loop) delays that tick only, not every one after it, so K runs really offer K ticks per
+    // interval. (Counted from start_at instead, every run's ticks would fall due at the same instant,
+    // a burst no real set of LLM streams makes.)
+    const first = clock();
     for (let i = 0; i < count; i++) {
-      if (i > 0) await sleep(state.interval_ms ?? 30);
-      config.writer?.({ i, t: performance.timeOrigin + performance.now() });
+      const scheduled = first + i * interval;
+      if (i > 0) await sleep(scheduled - clock());
+      config.writer?.({ i, t: clock(), s: scheduled });
     }
     return { ticks: count };
   })

@@ -10,8 +10,11 @@
  *
  * Per K it reports:
  *
- * - events/s delivered: custom events read by the SSE clients / (last one read - first one emitted);
- *   every run ticks from the same moment (`start_at`), so K runs offer K x 1000 / interval events/s;
+ * - events/s delivered and offered: every run ticks from the same moment (`start_at`), each tick due
+ *   on its own time (bench/graphs.ts), so K runs offer K x 1000 / interval events/s; delivered is the
+ *   rate the readers got them at, offered the rate the graphs sent them at, both over the intervals
+ *   the events span (`rates`, below), and "window" the earlier passes' events / (last read - first
+ *   emitted); emit lag p95 says how late the graphs' timers fired (a busy server's event loop);
  * - emit -> SSE p50/p95/max: the graph stamps each event with its process's clock (`t`), the client
  *   (a forked child process, bench/client.ts) its read time, corrected by the measured clock offset;
  * - commits per event, reads included: PostgreSQL `pg_stat_database.xact_commit` of the private
@@ -157,7 +160,14 @@ interface Row {
   k: number;
   events: number;
   seconds: number;
+  /** Delivered: K × (count - 1) intervals over the span of the reads (rates(), below). */
   eventsPerSecond: number;
+  /** Offered: the same intervals over the span of the emits. */
+  offeredPerSecond: number;
+  /** Earlier passes' figure: events over first emitted → last read. */
+  windowPerSecond: number;
+  /** p95 of emitted - scheduled: how late the graphs' timers fired. */
+  lagP95: number;
   p50: number;
   p95: number;
   max: number;
@@ -178,30 +188,60 @@ function latencies(result: SseResult, offset: number): number[] {
   return values;
 }
 
-/** Custom events read per second: from the first one emitted to the last one read. */
-function rate(result: SseResult, offset: number): { events: number; seconds: number } {
-  const custom = result.events.filter((event) => event.emittedAt !== undefined);
-  if (custom.length === 0) return { events: 0, seconds: Number.NaN };
-  const first = Math.min(...custom.map((event) => event.emittedAt!));
-  const last = Math.max(...custom.map((event) => event.receivedAt - offset));
-  return { events: custom.length, seconds: (last - first) / 1000 };
-}
+// Spreading 200,000 values into Math.max overflows the stack.
+const largest = (values: readonly number[]) => values.reduce((a, b) => Math.max(a, b), -Infinity);
+const smallest = (values: readonly number[]) => values.reduce((a, b) => Math.min(a, b), Infinity);
 
-/** What is wrong with what the readers got, checked against each run's durable log; "" when nothing. */
-/** Events delivered, over how long, and the emit -> SSE latencies of one measurement. */
-function delivery(result: SseResult, offset: number): Pick<Row, "events" | "seconds" | "eventsPerSecond" | "p50" | "p95" | "max"> {
-  const { events, seconds } = rate(result, offset);
-  const emitToSse = latencies(result, offset);
+/**
+ * Rates of the custom events, each over the span it covers: `n` events of a stream span `n - 1`
+ * intervals, so K streams of `count` ticks hold K × (count - 1) intervals' worth.
+ * - delivered: K × (count - 1) / (last read - first read), what the readers got per second;
+ * - offered: the same on the emitting side (last emitted - first emitted), what the graphs sent;
+ * - window: events / (last read - first emitted), the figure of earlier passes (it can never reach
+ *   the offered rate: the window holds the last event's latency and one interval per stream less).
+ * A server that falls behind stretches the reads (delivered falls); a busy event loop that fires the
+ * graphs' timers late shows as emit lag (emitted - scheduled), since each tick is due on its own time.
+ */
+function rates(
+  result: SseResult,
+  offset: number,
+): Pick<Row, "events" | "seconds" | "eventsPerSecond" | "offeredPerSecond" | "windowPerSecond"> {
+  const custom = result.events.filter((event) => event.emittedAt !== undefined);
+  if (custom.length === 0) return { events: 0, seconds: Number.NaN, eventsPerSecond: 0, offeredPerSecond: 0, windowPerSecond: 0 };
+  const streams = new Set(custom.map((event) => event.runId)).size;
+  const emitted = custom.map((event) => event.emittedAt!);
+  const read = custom.map((event) => event.receivedAt - offset);
+  const span = (times: number[]) => (largest(times) - smallest(times)) / 1000;
+  const intervals = custom.length - streams;
+  const seconds = span(read);
   return {
-    events,
+    events: custom.length,
     seconds,
-    eventsPerSecond: events / seconds,
-    p50: percentile(emitToSse, 50),
-    p95: percentile(emitToSse, 95),
-    max: Math.max(...emitToSse),
+    eventsPerSecond: intervals / seconds,
+    offeredPerSecond: intervals / span(emitted),
+    windowPerSecond: custom.length / ((largest(read) - smallest(emitted)) / 1000),
   };
 }
 
+/** Events delivered, at what rates, and the emit -> SSE latencies and emit lag of one measurement. */
+function delivery(
+  result: SseResult,
+  offset: number,
+): Pick<Row, "events" | "seconds" | "eventsPerSecond" | "offeredPerSecond" | "windowPerSecond" | "p50" | "p95" | "max" | "lagP95"> {
+  const emitToSse = latencies(result, offset);
+  const lag = result.events.flatMap((event) =>
+    event.emittedAt !== undefined && event.scheduledAt !== undefined ? [event.emittedAt - event.scheduledAt] : [],
+  );
+  return {
+    ...rates(result, offset),
+    p50: percentile(emitToSse, 50),
+    p95: percentile(emitToSse, 95),
+    max: largest(emitToSse),
+    lagP95: percentile(lag, 95),
+  };
+}
+
+/** What is wrong with what the readers got, checked against each run's durable log; "" when nothing. */
 function completeness(result: SseResult, log: readonly LogRow[], runs: number): string {
   const problems: string[] = [];
   const byRun = new Map<string, SseEvent[]>();
@@ -415,7 +455,7 @@ async function main(): Promise<void> {
       for (const k of KS[driver]) {
         const row = await measureRudder(client, driver, k);
         console.log(
-          `  ${row.system} K=${k}: ${fixed(row.eventsPerSecond, 0)} events/s, emit->SSE p50 ${fixed(row.p50)} ms p95 ${fixed(row.p95)} ms, ${fixed(row.commitsPerEvent, 3)} commits/event, ${fixed(row.serverCpuUsPerEvent, 0)} µs server CPU/event, complete: ${row.complete}`,
+          `  ${row.system} K=${k}: ${fixed(row.eventsPerSecond, 0)} events/s delivered (offered ${fixed(row.offeredPerSecond, 0)}), emit->SSE p50 ${fixed(row.p50)} ms p95 ${fixed(row.p95)} ms, ${fixed(row.commitsPerEvent, 3)} commits/event, ${fixed(row.serverCpuUsPerEvent, 0)} µs server CPU/event, complete: ${row.complete}`,
         );
         rows.push(row);
       }
@@ -447,7 +487,10 @@ async function main(): Promise<void> {
         "system",
         "K",
         "events",
-        "events/s",
+        "events/s delivered",
+        "offered",
+        "window",
+        "emit lag p95 ms",
         "emit->SSE p50 ms",
         "p95 ms",
         "max ms",
@@ -462,6 +505,9 @@ async function main(): Promise<void> {
         row.k,
         row.events,
         fixed(row.eventsPerSecond, 0),
+        fixed(row.offeredPerSecond, 0),
+        fixed(row.windowPerSecond, 0),
+        fixed(row.lagP95, 1),
         fixed(row.p50),
         fixed(row.p95),
         fixed(row.max),
@@ -482,7 +528,7 @@ async function main(): Promise<void> {
       return `  ${label}: measured ${fixed(measured, digits)}, target ${better === "higher" ? ">=" : "<="} ${wanted}: ${met ? "met" : `missed by ${fixed(Math.abs(measured - wanted), digits)}`}`;
     };
     console.log(`\ngap to target (PostgreSQL K=${TARGET.k}):`);
-    console.log(gap("events/s", target.eventsPerSecond, TARGET.eventsPerSecond, "higher", 0));
+    console.log(gap("events/s delivered", target.eventsPerSecond, TARGET.eventsPerSecond, "higher", 0));
     console.log(gap("emit->SSE p95 ms", target.p95, TARGET.p95Ms, "lower", 1));
     console.log(gap("commits/event", target.commitsPerEvent, TARGET.commitsPerEvent, "lower", 3));
     console.log(`  nothing lost or reordered, all durable: ${target.complete}`);
