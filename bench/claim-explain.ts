@@ -8,7 +8,13 @@
  * explain runs in a transaction that rolls back.
  *
  *   RUDDER_BENCH_DATABASE_URL=postgres://postgres@127.0.0.1:5432/test node --import tsx bench/claim-explain.ts
- *   [--busy 1000] [--behind 10] [--free 10] [--repeat 5]
+ *   [--busy 1000] [--behind 10] [--free 10] [--repeat 5] [--freed] [--skip-analyze]
+ *
+ *   --freed          then the busy threads' running runs end at once and each thread's next run
+ *                    becomes claimable (a cancel storm: the standing-load bench's cancel-all), and
+ *                    the claim is explained a third time, with those 1,000 heads to choose from
+ *   --skip-analyze   never `analyze`: the plans of a database autovacuum has not reached yet (a new
+ *                    deployment's first minute under load; docs/database.md, "The queue")
  *
  * It creates and drops its own database. Besides the plans it prints the median execution time of
  * `--repeat` explains of each case, a timing that moves with the machine's load.
@@ -28,6 +34,8 @@ const { values: args } = parseArgs({
     behind: { type: "string", default: "10" },
     free: { type: "string", default: "10" },
     repeat: { type: "string", default: "5" },
+    freed: { type: "boolean", default: false },
+    "skip-analyze": { type: "boolean", default: false },
   },
 });
 const [busy, behind, free, repeat] = [args.busy, args.behind, args.free, args.repeat].map(Number) as [number, number, number, number];
@@ -51,14 +59,33 @@ try {
   while ((await claimRuns(db, "holder", 3_600_000, 100, { to: "running", thread: "busy" })).length);
   for (let round = 0; round < behind; round++)
     for (const thread of busyThreads) await insertRun(db, newRun(thread), Number.MAX_SAFE_INTEGER);
-  await db.query("analyze");
+  await analyze();
   console.log(`filled: ${busy} busy threads × ${behind} queued behind each, in ${Math.round(performance.now() - started)} ms`);
   await explainClaim("nothing claimable (an idle worker's poll)");
   for (const thread of await threads(free)) await insertRun(db, newRun(thread), Number.MAX_SAFE_INTEGER);
-  await db.query("analyze");
+  await analyze();
   await explainClaim(`${free} claimable runs on idle threads, created last`);
+  if (args.freed) {
+    // What a settle or cancel does per thread (releaseNextRun), for all the busy threads at once.
+    await db.query(
+      "update runs set status = 'cancelled', lease_owner = null, lease_expires_at = null, finished_at = now() where status = 'running'",
+    );
+    await db.query("update threads set status = 'idle'");
+    await db.query(
+      `update runs r set blocked = false
+        where r.status = 'pending' and r.blocked
+          and not exists (select 1 from runs p where p.tenant_id = r.tenant_id and p.thread_id = r.thread_id
+                                                 and p.status = 'pending' and (p.created_at, p.run_id) < (r.created_at, r.run_id))`,
+    );
+    await analyze();
+    await explainClaim(`${busy} threads freed at once, each with its next run claimable`);
+  }
 } finally {
   await drop();
+}
+
+async function analyze(): Promise<void> {
+  if (!args["skip-analyze"]) await db.query("analyze");
 }
 
 async function threads(count: number): Promise<string[]> {

@@ -17,6 +17,12 @@ const CROSS_TENANT = [
   /^update runs set lease_expires_at = now\(\) where status in \('running', 'cancelling'\) and lease_expires_at > now\(\) returning run_id$/,
 ];
 
+/**
+ * Scans inside a statement that cross tenants on purpose: the claim reads one queue (its candidates
+ * and its threads' heads) across tenants, joining all else on (tenant_id, id) (docs/database.md).
+ */
+const CROSS_TENANT_SCANS = [{ statement: /^with candidate as \(/, table: "runs", alias: "h" }];
+
 const flat = (sql: string) => sql.replace(/\s+/g, " ").trim();
 
 describe("tenant-leading keys", () => {
@@ -107,7 +113,12 @@ describe("tenant-leading keys", () => {
       const references = tableReferences(sql);
       for (const reference of references) touched.add(reference.table);
       if (CROSS_TENANT.some((allowed) => allowed.test(sql))) continue;
-      for (const reference of references) if (reference.problem) problems.push(`${reference.problem}:\n  ${sql}`);
+      for (const reference of references) {
+        const deliberate = CROSS_TENANT_SCANS.some(
+          (scan) => scan.statement.test(sql) && scan.alias === reference.alias && scan.table === reference.table,
+        );
+        if (reference.problem && !deliberate) problems.push(`${reference.problem}:\n  ${sql}`);
+      }
     }
     assert.deepEqual(problems, [], "statements on tenant-owned rows that do not name the tenant");
     assert.deepEqual([...touched].sort(), [...TENANT_TABLES].sort(), "the lifecycle reaches every tenant-owned table");

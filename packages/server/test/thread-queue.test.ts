@@ -1,12 +1,14 @@
+import { randomUUID } from "node:crypto";
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
 import { NO_USAGE } from "../src/domain/budget.ts";
 import { freesThread, type RunStatus } from "../src/domain/runs.ts";
 import type { Db } from "../src/storage/db.ts";
-import { claimRuns, settleAttempt } from "../src/storage/runs.ts";
-import { lockThread } from "../src/storage/threads.ts";
-import { TEST_DRIVER } from "./support/db.ts";
+import { claimRuns, insertRun, settleAttempt } from "../src/storage/runs.ts";
+import { insertThread, lockThread } from "../src/storage/threads.ts";
+import { createTestDatabase, TEST_DRIVER } from "./support/db.ts";
+import { stateless } from "./support/runs.ts";
 import { startTestServer, type TestServer } from "./support/server.ts";
 
 const TESTING_CONFIG = fileURLToPath(new URL("./fixtures/testing.rudder.json", import.meta.url));
@@ -223,6 +225,74 @@ describe(`runs queued behind a busy thread on ${TEST_DRIVER}`, () => {
     }
   });
 });
+
+/**
+ * The claim finds each thread's oldest claimable run once per claim, whatever the statistics say:
+ * in a generic plan cached once a queue drained (a named statement's plan, made when no run was
+ * claimable) and on a table never analyzed since runs joined it (a new deployment's first minute
+ * under load, before autovacuum). It used to probe, per candidate, for an older claimable run of
+ * the thread, and such plans read that probe from an index of the tenant's or the whole queue's
+ * pending runs: O(claimable) per candidate, 1.5 s a claim at 1,000 freed threads with 10,000 runs
+ * behind them, and a run that waited over a minute to start under the standing-load bench.
+ */
+test(`the claim finds the threads' heads once per claim, in a generic plan and with no statistics, on ${TEST_DRIVER}`, async () => {
+  const database = await createTestDatabase();
+  const db = database.db;
+  const statement = await firstStatement(db, (recorder) => claimRuns(recorder, "probe", 60_000, 10, { to: "running", thread: "busy" }));
+  /** The heads' subquery (over `runs h`) runs once per claim: a hashed subplan, looked up per candidate. */
+  const assertHeadsOnce = (plan: string) => {
+    const heads = /SubPlan (\d+)\n(?:(?!\s*SubPlan).*\n)*?.*\bon runs h\b/.exec(plan);
+    assert.ok(heads, `the heads' subquery is in the plan:\n${plan}`);
+    assert.match(plan, new RegExp(`\\(hashed SubPlan ${heads[1]}\\)`), `the heads are found once, not per candidate:\n${plan}`);
+  };
+  const explainCustom = (sql: string, params: readonly unknown[]) =>
+    db.transaction(async (tx) => {
+      await tx.query("set local plan_cache_mode = force_custom_plan");
+      const rows = await tx.query<{ "QUERY PLAN": string }>(`explain (costs off) ${sql}`, params);
+      return rows.map((row) => row["QUERY PLAN"]).join("\n");
+    });
+  try {
+    // Generic, made once a queue drained and autovacuum analyzed it: many runs, none claimable.
+    const fill = async (threadCount: number, perThread: number) => {
+      const threads = Array.from({ length: threadCount }, () => randomUUID());
+      for (const threadId of threads) await insertThread(db, "t1", threadId, {});
+      for (let round = 0; round < perThread; round++)
+        for (const threadId of threads)
+          await insertRun(db, { ...stateless("t1"), threadId, requestHash: "probe" }, Number.MAX_SAFE_INTEGER);
+    };
+    await fill(50, 4);
+    await db.query("update runs set status = 'succeeded', blocked = false, finished_at = now() where tenant_id = 't1'");
+    await db.query("analyze runs");
+    const generic = await db.transaction(async (tx) => {
+      await tx.query(`prepare probe_claim as ${statement.sql}`);
+      await tx.query("set local plan_cache_mode = force_generic_plan");
+      const rows = await tx.query<{ "QUERY PLAN": string }>(
+        `explain (costs off) execute probe_claim(${statement.params.map((value) => `'${String(value)}'`).join(", ")})`,
+      );
+      await tx.query("deallocate probe_claim");
+      return rows.map((row) => row["QUERY PLAN"]).join("\n");
+    });
+    assertHeadsOnce(generic);
+
+    // Custom, on a table never analyzed since runs joined it, each thread's head claimable.
+    await fill(50, 4);
+    const custom = await explainCustom(statement.sql, statement.params);
+    assertHeadsOnce(custom);
+  } finally {
+    await database.drop();
+  }
+});
+
+/** The first statement `call` sends, not sent. */
+async function firstStatement(db: Db, call: (recorder: Db) => Promise<unknown>): Promise<{ sql: string; params: readonly unknown[] }> {
+  let recorded: { sql: string; params: readonly unknown[] } | undefined;
+  const stop = new Error("recorded");
+  await call({ ...db, query: (sql, params = []) => ((recorded ??= { sql, params }), Promise.reject(stop)) }).catch((error: unknown) => {
+    if (error !== stop) throw error;
+  });
+  assert.ok(recorded, "the call sent a statement");
+  return recorded;
+}
 
 /** An attempt's end as the worker writes it: the thread locked first, then the fenced settle. */
 async function settle(db: Db, runId: string, attempt: number, status: RunStatus): Promise<void> {

@@ -302,8 +302,14 @@ export type Claim = ClaimedRun & { readonly claimableSeconds: number };
  * passed, and running runs whose lease expired (their worker died). Only those are in the scan
  * (`runs_claimable` holds the pending runs that are not blocked), so runs queued behind busy
  * threads cost it nothing. The thread rule is checked again on each candidate: no active run on
- * it and no older unblocked pending run (two creates at once may both join unblocked; FIFO per
- * thread, so at most one run per thread qualifies). One
+ * it, and it is its thread's oldest unblocked pending run (two creates at once may both join
+ * unblocked; FIFO per thread, so at most one run per thread qualifies). Those heads are found once
+ * per claim, by one `distinct on` over the claimable runs on threads, and each candidate is
+ * looked up in the result (a hashed subplan): before, each
+ * candidate probed for an older claimable run of its thread, and a plan made from stale or
+ * missing statistics (a generic plan cached while the queue was empty, a table autovacuum had not
+ * reached) read the probe from an index of the tenant's or the whole queue's pending runs, so a
+ * claim cost the square of the claimable runs: 1.5 s at 1,000 (docs/database.md, "The queue"). One
  * statement, `for update skip locked`, so concurrent workers never claim the same row; it also
  * marks the claimed runs' threads busy. It locks a candidate's thread before the run, and
  * skips a thread someone else holds (a create deciding its multitask strategy, a settle): a
@@ -332,11 +338,13 @@ export async function claimRuns(
            from runs r
           where (r.status = 'pending' and not r.blocked and r.available_at <= now()
                  and (r.thread_id is null or (
-                   not exists (select 1 from runs a where a.tenant_id = r.tenant_id and a.thread_id = r.thread_id
+                   (r.tenant_id, r.thread_id, r.run_id) in (
+                     select distinct on (h.tenant_id, h.thread_id) h.tenant_id, h.thread_id, h.run_id
+                       from runs h
+                      where h.status = 'pending' and not h.blocked and h.thread_id is not null
+                      order by h.tenant_id, h.thread_id, h.created_at, h.run_id)
+                   and not exists (select 1 from runs a where a.tenant_id = r.tenant_id and a.thread_id = r.thread_id
                                                 and a.status in ('running', 'cancelling'))
-                   and not exists (select 1 from runs p where p.tenant_id = r.tenant_id and p.thread_id = r.thread_id
-                                    and p.status = 'pending' and not p.blocked
-                                    and (p.created_at, p.run_id) < (r.created_at, r.run_id))
                    and ${THREAD_LOCKED_UNLESS_HELD})))
              or (r.status = 'running' and r.lease_expires_at < now()
                  and (r.thread_id is null or ${THREAD_LOCKED_UNLESS_HELD}))
