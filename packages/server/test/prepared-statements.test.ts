@@ -1,6 +1,7 @@
+import { randomUUID } from "node:crypto";
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { createPgliteDb, type Db, type Queryable } from "../src/storage/db.ts";
+import { createPgliteDb, createPostgresDb, type Db, type Queryable } from "../src/storage/db.ts";
 import { MAX_NAMED_PARAMETERS, StatementNames } from "../src/storage/statement-names.ts";
 import { createTestDatabase, TEST_DRIVER } from "./support/db.ts";
 
@@ -112,6 +113,33 @@ for (const variant of variants) {
         });
         assert.deepEqual(normalise(await db.query(TEXT, [[2]])), [expected[1]]);
       }));
+
+    if (variant.label === "postgres")
+      test("on PostgreSQL a named statement is planned at each execution until the hot tables were analyzed", async () => {
+        const { db, url, drop } = await createTestDatabase();
+        const afterAnalyze = createPostgresDb(url!);
+        try {
+          const runById = "select run_id from runs where tenant_id = $1 and run_id = $2";
+          await db.transaction(async (tx) => {
+            for (let i = 0; i < 8; i++) await tx.query(runById, ["t", randomUUID()]);
+            const [stats] = await tx.query<{ generic_plans: string; custom_plans: string }>(
+              "select generic_plans, custom_plans from pg_prepared_statements where statement = $1",
+              [runById],
+            );
+            // PostgreSQL's default would switch to a generic plan, made on these empty tables, after five custom ones.
+            assert.deepEqual([Number(stats?.generic_plans), Number(stats?.custom_plans)], [0, 7], JSON.stringify(stats));
+          });
+          await db.query("analyze");
+          assert.deepEqual(
+            await afterAnalyze.query("show plan_cache_mode"),
+            [{ plan_cache_mode: "auto" }],
+            "a connection opened after the analyze",
+          );
+        } finally {
+          await afterAnalyze.close();
+          await drop();
+        }
+      });
 
     test("a prepared statement's error keeps its SQLSTATE; the connection and transactions go on", () =>
       withItems(async (db) => {

@@ -57,6 +57,22 @@ export interface DbStats {
   readonly poolWaitTimeouts: number;
 }
 
+/** The tables whose statements' plans depend most on their size. */
+const HOT_TABLES = ["runs", "threads", "run_events", "steering_events", "checkpoints", "checkpoint_writes"];
+
+/**
+ * A connection opened while any hot table has never been analyzed plans every execution of a
+ * named statement afresh. PostgreSQL's plan cache otherwise settles on a generic plan after five
+ * executions, and a generic plan is frozen at the table sizes of its moment: made on a new
+ * database's empty tables (statistics say empty until autovacuum's first analyze), it read runs
+ * by the tenant alone rather than by their key, long after the queue had grown. Once analyzed,
+ * each analyze invalidates the plans, and new connections keep the default.
+ */
+const CUSTOM_PLANS_UNTIL_ANALYZED = `select set_config('plan_cache_mode', 'force_custom_plan', false)
+  where (select count(*) from pg_stat_user_tables
+          where schemaname = current_schema() and relname = any($1::text[])
+            and coalesce(last_analyze, last_autoanalyze) is not null) < cardinality($1::text[])`;
+
 /** A new connection that is not up by then fails (503): the database is down or unreachable. */
 const CONNECT_TIMEOUT_MS = 5_000;
 
@@ -102,6 +118,9 @@ function postgresPoolDb(connectionString: string, max: number, waitMs: number): 
   const pool = new pg.Pool({ connectionString, max, connectionTimeoutMillis: waitMs, Client: BoundedConnectClient });
   // An idle client that loses its connection must not crash the process; the next query reconnects.
   pool.on("error", () => {});
+  // Queued on the client ahead of any statement of its first user (docs/database.md, "Prepared
+  // statements"); if it fails, the connection keeps PostgreSQL's default plan choice.
+  pool.on("connect", (client) => void client.query(CUSTOM_PLANS_UNTIL_ANALYZED, [HOT_TABLES]).catch(() => {}));
   let unavailableErrors = 0;
   let poolWaitTimeouts = 0;
   const rethrowUnavailable = (error: unknown): never => {
