@@ -5,6 +5,10 @@ import { createPgliteDb, createPostgresDb, type Db, type Queryable } from "../sr
 import { MAX_NAMED_PARAMETERS, StatementNames } from "../src/storage/statement-names.ts";
 import { createTestDatabase, TEST_DRIVER } from "./support/db.ts";
 
+/** Every warning of this file's process: pg warns (once) of a statement sent while one runs. */
+const processWarnings: string[] = [];
+process.on("warning", (warning) => processWarnings.push(warning.message));
+
 describe("which statements get a name (StatementNames)", () => {
   test("a text is named the second time it is sent, keeps its name, and names are unique", () => {
     const names = new StatementNames(10);
@@ -119,6 +123,8 @@ for (const variant of variants) {
         const { db, url, drop } = await createTestDatabase();
         const afterAnalyze = createPostgresDb(url!);
         try {
+          // New connections at once: each one's set-up must finish before its first statement.
+          await Promise.all(Array.from({ length: 5 }, () => db.query("select pg_sleep(0.01)")));
           const runById = "select run_id from runs where tenant_id = $1 and run_id = $2";
           await db.transaction(async (tx) => {
             for (let i = 0; i < 8; i++) await tx.query(runById, ["t", randomUUID()]);
@@ -135,6 +141,8 @@ for (const variant of variants) {
             [{ plan_cache_mode: "auto" }],
             "a connection opened after the analyze",
           );
+          await new Promise((resolve) => setImmediate(resolve));
+          assert.deepEqual(processWarnings, [], "no statement was sent while a connection's set-up ran");
         } finally {
           await afterAnalyze.close();
           await drop();

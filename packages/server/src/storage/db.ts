@@ -57,6 +57,11 @@ export interface DbStats {
   readonly poolWaitTimeouts: number;
 }
 
+const noop = () => {};
+
+/** A pooled connection is closed and replaced, once idle, after this long. */
+const CONNECTION_LIFETIME_SECONDS = 600;
+
 /** The tables whose statements' plans depend most on their size. */
 const HOT_TABLES = ["runs", "threads", "run_events", "steering_events", "checkpoints", "checkpoint_writes"];
 
@@ -115,12 +120,21 @@ export function createPostgresDb(connectionString: string, options: PostgresPool
 }
 
 function postgresPoolDb(connectionString: string, max: number, waitMs: number): Db {
-  const pool = new pg.Pool({ connectionString, max, connectionTimeoutMillis: waitMs, Client: BoundedConnectClient });
+  const pool = new pg.Pool({
+    connectionString,
+    max,
+    connectionTimeoutMillis: waitMs,
+    Client: BoundedConnectClient,
+    // Awaited by the pool before the new connection's first use (docs/database.md, "Prepared
+    // statements"); if it fails, the connection keeps PostgreSQL's default plan choice.
+    onConnect: (client) => client.query(CUSTOM_PLANS_UNTIL_ANALYZED, [HOT_TABLES]).then(noop, noop),
+    // A connection opened before the first analyze would plan afresh for as long as it lives, and a
+    // busy pool's connections are never idle long enough to be closed: renewed every ten minutes,
+    // they take the plan cache back once the tables have statistics.
+    maxLifetimeSeconds: CONNECTION_LIFETIME_SECONDS,
+  });
   // An idle client that loses its connection must not crash the process; the next query reconnects.
   pool.on("error", () => {});
-  // Queued on the client ahead of any statement of its first user (docs/database.md, "Prepared
-  // statements"); if it fails, the connection keeps PostgreSQL's default plan choice.
-  pool.on("connect", (client) => void client.query(CUSTOM_PLANS_UNTIL_ANALYZED, [HOT_TABLES]).catch(() => {}));
   let unavailableErrors = 0;
   let poolWaitTimeouts = 0;
   const rethrowUnavailable = (error: unknown): never => {
