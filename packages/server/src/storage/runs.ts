@@ -311,12 +311,16 @@ export type Claim = ClaimedRun & { readonly claimableSeconds: number };
  * reached) read the probe from an index of the tenant's or the whole queue's pending runs, so a
  * claim cost the square of the claimable runs: 1.5 s at 1,000 (docs/database.md, "The queue"). One
  * statement, `for update skip locked`, so concurrent workers never claim the same row; it also
- * marks the claimed runs' threads busy. It locks a candidate's thread before the run, and
- * skips a thread someone else holds (a create deciding its multitask strategy, a settle): a
- * claim never waits, so it cannot deadlock against them; their commit's notice brings it back.
- * That holds for a running run whose lease expired too: its first attempt may still be settling
- * (holding the thread, then updating the run), and a claim that took the run without its thread
- * deadlocked with that settle when it came to mark the thread busy (seen under a standing load).
+ * marks the claimed runs' threads busy. It locks the threads of the `limit` runs it chose only
+ * (`held`, skip locked too), and drops a run whose thread someone else holds (a create deciding
+ * its multitask strategy, a settle): a claim never waits, so it cannot deadlock against them; their
+ * commit's notice brings it back. It used to lock each candidate's thread while filtering, before
+ * the sort and the limit: every claimable run's thread, 5,000 row locks and 58 ms for a claim of
+ * 25 (9 ms now, `bench/claim-explain.ts --free 5000`), and other workers' claims skipped them all.
+ * A running run whose lease expired is taken only with its thread too: its first attempt may still
+ * be settling (holding the thread, then updating the run), and a claim that took the run without
+ * its thread deadlocked with that settle when it came to mark the thread busy (seen under a
+ * standing load).
  * The unique index on active runs per thread backs the thread rule: a claim that loses that
  * race claims nothing and the caller tries again. The new statuses come from the lifecycle's
  * claim rule (`to` and `thread`). The candidate scan crosses tenants (one queue on one
@@ -333,7 +337,7 @@ export async function claimRuns(
   try {
     const rows = await db.query<RunRow & { claimable_seconds: number }>(
       `with candidate as (
-         select r.tenant_id, r.run_id,
+         select r.tenant_id, r.run_id, r.thread_id,
                 extract(epoch from (clock_timestamp() - case when r.status = 'pending' then r.available_at else r.lease_expires_at end))::float8 as claimable_seconds
            from runs r
           where (r.status = 'pending' and not r.blocked and r.available_at <= now()
@@ -344,19 +348,25 @@ export async function claimRuns(
                       where h.status = 'pending' and not h.blocked and h.thread_id is not null
                       order by h.tenant_id, h.thread_id, h.created_at, h.run_id)
                    and not exists (select 1 from runs a where a.tenant_id = r.tenant_id and a.thread_id = r.thread_id
-                                                and a.status in ('running', 'cancelling'))
-                   and ${THREAD_LOCKED_UNLESS_HELD})))
-             or (r.status = 'running' and r.lease_expires_at < now()
-                 and (r.thread_id is null or ${THREAD_LOCKED_UNLESS_HELD}))
+                                                and a.status in ('running', 'cancelling')))))
+             or (r.status = 'running' and r.lease_expires_at < now())
           order by r.created_at, r.run_id
           limit $3
           for update skip locked
+       ), held as materialized (
+         select t.tenant_id, t.thread_id from threads t
+          where (t.tenant_id, t.thread_id) in (select c.tenant_id, c.thread_id from candidate c where c.thread_id is not null)
+            for update skip locked
+       ), chosen as (
+         select c.tenant_id, c.run_id, c.claimable_seconds from candidate c
+           left join held h on h.tenant_id = c.tenant_id and h.thread_id = c.thread_id
+          where c.thread_id is null or h.thread_id is not null
        ), claimed as (
          update runs r set status = $4, attempt = r.attempt + 1, lease_owner = $1, steering_closed = false,
                 lease_expires_at = now() + $2 * interval '1 millisecond',
                 started_at = coalesce(r.started_at, clock_timestamp()), updated_at = now()
-           from candidate where r.tenant_id = candidate.tenant_id and r.run_id = candidate.run_id
-         returning ${runColumns("r")}, candidate.claimable_seconds
+           from chosen where r.tenant_id = chosen.tenant_id and r.run_id = chosen.run_id
+         returning ${runColumns("r")}, chosen.claimable_seconds
        ), busy as (
          update threads t set status = $5, updated_at = now()
            from claimed where t.tenant_id = claimed.tenant_id and t.thread_id = claimed.thread_id::uuid
