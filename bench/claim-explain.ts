@@ -23,7 +23,7 @@ import { randomUUID } from "node:crypto";
 import { parseArgs } from "node:util";
 import type { Db } from "../packages/server/src/storage/db.ts";
 import { migrate } from "../packages/server/src/storage/migrate.ts";
-import { claimRuns, insertRun, type NewRun } from "../packages/server/src/storage/runs.ts";
+import { claimRuns, insertRun, updateRunStatus, type NewRun } from "../packages/server/src/storage/runs.ts";
 import { insertThread } from "../packages/server/src/storage/threads.ts";
 import { stateless } from "../packages/server/test/support/runs.ts";
 import { explainRolledBack, firstStatement, privateDatabase } from "./common.ts";
@@ -66,17 +66,13 @@ try {
   await analyze();
   await explainClaim(`${free} claimable runs on idle threads, created last`);
   if (args.freed) {
-    // What a settle or cancel does per thread (releaseNextRun), for all the busy threads at once.
-    await db.query(
-      "update runs set status = 'cancelled', lease_owner = null, lease_expires_at = null, finished_at = now() where status = 'running'",
+    // Each running run cancelled as Rudder's storage does it (the thread's next run released), all at once.
+    const running = await db.query<{ run_id: string }>(
+      "select run_id::text as run_id from runs where tenant_id = $1 and status = 'running'",
+      [TENANT],
     );
-    await db.query("update threads set status = 'idle'");
-    await db.query(
-      `update runs r set blocked = false
-        where r.status = 'pending' and r.blocked
-          and not exists (select 1 from runs p where p.tenant_id = r.tenant_id and p.thread_id = r.thread_id
-                                                 and p.status = 'pending' and (p.created_at, p.run_id) < (r.created_at, r.run_id))`,
-    );
+    for (const { run_id: runId } of running)
+      await updateRunStatus(db, TENANT, runId, { status: "cancelled", finishes: true, error: null, freesThread: true });
     await analyze();
     await explainClaim(`${busy} threads freed at once, each with its next run claimable`);
   }

@@ -4,6 +4,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { createPostgresDb, type Db } from "../packages/server/src/storage/db.ts";
+export { firstStatement } from "../packages/server/test/support/intercepted-db.ts";
 
 export type Driver = "pglite" | "postgres";
 
@@ -70,24 +71,6 @@ export function exitWithUsage(help: boolean, usage: string): void {
   if (!help) return;
   console.log(usage);
   process.exit(0);
-}
-
-/** The first statement `call` sends through `db`, with its parameters; nothing is run. */
-export async function firstStatement(db: Db, call: (db: Db) => Promise<unknown>): Promise<{ sql: string; params: readonly unknown[] }> {
-  let recorded: { sql: string; params: readonly unknown[] } | undefined;
-  const stop = new Error("recorded");
-  const recorder: Db = {
-    ...db,
-    query: (sql, params = []) => {
-      recorded ??= { sql, params };
-      return Promise.reject(stop);
-    },
-  };
-  await call(recorder).catch((error: unknown) => {
-    if (error !== stop) throw error;
-  });
-  if (!recorded) throw new Error("the call sent no statement");
-  return recorded;
 }
 
 /** `explain (<options>) <sql>` in a transaction that rolls back, so a write explained with `analyze` changes nothing. */

@@ -8,6 +8,7 @@ import type { Db } from "../src/storage/db.ts";
 import { claimRuns, insertRun, settleAttempt } from "../src/storage/runs.ts";
 import { insertThread, lockThread } from "../src/storage/threads.ts";
 import { createTestDatabase, TEST_DRIVER } from "./support/db.ts";
+import { firstStatement } from "./support/intercepted-db.ts";
 import { stateless } from "./support/runs.ts";
 import { startTestServer, type TestServer } from "./support/server.ts";
 
@@ -282,17 +283,6 @@ test(`the claim finds the threads' heads once per claim, in a generic plan and w
     await database.drop();
   }
 });
-
-/** The first statement `call` sends, not sent. */
-async function firstStatement(db: Db, call: (recorder: Db) => Promise<unknown>): Promise<{ sql: string; params: readonly unknown[] }> {
-  let recorded: { sql: string; params: readonly unknown[] } | undefined;
-  const stop = new Error("recorded");
-  await call({ ...db, query: (sql, params = []) => ((recorded ??= { sql, params }), Promise.reject(stop)) }).catch((error: unknown) => {
-    if (error !== stop) throw error;
-  });
-  assert.ok(recorded, "the call sent a statement");
-  return recorded;
-}
 
 /** An attempt's end as the worker writes it: the thread locked first, then the fenced settle. */
 async function settle(db: Db, runId: string, attempt: number, status: RunStatus): Promise<void> {

@@ -304,23 +304,16 @@ export type Claim = ClaimedRun & { readonly claimableSeconds: number };
  * threads cost it nothing. The thread rule is checked again on each candidate: no active run on
  * it, and it is its thread's oldest unblocked pending run (two creates at once may both join
  * unblocked; FIFO per thread, so at most one run per thread qualifies). Those heads are found once
- * per claim, by one `distinct on` over the claimable runs on threads, and each candidate is
- * looked up in the result (a hashed subplan): before, each
- * candidate probed for an older claimable run of its thread, and a plan made from stale or
- * missing statistics (a generic plan cached while the queue was empty, a table autovacuum had not
- * reached) read the probe from an index of the tenant's or the whole queue's pending runs, so a
- * claim cost the square of the claimable runs: 1.5 s at 1,000 (docs/database.md, "The queue"). One
- * statement, `for update skip locked`, so concurrent workers never claim the same row; it also
- * marks the claimed runs' threads busy. It locks the threads of the `limit` runs it chose only
- * (`held`, skip locked too), and drops a run whose thread someone else holds (a create deciding
- * its multitask strategy, a settle): a claim never waits, so it cannot deadlock against them; their
- * commit's notice brings it back. It used to lock each candidate's thread while filtering, before
- * the sort and the limit: every claimable run's thread, 5,000 row locks and 58 ms for a claim of
- * 25 (9 ms now, `bench/claim-explain.ts --free 5000`), and other workers' claims skipped them all.
- * A running run whose lease expired is taken only with its thread too: its first attempt may still
- * be settling (holding the thread, then updating the run), and a claim that took the run without
- * its thread deadlocked with that settle when it came to mark the thread busy (seen under a
- * standing load).
+ * per claim (one `distinct on`, hashed) rather than probed per candidate, so no plan, however stale
+ * its statistics, makes a claim cost the square of the claimable runs (docs/database.md, "The
+ * queue"). One statement, `for update skip locked`, so concurrent workers never claim the same
+ * row; it also marks the claimed runs' threads busy. It locks the threads of the runs it chose,
+ * after the limit (`held`, skip locked too), not of every candidate, and drops a run whose thread
+ * someone else holds (a create deciding its multitask strategy, a settle): a claim never waits, so
+ * it cannot deadlock against them; their commit's notice brings it back. A running run whose
+ * lease expired is taken only with its thread too: its first attempt may still be settling
+ * (holding the thread, then updating the run), and a claim that took the run without its thread
+ * deadlocked with that settle when it came to mark the thread busy (seen under a standing load).
  * The unique index on active runs per thread backs the thread rule: a claim that loses that
  * race claims nothing and the caller tries again. The new statuses come from the lifecycle's
  * claim rule (`to` and `thread`). The candidate scan crosses tenants (one queue on one

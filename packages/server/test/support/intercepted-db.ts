@@ -21,3 +21,21 @@ export function interceptedDb(inner: Db, intercept: Intercept): Db {
     close: () => inner.close(),
   };
 }
+
+/** The first statement `call` sends through `db`, with its parameters; nothing is run. */
+export async function firstStatement(db: Db, call: (db: Db) => Promise<unknown>): Promise<{ sql: string; params: readonly unknown[] }> {
+  let recorded: { sql: string; params: readonly unknown[] } | undefined;
+  const stop = new Error("recorded");
+  const recorder: Db = {
+    ...db,
+    query: (sql, params = []) => {
+      recorded ??= { sql, params };
+      return Promise.reject(stop);
+    },
+  };
+  await call(recorder).catch((error: unknown) => {
+    if (error !== stop) throw error;
+  });
+  if (!recorded) throw new Error("the call sent no statement");
+  return recorded;
+}
