@@ -6,7 +6,7 @@
  *
  *   node --import tsx bench/runs.ts [--driver pglite|postgres|both] [--runs N]
  *        [--worker-concurrency 10,25] [--count-runs N] [--database-url URL] [--skip reference,throughput,sse,count] [--quiet-wait S]
- *        [--cpu-prof DIR] [--client-concurrency 1,10,100]
+ *        [--cpu-prof DIR] [--cpu-prof-concurrency N] [--client-concurrency 1,10,100]
  *
  *   --driver              which database driver(s) to measure (default both)
  *   --runs N              runs per throughput measurement at client concurrency 10 and 100 and for
@@ -24,9 +24,9 @@
  *                         throughput section's runs on threads)
  *   --client-concurrency  the throughput section's stateless client concurrencies (default 1,10,100)
  *   --cpu-prof DIR        write a V8 CPU profile of the server (this process) during each timed stateless
- *                         c=10 measurement only (not start-up, schema compilation or warm-up) to
- *                         DIR/runs-<driver>-w<worker concurrency>.cpuprofile; summarise one with
- *                         `node bench/profile-summary.mjs FILE`
+ *                         measurement at --cpu-prof-concurrency (default 10) only (not start-up, schema
+ *                         compilation or warm-up) to DIR/runs-<driver>-w<worker concurrency>-c<client
+ *                         concurrency>.cpuprofile; summarise one with `node bench/profile-summary.mjs FILE`
  *
  * What each section measures, and the figures of a full run, are in docs/benchmarks.md.
  *
@@ -78,13 +78,14 @@ const { values: args } = parseArgs({
     skip: { type: "string", default: "" },
     "quiet-wait": { type: "string", default: "60" },
     "cpu-prof": { type: "string" },
+    "cpu-prof-concurrency": { type: "string", default: "10" },
     "client-concurrency": { type: "string", default: "1,10,100" },
     help: { type: "boolean", default: false },
   },
 });
 exitWithUsage(
   args.help,
-  "node --import tsx bench/runs.ts [--driver pglite|postgres|both] [--runs N] [--worker-concurrency 10,25] [--count-runs N] [--database-url URL] [--skip reference,throughput,sse,count,thread] [--quiet-wait S] [--cpu-prof DIR] [--client-concurrency 1,10,100]",
+  "node --import tsx bench/runs.ts [--driver pglite|postgres|both] [--runs N] [--worker-concurrency 10,25] [--count-runs N] [--database-url URL] [--skip reference,throughput,sse,count,thread] [--quiet-wait S] [--cpu-prof DIR] [--cpu-prof-concurrency 10] [--client-concurrency 1,10,100]",
 );
 const DRIVERS = drivers(args.driver);
 const RUNS = positive(args.runs, "--runs");
@@ -95,6 +96,7 @@ const DATABASE_URL = args["database-url"];
 const SKIP = new Set(args.skip.split(",").filter(Boolean));
 const QUIET_WAIT_S = Number(args["quiet-wait"]);
 const CPU_PROF_DIR = args["cpu-prof"];
+const CPU_PROF_CONCURRENCY = positive(args["cpu-prof-concurrency"], "--cpu-prof-concurrency");
 const CLIENT_CONCURRENCIES = positiveList(args["client-concurrency"], "--client-concurrency");
 
 const SECRET = "rudder-bench-secret-rudder-bench-secret";
@@ -445,8 +447,8 @@ async function throughput(
     const measure = async (kind: string, concurrency: number, runs: number, threadIds?: string[]) => {
       await waitForQuiet(`${kind} c=${concurrency}`);
       const profile =
-        CPU_PROF_DIR && kind === "stateless" && concurrency === 10
-          ? `${CPU_PROF_DIR}/runs-${driver}-w${workerConcurrency}.cpuprofile`
+        CPU_PROF_DIR && kind === "stateless" && concurrency === CPU_PROF_CONCURRENCY
+          ? `${CPU_PROF_DIR}/runs-${driver}-w${workerConcurrency}-c${concurrency}.cpuprofile`
           : undefined;
       const mark = cpuMark();
       pdb.counter.reset();

@@ -9,7 +9,7 @@ import type { GraphRegistry } from "../graphs/registry.ts";
 import type { Notice, Notifier } from "../notify/notifier.ts";
 import { wakeups } from "../notify/wakeups.ts";
 import type { Metrics } from "../observability/metrics.ts";
-import type { Db, Queryable, Transaction } from "../storage/db.ts";
+import { withoutTransaction, type Db, type Queryable, type Transaction } from "../storage/db.ts";
 import * as runRows from "../storage/runs.ts";
 import { publicRun, type ClaimedRun, type NewRun } from "../storage/runs.ts";
 import { migrateToSuccessor } from "../storage/steering.ts";
@@ -77,11 +77,11 @@ export class RunService {
 
   /**
    * Creates a run: the Idempotency-Key replay rule, the thread's existence, the tenant's
-   * queued-run quota and the thread's multitask strategy, in that order, with the notices in the
-   * same transaction. Pass `tx` to create it inside the caller's transaction (the scheduler commits
+   * queued-run quota and the thread's multitask strategy, in that order, with the notices heard
+   * once it commits. Pass `tx` to create it inside the caller's transaction (the scheduler commits
    * a run with its schedule's advance). For `enqueue` (and a stateless run) the insert is one
-   * statement; `reject` and `cancel_previous` decide under the thread's row lock, which
-   * serialises creates on that thread. A caller that must name the run before it exists (the A2A
+   * statement, sent without a transaction (one round trip); `reject` and `cancel_previous` decide
+   * under the thread's row lock, which serialises creates on that thread. A caller that must name the run before it exists (the A2A
    * gateway's task id is its first run's id) passes `runId`. `afterSeconds` (the LangGraph
    * facade's `after_seconds`) creates it pending, claimable only once that time has passed.
    */
@@ -130,7 +130,9 @@ export class RunService {
       if (options.threadMetadata && threadId !== null) await this.recordOnThread(within, tenantId, threadId, options.threadMetadata);
       return this.createIn(within, run);
     };
-    const created = await (tx ? create(tx) : this.db.transaction(create));
+    // The insert decides `enqueue` (and a stateless run) alone, in one statement: no transaction around it.
+    const oneStatement = !options.threadMetadata && (threadId === null || run.multitaskStrategy === "enqueue");
+    const created = await (tx ? create(tx) : oneStatement ? withoutTransaction(this.db, create) : this.db.transaction(create));
     return { run: publicRun(created.run), replayed: created.replayed };
   }
 
