@@ -49,6 +49,28 @@ describe(`the worker's event writer on ${TEST_DRIVER}`, () => {
     await notifier.close();
   });
 
+  test("a run that settles before its flush is due leaves no flush behind for the next run's events", async (t) => {
+    t.mock.timers.enable({ apis: ["setTimeout"] });
+    let statements = 0;
+    const db = { ...database.db, query: <Row>(sql: string, params?: readonly unknown[]) => (statements++, database.db.query<Row>(sql, params)) };
+    const writer = new EventWriter(db, createLocalNotifier(), { flushMs: 20, maxBatch: 100_000 });
+    const [first, next] = await claimedRuns(database.db, 2);
+    const settled = writer.open(first!, () => assert.fail("the lease is held"));
+    settled.push(tick(0));
+    assert.equal((await settled.take()).length, 1, "the settle takes the run's events");
+    t.mock.timers.tick(15);
+    const running = writer.open(next!, () => assert.fail("the lease is held"));
+    running.push(tick(1));
+    t.mock.timers.tick(10); // the first run's flush would have been due now
+    await Promise.resolve();
+    assert.equal(statements, 0, "no flush ran");
+    assert.deepEqual(
+      (await running.take()).map((event) => event.data),
+      [{ data: { i: 1 } }],
+      "the next run's event waits for its own settle",
+    );
+  });
+
   test("a run's events keep their order across flushes, and interleave correctly with other appenders", async () => {
     const notifier = createLocalNotifier();
     const writer = new EventWriter(database.db, notifier, { flushMs: 1, maxBatch: 7 });

@@ -78,6 +78,22 @@ export class EventWriter {
   }
 
   /**
+   * @internal: a handle stopped batching (its rest goes with the settle) with `events` not taken:
+   * it no longer holds a flush due. Without this, a run that settled before its flush was due left
+   * the timer running, and the next run's first events were flushed by it (a commit of their own)
+   * instead of riding that run's settle.
+   */
+  release(handle: RunEvents, events: number): void {
+    if (this.waiting.get(handle.lease.runId) !== handle) return;
+    this.waiting.delete(handle.lease.runId);
+    this.pendingCount = Math.max(0, this.pendingCount - events);
+    if (this.waiting.size === 0) {
+      clearTimeout(this.timer);
+      this.timer = undefined;
+    }
+  }
+
+  /**
    * Queues a flush of everything waiting when it starts; resolves once it committed (or failed:
    * each handle learns its own fate). A flush queued behind another takes what arrived meanwhile.
    */
@@ -225,6 +241,7 @@ export class RunEvents {
     const rest = this.pending;
     this.pending = [];
     this.pendingJson = [];
+    this.writer.release(this, rest.length);
     if (this.inFlight > 0) await new Promise<void>((resolve) => this.idle.push(resolve));
     if (this.failure !== undefined) throw this.failure;
     return rest;
