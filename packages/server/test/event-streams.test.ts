@@ -25,6 +25,22 @@ function countingLogReads(database: TestDatabase): { database: TestDatabase; rea
   return { database: { ...database, db }, reads: () => reads };
 }
 
+/** `database`, counting the reads of one run's row (`watch` names the run; `reads` since the last `watch`). */
+function countingRunReads(database: TestDatabase): { database: TestDatabase; watch: (runId: string) => void; reads: () => number } {
+  let watched = "";
+  let reads = 0;
+  const isRunRead = (sql: string) => /^\s*select run_id::text as run_id, tenant_id, thread_id::text as thread_id\b/.test(sql);
+  const db = interceptedDb(database.db, (target, sql, params) => {
+    if (isRunRead(sql) && params?.[1] === watched) reads++;
+    return target.query(sql, params);
+  });
+  const watch = (runId: string) => {
+    watched = runId;
+    reads = 0;
+  };
+  return { database: { ...database, db }, watch, reads: () => reads };
+}
+
 const parsed = (events: readonly SseEvent[]) => events.map((event) => JSON.parse(event.data) as RunEvent);
 const ticksOf = (events: readonly RunEvent[]) => events.filter((e) => e.kind === "custom").map((e) => (e.data.data as { i: number }).i);
 
@@ -151,18 +167,30 @@ describe(`the event feed without a hand-off (API and worker in different process
 });
 
 describe(`waiting for a run's end on ${TEST_DRIVER}`, () => {
-  test("streams and a join of a running run read it once each when it is cancelled, not also on `cancelling`", async () => {
-    const database = await createTestDatabase();
-    let watched = "";
-    let runReads = 0;
-    const isRunRead = (sql: string) => /^\s*select run_id::text as run_id, tenant_id, thread_id::text as thread_id\b/.test(sql);
-    const db = interceptedDb(database.db, (target, sql, params) => {
-      if (isRunRead(sql) && params?.[1] === watched) runReads++;
-      return target.query(sql, params);
-    });
+  test("a join answered from this process's settle is the run as stored, after one read of it", async () => {
+    const counted = countingRunReads(await createTestDatabase());
+    const server = await startTestServer({ configFile: TESTING_CONFIG, database: counted.database });
+    try {
+      for (let i = 0; i < 5; i++) {
+        const created = await server.request("POST", "/v1/runs", { body: { assistant_id: "ticks", input: { count: 5, interval_ms: 20 } } });
+        assert.equal(created.status, 202, JSON.stringify(created.body));
+        counted.watch(String(created.body.run_id));
+        const joined = await server.request("GET", `/v1/runs/${String(created.body.run_id)}/join?timeout=30`);
+        assert.equal(joined.body.status, "succeeded", JSON.stringify(joined.body));
+        assert.equal(counted.reads(), 1, "the join reads the run when it starts (it is the tenant's), and not again at its end");
+        const stored = await server.request("GET", `/v1/runs/${String(created.body.run_id)}`);
+        assert.deepEqual(joined.body, stored.body);
+      }
+    } finally {
+      await server.close();
+    }
+  });
+
+  test("streams and a join of a running run get its end from this process's settle: no read on `cancelling`, none on the end", async () => {
+    const counted = countingRunReads(await createTestDatabase());
     const server = await startTestServer({
       configFile: TESTING_CONFIG,
-      database: { ...database, db },
+      database: counted.database,
       config: { streamHeartbeatMs: 30_000 },
     });
     try {
@@ -171,24 +199,27 @@ describe(`waiting for a run's end on ${TEST_DRIVER}`, () => {
       });
       assert.equal(created.status, 202, JSON.stringify(created.body));
       const runId = String(created.body.run_id);
-      watched = runId;
+      counted.watch(runId);
       const token = await server.token();
       const open = () => openSse(`${server.url}/v1/runs/${runId}/stream`, { headers: { authorization: `Bearer ${token}` } });
       const streams = [await open(), await open()];
       for (const stream of streams) for (let event = await stream.next(); event?.event !== "run_started"; event = await stream.next());
       // The join reads the run once before it waits; only what follows the cancel is counted.
-      const readsBeforeJoin = runReads;
+      const readsBeforeJoin = counted.reads();
       const join = server.request("GET", `/v1/runs/${runId}/join?timeout=30`);
-      while (runReads === readsBeforeJoin) await new Promise((resolve) => setTimeout(resolve, 5));
-      runReads = 0;
+      while (counted.reads() === readsBeforeJoin) await new Promise((resolve) => setTimeout(resolve, 5));
+      counted.watch(runId);
 
       const cancelled = await server.request("POST", `/v1/runs/${runId}/cancel`);
       assert.equal(cancelled.body.status, "cancelling");
       const ends = await Promise.all(streams.map((stream) => stream.rest()));
       for (const rest of ends) assert.equal(rest.filter((event) => event.event !== "heartbeat").at(-1)?.event, "run_cancelled");
-      assert.equal((await join).body.status, "cancelled");
-      // One read per waiter, on the settle's notice; none on the cancel's (the run was only cancelling).
-      assert.equal(runReads, 3, `${runReads} reads of the run by two streams and a join`);
+      const joined = await join;
+      assert.equal(joined.body.status, "cancelled");
+      // None on the cancel's notice (the run was only cancelling); none on the settle's: the worker
+      // of this process handed the settled row over with it.
+      assert.equal(counted.reads(), 0, `${counted.reads()} reads of the run by two streams and a join`);
+      assert.deepEqual(joined.body, (await server.request("GET", `/v1/runs/${runId}`)).body, "the join answers the run as stored");
     } finally {
       await server.close();
     }

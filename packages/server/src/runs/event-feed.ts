@@ -3,7 +3,9 @@ import { isSettled, type RunStatus } from "../domain/runs.ts";
 import type { Notice, Notifier } from "../notify/notifier.ts";
 import type { Db } from "../storage/db.ts";
 import { readEventsAfter } from "../storage/events.ts";
+import type { ClaimedRun } from "../storage/runs.ts";
 import type { EventHandoff } from "../worker/event-writer.ts";
+import type { SettleHandoff } from "../worker/worker.ts";
 
 /** Events read per run per statement. */
 const PAGE = 500;
@@ -22,9 +24,14 @@ const MAX_CACHED = 2000;
  * The log stays the truth: tails read only committed rows, in sequence order (a run's sequences
  * commit in order, see storage/events.ts), and a reader that joins behind a tail's memory (a
  * replay from Last-Event-ID) reads the log itself until it catches up.
+ *
+ * Waiters for a run's end (a join, a stream) register too (`awaitEnd`): a worker of this process
+ * that settles the run hands over the row its settle committed (`settled`) before its notice, so
+ * the waiter answers without reading the run again.
  */
-export class EventFeed implements EventHandoff {
+export class EventFeed implements EventHandoff, SettleHandoff {
   private readonly tails = new Map<string, RunTail>();
+  private readonly ends = new Map<string, { waiters: number; run: ClaimedRun | undefined }>();
   private due = new Set<RunTail>();
   private next: { promise: Promise<void>; resolve: () => void; reject: (error: unknown) => void } | undefined;
   private reading: Promise<void> = Promise.resolve();
@@ -63,6 +70,36 @@ export class EventFeed implements EventHandoff {
 
   deliver(runId: string, events: readonly RunEvent[]): void {
     this.tails.get(runId)?.deliver(events);
+  }
+
+  /**
+   * Waits for a run's end in this process; `detach` when done. `settled()` is the run as the last
+   * settle of a worker of this process committed it, if one did since. Only for a run the caller
+   * has checked is the tenant's.
+   */
+  awaitEnd(runId: string): RunEndWaiter {
+    let end = this.ends.get(runId);
+    if (!end) this.ends.set(runId, (end = { waiters: 0, run: undefined }));
+    const waited = end;
+    waited.waiters++;
+    let detached = false;
+    return {
+      settled: () => waited.run,
+      detach: () => {
+        if (detached) return;
+        detached = true;
+        if (--waited.waiters === 0 && this.ends.get(runId) === waited) this.ends.delete(runId);
+      },
+    };
+  }
+
+  awaitsEnd(runId: string): boolean {
+    return this.ends.has(runId);
+  }
+
+  settled(run: ClaimedRun): void {
+    const end = this.ends.get(run.run_id);
+    if (end) end.run = run;
   }
 
   private heard(notice: Notice): void {
@@ -142,6 +179,13 @@ export class EventFeed implements EventHandoff {
  */
 export function mayHaveSettled(notice: { readonly status?: RunStatus }): boolean {
   return notice.status === undefined || isSettled(notice.status);
+}
+
+/** A waiter for a run's end (`EventFeed.awaitEnd`). */
+export interface RunEndWaiter {
+  /** The run as a settle of this process's worker committed it, if one did while waiting. */
+  settled(): ClaimedRun | undefined;
+  detach(): void;
 }
 
 /** One stream's view of a run's tail. */

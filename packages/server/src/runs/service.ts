@@ -7,14 +7,14 @@ import type { AssistantCatalog } from "../graphs/assistants.ts";
 import { validateGraphInput } from "../graphs/input.ts";
 import type { GraphRegistry } from "../graphs/registry.ts";
 import type { Notice, Notifier } from "../notify/notifier.ts";
-import { wakeups } from "../notify/wakeups.ts";
+import { wakeups, type Wakeup } from "../notify/wakeups.ts";
 import type { Metrics } from "../observability/metrics.ts";
 import { withoutTransaction, type Db, type Queryable, type Transaction } from "../storage/db.ts";
 import * as runRows from "../storage/runs.ts";
 import { publicRun, type ClaimedRun, type NewRun } from "../storage/runs.ts";
 import { migrateToSuccessor } from "../storage/steering.ts";
 import { lockThread, writeThreadMetadata } from "../storage/threads.ts";
-import { EventFeed, mayHaveSettled } from "./event-feed.ts";
+import { EventFeed, mayHaveSettled, type RunEndWaiter } from "./event-feed.ts";
 import { applyRowOnlyMove, applyTransition } from "./transitions.ts";
 
 export interface RunLimits {
@@ -239,6 +239,7 @@ export class RunService {
     // The run is the tenant's before anything of it is read: its tail is shared with the run's other streams.
     await this.own(this.db, tenantId, runId);
     const tail = this.feed.attach(tenantId, runId, cursor);
+    const end = this.feed.awaitEnd(runId);
     /** The next page after the cursor: from the shared tail, or from the log while behind it. */
     const nextPage = async (): Promise<RunEvent[]> => {
       const events = tail.since(cursor) ?? (await runRows.readEvents(this.db, tenantId, runId, cursor, EVENT_PAGE));
@@ -261,7 +262,7 @@ export class RunService {
         // The run row is read only when its status may have changed: first, on run_changed, on a re-check.
         if (wakeup !== "notice" || tail.changes !== seenChanges) {
           seenChanges = tail.changes;
-          const run = await this.own(this.db, tenantId, runId);
+          const run = await this.runAt(wakeup, end, tenantId, runId);
           if (isSettled(run.status)) {
             // The final status committed with the last events: one more read finds them all.
             await tail.refresh();
@@ -274,6 +275,7 @@ export class RunService {
         wakeup = await tail.wait(intervalMs, signal);
       }
     } finally {
+      end.detach();
       tail.detach();
     }
   }
@@ -281,17 +283,31 @@ export class RunService {
   /** A run's end without its events (join): woken by its run_changed notices that may have settled it. */
   private async *followStatus(tenantId: string, runId: string, options: FollowOptions): AsyncGenerator<FollowUpdate, void, undefined> {
     const settling = (n: Notice) => n.topic === "run_changed" && n.runId === runId && mayHaveSettled(n);
-    for await (const wakeup of wakeups(this.notifier, settling, {
-      intervalMs: options.recheckMs ?? RECHECK_MS,
-      signal: options.signal,
-    })) {
-      const run = await this.own(this.db, tenantId, runId);
-      if (isSettled(run.status)) {
-        yield { type: "settled", run: publicRun(run) };
-        return;
+    const end = this.feed.awaitEnd(runId);
+    try {
+      for await (const wakeup of wakeups(this.notifier, settling, {
+        intervalMs: options.recheckMs ?? RECHECK_MS,
+        signal: options.signal,
+      })) {
+        const run = await this.runAt(wakeup, end, tenantId, runId);
+        if (isSettled(run.status)) {
+          yield { type: "settled", run: publicRun(run) };
+          return;
+        }
+        if (wakeup === "recheck") yield { type: "quiet" };
       }
-      if (wakeup === "recheck") yield { type: "quiet" };
+    } finally {
+      end.detach();
     }
+  }
+
+  /**
+   * The run at a waiter's wake-up: on a notice, the row a worker of this process handed over if
+   * its settle ended the run; else read (the first read also checks the run is the tenant's).
+   */
+  private async runAt(wakeup: Wakeup, end: RunEndWaiter, tenantId: string, runId: string): Promise<ClaimedRun> {
+    const handed = wakeup === "notice" ? end.settled() : undefined;
+    return handed && isSettled(handed.status) ? handed : this.own(this.db, tenantId, runId);
   }
 
   /** Waits until the run is terminal or paused; 408 join_timeout when the wait ends first. */

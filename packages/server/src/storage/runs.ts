@@ -436,6 +436,16 @@ export interface SettleFields {
 export interface AttemptSettle {
   readonly lease: Lease;
   readonly fields: SettleFields;
+  /** Return the run's row as the settle left it (someone in this process waits for its end). */
+  readonly returnRun?: boolean;
+}
+
+/** What a settle whose lease held reports of its run. */
+export interface SettledAttempt {
+  /** The run's thread has a run waiting (a claim may now find it). */
+  readonly threadHasQueued: boolean;
+  /** The run's row as the settle committed it, when asked for (`returnRun`). */
+  readonly run?: ClaimedRun;
 }
 
 /**
@@ -444,19 +454,20 @@ export interface AttemptSettle {
  * row, as `appendEvents` hands them out), a finished stateless run's checkpoints dropped, and the
  * next run of each thread a run lets go of released (`releaseNextRun`). Returns, by run id, the
  * runs whose lease held, each saying whether its thread has a run waiting (a claim may now find
- * it); a run whose lease was lost gets nothing written and is missing. The runs are locked in run
+ * it), with its new row when asked for (a join of this process then need not read it); a run
+ * whose lease was lost gets nothing written and is missing. The runs are locked in run
  * id order, as every statement that locks several runs does (the event flush, the lease keeper's
  * heartbeat), so two of them cannot deadlock. On a thread, the caller has locked the thread in an
  * earlier statement of the same transaction (`lockThreads`), so that this statement's snapshot sees
  * every run created on the thread before the lock was granted; stateless runs need no transaction.
  */
-export async function settleAttempts(db: Queryable, settles: readonly AttemptSettle[]): Promise<Map<string, { threadHasQueued: boolean }>> {
+export async function settleAttempts(db: Queryable, settles: readonly AttemptSettle[]): Promise<Map<string, SettledAttempt>> {
   if (settles.length === 0) return new Map();
-  const rows = await db.query<{ run_id: string; thread_has_queued: boolean }>(
+  const rows = await db.query<{ settled_run_id: string; thread_has_queued: boolean } & (RunRow | { [K in keyof RunRow]: null })>(
     `with batch as (
        select * from jsonb_to_recordset($1::jsonb) as b(tenant_id text, run_id uuid, attempt int, owner text, status text,
               output jsonb, error jsonb, finishes boolean, retry_delay_ms float8, usage jsonb, thread_status text,
-              frees_thread boolean, events jsonb)
+              frees_thread boolean, events jsonb, return_run boolean)
      ), ${HELD_LEASES}, settled as (
        update runs r set status = b.status, output = coalesce(b.output, 'null'), error = coalesce(b.error, 'null'),
               lease_owner = null, lease_expires_at = null, finished_at = case when b.finishes then now() else r.finished_at end,
@@ -464,7 +475,7 @@ export async function settleAttempts(db: Queryable, settles: readonly AttemptSet
               last_event_sequence = r.last_event_sequence + jsonb_array_length(b.events)
          from ${HELD_RUNS}
         returning r.tenant_id, r.run_id, r.thread_id, r.last_event_sequence - jsonb_array_length(b.events) as event_base,
-                  b.events, b.finishes, b.thread_status, b.frees_thread
+                  b.events, b.finishes, b.thread_status, b.frees_thread, case when b.return_run then r end as run_row
      ), appended as (
        insert into run_events (tenant_id, run_id, sequence, kind, data)
        select s.tenant_id, s.run_id, s.event_base + e.ordinality::int, e.value->>'kind', e.value->'data'
@@ -483,18 +494,29 @@ export async function settleAttempts(db: Queryable, settles: readonly AttemptSet
      ), released as (
        ${releaseNextRun("freed")}
      )
-     select s.run_id::text as run_id,
+     select s.run_id::text as settled_run_id,
             exists (select 1 from runs p where p.tenant_id = s.tenant_id and p.thread_id = s.thread_id
-                                           and p.status = 'pending') as thread_has_queued
+                                           and p.status = 'pending') as thread_has_queued,
+            ${runColumns("(s.run_row)")}
        from settled s`,
     [settleBatchJson(settles)],
   );
-  return new Map(rows.map((row) => [row.run_id, { threadHasQueued: row.thread_has_queued }]));
+  return new Map(
+    rows.map(({ settled_run_id: runId, thread_has_queued: threadHasQueued, ...run }) => [
+      runId,
+      run.run_id === null ? { threadHasQueued } : { threadHasQueued, run: toClaimed(run) },
+    ]),
+  );
 }
 
 /** One attempt's settle (`settleAttempts`); undefined, writing nothing, when the lease was lost. */
-export async function settleAttempt(db: Queryable, lease: Lease, fields: SettleFields): Promise<{ threadHasQueued: boolean } | undefined> {
-  return (await settleAttempts(db, [{ lease, fields }])).get(lease.runId);
+export async function settleAttempt(
+  db: Queryable,
+  lease: Lease,
+  fields: SettleFields,
+  returnRun = false,
+): Promise<SettledAttempt | undefined> {
+  return (await settleAttempts(db, [{ lease, fields, returnRun }])).get(lease.runId);
 }
 
 /** The batch as `settleAttempts`' one jsonb parameter, in run id order (the order the rows are locked in). */
@@ -502,7 +524,7 @@ function settleBatchJson(settles: readonly AttemptSettle[]): string {
   return json(
     [...settles]
       .sort((a, b) => byLeaseRunId(a.lease, b.lease))
-      .map(({ lease, fields }) => ({
+      .map(({ lease, fields, returnRun }) => ({
         tenant_id: lease.tenantId,
         run_id: lease.runId,
         attempt: lease.attempt,
@@ -517,6 +539,7 @@ function settleBatchJson(settles: readonly AttemptSettle[]): string {
         thread_status: fields.threadStatus,
         frees_thread: fields.freesThread,
         events: fields.events,
+        return_run: returnRun === true,
       })),
   );
 }

@@ -24,6 +24,7 @@ import {
   settleAttempt,
   settleAttempts,
   type AttemptSettle,
+  type SettledAttempt,
   type Claim,
   type ClaimedRun,
   type SettleFields,
@@ -91,7 +92,15 @@ interface WorkerDeps {
   /** The long-term store: each run's nodes get its tenant's, as LangGraph's store. */
   readonly store: StoreService;
   /** Streams of this process (API and worker in one process): flushed events go to them directly. */
-  readonly handoff?: EventHandoff;
+  readonly handoff?: EventHandoff & SettleHandoff;
+}
+
+/** How a worker hands the runs it settles to the waiters of its own process (the run service's `EventFeed`). */
+export interface SettleHandoff {
+  /** Whether a waiter of this process awaits the run's end (its settle then returns the row to hand over). */
+  awaitsEnd(runId: string): boolean;
+  /** The run's row as its settle committed it: called after the commit, before its notice. */
+  settled(run: ClaimedRun): void;
 }
 
 /** Due times of delayed runs a worker remembers; later ones are found by the poll. */
@@ -148,7 +157,7 @@ export class Worker {
   /** Final boundaries' steering gates, closed together: one statement for the runs finishing at once. */
   private readonly gates: GroupCommit<Lease, { steered: boolean } | undefined>;
   /** Settles that need nothing but their statement (see `settle`), written together. */
-  private readonly settles: GroupCommit<AttemptSettle & { threadId: string | null }, { threadHasQueued: boolean } | undefined>;
+  private readonly settles: GroupCommit<AttemptSettle & { threadId: string | null }, SettledAttempt | undefined>;
 
   constructor(
     private readonly deps: WorkerDeps,
@@ -441,17 +450,19 @@ export class Worker {
       freesThread: freesThread(run.status, outcome.status),
       events: [...events, ...superseded, outcome.event],
     });
-    const settled: { threadHasQueued: boolean; superseded: number } | undefined =
+    // A join or stream of this process waiting for the run's end gets its row from the settle, not a read.
+    const returnRun = this.deps.handoff?.awaitsEnd(run.run_id) ?? false;
+    const settled: (SettledAttempt & { superseded: number }) | undefined =
       !steered && !(keepCheckpoints && checkpoints.deferred.length > 0)
         ? await this.settles
-            .submit({ lease, fields: fields([]), threadId: run.thread_id })
+            .submit({ lease, fields: fields([]), threadId: run.thread_id, returnRun })
             .then((done) => done && { ...done, superseded: 0 })
         : await this.deps.db
             .transaction(async (tx) => {
               if (run.thread_id !== null) await lockThread(tx, run.tenant_id, run.thread_id);
               const superseded = steered ? await supersedeAtFinalBoundary(tx, lease.tenantId, lease.runId) : [];
               if (keepCheckpoints) await this.deps.checkpointer.flushDeferred(tx, checkpoints);
-              const done = await settleAttempt(tx, lease, fields(superseded));
+              const done = await settleAttempt(tx, lease, fields(superseded), returnRun);
               if (!done) throw LEASE_LOST; // the lease was lost meanwhile: undo the supersede and the writes
               return { ...done, superseded: superseded.length };
             })
@@ -460,6 +471,7 @@ export class Worker {
               throw error;
             });
     if (!settled) return undefined;
+    if (settled.run) this.deps.handoff?.settled(settled.run);
     await this.deps.notifier.publish(
       { topic: "run_changed", runId: run.run_id, status: outcome.status },
       { topic: "run_events", runId: run.run_id },
