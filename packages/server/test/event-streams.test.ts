@@ -25,20 +25,15 @@ function countingLogReads(database: TestDatabase): { database: TestDatabase; rea
   return { database: { ...database, db }, reads: () => reads };
 }
 
-/** `database`, counting the reads of one run's row (`watch` names the run; `reads` since the last `watch`). */
-function countingRunReads(database: TestDatabase): { database: TestDatabase; watch: (runId: string) => void; reads: () => number } {
-  let watched = "";
-  let reads = 0;
+/** `database`, counting the reads of each run's row since the last `reset`. */
+function countingRunReads(database: TestDatabase): { database: TestDatabase; readsOf: (runId: string) => number; reset: () => void } {
+  const reads = new Map<unknown, number>();
   const isRunRead = (sql: string) => /^\s*select run_id::text as run_id, tenant_id, thread_id::text as thread_id\b/.test(sql);
   const db = interceptedDb(database.db, (target, sql, params) => {
-    if (isRunRead(sql) && params?.[1] === watched) reads++;
+    if (isRunRead(sql)) reads.set(params?.[1], (reads.get(params?.[1]) ?? 0) + 1);
     return target.query(sql, params);
   });
-  const watch = (runId: string) => {
-    watched = runId;
-    reads = 0;
-  };
-  return { database: { ...database, db }, watch, reads: () => reads };
+  return { database: { ...database, db }, readsOf: (runId) => reads.get(runId) ?? 0, reset: () => reads.clear() };
 }
 
 const parsed = (events: readonly SseEvent[]) => events.map((event) => JSON.parse(event.data) as RunEvent);
@@ -167,20 +162,31 @@ describe(`the event feed without a hand-off (API and worker in different process
 });
 
 describe(`waiting for a run's end on ${TEST_DRIVER}`, () => {
-  test("a join answered from this process's settle is the run as stored, after one read of it", async () => {
+  test("a join answered from this process's settle is the run as stored, after one read of it; a create-and-wait reads none", async () => {
     const counted = countingRunReads(await createTestDatabase());
     const server = await startTestServer({ configFile: TESTING_CONFIG, database: counted.database });
     try {
       for (let i = 0; i < 5; i++) {
         const created = await server.request("POST", "/v1/runs", { body: { assistant_id: "ticks", input: { count: 5, interval_ms: 20 } } });
         assert.equal(created.status, 202, JSON.stringify(created.body));
-        counted.watch(String(created.body.run_id));
+        counted.reset();
         const joined = await server.request("GET", `/v1/runs/${String(created.body.run_id)}/join?timeout=30`);
         assert.equal(joined.body.status, "succeeded", JSON.stringify(joined.body));
-        assert.equal(counted.reads(), 1, "the join reads the run when it starts (it is the tenant's), and not again at its end");
+        assert.equal(
+          counted.readsOf(String(created.body.run_id)),
+          1,
+          "the join reads the run when it starts (it is the tenant's), and not again at its end",
+        );
         const stored = await server.request("GET", `/v1/runs/${String(created.body.run_id)}`);
         assert.deepEqual(joined.body, stored.body);
       }
+      // LangGraph's create-and-wait knows the run it just created: no read of it at all.
+      counted.reset();
+      const waited = await server.request("POST", "/runs/wait", { body: { assistant_id: "ticks", input: { count: 5, interval_ms: 20 } } });
+      assert.equal(waited.status, 200, JSON.stringify(waited.body));
+      const runId = String(waited.headers.get("content-location")?.split("/").at(-1));
+      assert.equal((await server.request("GET", `/v1/runs/${runId}`)).body.status, "succeeded");
+      assert.equal(counted.readsOf(runId), 1, "the only read of the run is the GET's");
     } finally {
       await server.close();
     }
@@ -199,16 +205,15 @@ describe(`waiting for a run's end on ${TEST_DRIVER}`, () => {
       });
       assert.equal(created.status, 202, JSON.stringify(created.body));
       const runId = String(created.body.run_id);
-      counted.watch(runId);
       const token = await server.token();
       const open = () => openSse(`${server.url}/v1/runs/${runId}/stream`, { headers: { authorization: `Bearer ${token}` } });
       const streams = [await open(), await open()];
       for (const stream of streams) for (let event = await stream.next(); event?.event !== "run_started"; event = await stream.next());
       // The join reads the run once before it waits; only what follows the cancel is counted.
-      const readsBeforeJoin = counted.reads();
+      const readsBeforeJoin = counted.readsOf(runId);
       const join = server.request("GET", `/v1/runs/${runId}/join?timeout=30`);
-      while (counted.reads() === readsBeforeJoin) await new Promise((resolve) => setTimeout(resolve, 5));
-      counted.watch(runId);
+      while (counted.readsOf(runId) === readsBeforeJoin) await new Promise((resolve) => setTimeout(resolve, 5));
+      counted.reset();
 
       const cancelled = await server.request("POST", `/v1/runs/${runId}/cancel`);
       assert.equal(cancelled.body.status, "cancelling");
@@ -218,7 +223,7 @@ describe(`waiting for a run's end on ${TEST_DRIVER}`, () => {
       assert.equal(joined.body.status, "cancelled");
       // None on the cancel's notice (the run was only cancelling); none on the settle's: the worker
       // of this process handed the settled row over with it.
-      assert.equal(counted.reads(), 0, `${counted.reads()} reads of the run by two streams and a join`);
+      assert.equal(counted.readsOf(runId), 0, `${counted.readsOf(runId)} reads of the run by two streams and a join`);
       assert.deepEqual(joined.body, (await server.request("GET", `/v1/runs/${runId}`)).body, "the join answers the run as stored");
     } finally {
       await server.close();

@@ -35,6 +35,12 @@ export interface FollowOptions {
   /** Re-read storage this often when no notice arrives (notices are only hints). */
   readonly recheckMs?: number;
   readonly signal?: AbortSignal;
+  /**
+   * The caller created (or replayed) the run just now, for this tenant, and saw it unsettled (a
+   * create-and-wait): the first look does not read it. Nothing can settle it unseen meanwhile: the
+   * waiter subscribes before any notice of this process is handled.
+   */
+  readonly created?: boolean;
 }
 
 /** How often a waiter re-reads storage when no notice arrives. */
@@ -237,7 +243,7 @@ export class RunService {
     const intervalMs = options.recheckMs ?? RECHECK_MS;
     const { signal } = options;
     // The run is the tenant's before anything of it is read: its tail is shared with the run's other streams.
-    await this.own(this.db, tenantId, runId);
+    if (!options.created) await this.own(this.db, tenantId, runId);
     const tail = this.feed.attach(tenantId, runId, cursor);
     const end = this.feed.awaitEnd(runId);
     /** The next page after the cursor: from the shared tail, or from the log while behind it. */
@@ -262,8 +268,8 @@ export class RunService {
         // The run row is read only when its status may have changed: first, on run_changed, on a re-check.
         if (wakeup !== "notice" || tail.changes !== seenChanges) {
           seenChanges = tail.changes;
-          const run = await this.runAt(wakeup, end, tenantId, runId);
-          if (isSettled(run.status)) {
+          const run = await this.runAt(wakeup, end, tenantId, runId, options);
+          if (run && isSettled(run.status)) {
             // The final status committed with the last events: one more read finds them all.
             await tail.refresh();
             for (let rest = await nextPage(); rest.length; rest = await nextPage()) yield { type: "events", events: rest };
@@ -289,8 +295,8 @@ export class RunService {
         intervalMs: options.recheckMs ?? RECHECK_MS,
         signal: options.signal,
       })) {
-        const run = await this.runAt(wakeup, end, tenantId, runId);
-        if (isSettled(run.status)) {
+        const run = await this.runAt(wakeup, end, tenantId, runId, options);
+        if (run && isSettled(run.status)) {
           yield { type: "settled", run: publicRun(run) };
           return;
         }
@@ -304,8 +310,16 @@ export class RunService {
   /**
    * The run at a waiter's wake-up: on a notice, the row a worker of this process handed over if
    * its settle ended the run; else read (the first read also checks the run is the tenant's).
+   * Undefined at the start of a run the caller has just created: not settled, not read.
    */
-  private async runAt(wakeup: Wakeup, end: RunEndWaiter, tenantId: string, runId: string): Promise<ClaimedRun> {
+  private async runAt(
+    wakeup: Wakeup,
+    end: RunEndWaiter,
+    tenantId: string,
+    runId: string,
+    { created }: FollowOptions,
+  ): Promise<ClaimedRun | undefined> {
+    if (wakeup === "start" && created) return undefined;
     const handed = wakeup === "notice" ? end.settled() : undefined;
     return handed && isSettled(handed.status) ? handed : this.own(this.db, tenantId, runId);
   }

@@ -40,6 +40,7 @@ import { contains } from "../../domain/containment.ts";
 import { ApiError, notFound } from "../../domain/errors.ts";
 import { plainMessages } from "../../domain/langchain-messages.ts";
 import { grants } from "../../domain/roles.ts";
+import { isSettled } from "../../domain/runs.ts";
 import { problems } from "../../http/responses.ts";
 import type { AppServices } from "../../http/services.ts";
 import { endOnShutdown, requestWait } from "../../http/shutdown.ts";
@@ -431,7 +432,8 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
     const release = endOnShutdown(request, closed);
     reply.raw.on("close", () => closed.abort());
     try {
-      const settled = await waitForRun(services, tenantId, run.run_id, closed.signal);
+      // Just created (or replayed) for this tenant: unless it had ended already, the wait need not read it first.
+      const settled = await waitForRun(services, tenantId, run.run_id, closed.signal, { created: !isSettled(run.status) });
       if (!settled) {
         if (request.body.on_disconnect === "cancel") await runService.cancel(tenantId, run.run_id).catch(() => undefined);
         throw new ApiError("unavailable", "the wait ended before the run did (the server is closing); join the run again", {
