@@ -37,8 +37,9 @@ export interface FollowOptions {
   readonly signal?: AbortSignal;
   /**
    * The caller created (or replayed) the run just now, for this tenant, and saw it unsettled (a
-   * create-and-wait): the first look does not read it. Nothing can settle it unseen meanwhile: the
-   * waiter subscribes before any notice of this process is handled.
+   * create-and-wait): the first look does not read it. The waiter subscribes before this process
+   * handles another notice; only a run that another process's worker ended before this process
+   * read the create's answer would end unheard, and the re-check (`recheckMs`) finds it.
    */
   readonly created?: boolean;
 }
