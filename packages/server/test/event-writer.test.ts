@@ -52,7 +52,10 @@ describe(`the worker's event writer on ${TEST_DRIVER}`, () => {
   test("a run that settles before its flush is due leaves no flush behind for the next run's events", async (t) => {
     t.mock.timers.enable({ apis: ["setTimeout"] });
     let statements = 0;
-    const db = { ...database.db, query: <Row>(sql: string, params?: readonly unknown[]) => (statements++, database.db.query<Row>(sql, params)) };
+    const db = {
+      ...database.db,
+      query: <Row>(sql: string, params?: readonly unknown[]) => (statements++, database.db.query<Row>(sql, params)),
+    };
     const writer = new EventWriter(db, createLocalNotifier(), { flushMs: 20, maxBatch: 100_000 });
     const [first, next] = await claimedRuns(database.db, 2);
     const settled = writer.open(first!, () => assert.fail("the lease is held"));
