@@ -38,7 +38,8 @@ export function budgetOf(run: ClaimedRun) {
 import type { AttemptResult } from "../domain/run-lifecycle.ts";
 export type { AttemptResult };
 
-const STREAM_MODES = ["values", "updates", "custom", "messages", "tasks"] as const;
+/** The stream modes every run records (its events). */
+export const STREAM_MODES = ["values", "updates", "custom", "messages", "tasks"] as const;
 /** Recorded only for runs that asked (LangGraph's `checkpoints` and `debug` stream modes): a payload per step. */
 const CHECKPOINT_MODE = "checkpoints";
 /** Recorded only for runs that asked (LangGraph's `tools` stream mode). */
