@@ -471,14 +471,8 @@ export class Worker {
               throw error;
             });
     if (!settled) return undefined;
-    if (settled.run) this.deps.handoff?.settled(settled.run);
-    await this.deps.notifier.publish(
-      { topic: "run_changed", runId: run.run_id, status: outcome.status },
-      { topic: "run_events", runId: run.run_id },
-      // Back in the queue, or its thread is free for the run waiting on it: a claim may find it
-      // now, or, for a retry after a backoff, when the backoff ends (no claim finds it sooner).
-      ...(outcome.status === "pending" || settled.threadHasQueued ? [runCreatedNotice(outcome)] : []),
-    );
+    // Counted once committed, before the notices: whoever hears of the end finds it counted (the
+    // attempt's duration too: the notices are not waited for, as the event writer does not).
     const metrics = this.deps.metrics;
     if (metrics) {
       metrics.runStatusChanged(outcome.status, run.graph_id);
@@ -486,6 +480,16 @@ export class Worker {
         metrics.retries.inc({ reason: outcome.trigger === "hand_back" ? "worker_shutdown" : "error", graph_id: run.graph_id });
       metrics.supersededSteering(settled.superseded, "unconsumed_at_final_boundary");
     }
+    if (settled.run) this.deps.handoff?.settled(settled.run);
+    void this.deps.notifier
+      .publish(
+        { topic: "run_changed", runId: run.run_id, status: outcome.status },
+        { topic: "run_events", runId: run.run_id },
+        // Back in the queue, or its thread is free for the run waiting on it: a claim may find it
+        // now, or, for a retry after a backoff, when the backoff ends (no claim finds it sooner).
+        ...(outcome.status === "pending" || settled.threadHasQueued ? [runCreatedNotice(outcome)] : []),
+      )
+      .catch(() => {}); // a lost notice costs its waiters a re-check, nothing more
     return outcome.status;
   }
 }
