@@ -6,7 +6,7 @@
  *
  *   node --import tsx bench/runs.ts [--driver pglite|postgres|both] [--runs N]
  *        [--worker-concurrency 10,25] [--count-runs N] [--database-url URL] [--skip reference,throughput,sse,count] [--quiet-wait S]
- *        [--cpu-prof DIR] [--cpu-prof-concurrency N] [--client-concurrency 1,10,100]
+ *        [--cpu-prof DIR] [--cpu-prof-concurrency N] [--client-concurrency 1,10,100] [--statements]
  *
  *   --driver              which database driver(s) to measure (default both)
  *   --runs N              runs per throughput measurement at client concurrency 10 and 100 and for
@@ -23,6 +23,7 @@
  *   --skip LIST           sections to leave out: reference, throughput, sse, count, thread (the
  *                         throughput section's runs on threads)
  *   --client-concurrency  the throughput section's stateless client concurrencies (default 1,10,100)
+ *   --statements          after each throughput measurement, its statements per run by SQL
  *   --cpu-prof DIR        write a V8 CPU profile of the server (this process) during each timed stateless
  *                         measurement at --cpu-prof-concurrency (default 10) only (not start-up, schema
  *                         compilation or warm-up) to DIR/runs-<driver>-w<worker concurrency>-c<client
@@ -79,13 +80,14 @@ const { values: args } = parseArgs({
     "quiet-wait": { type: "string", default: "60" },
     "cpu-prof": { type: "string" },
     "cpu-prof-concurrency": { type: "string", default: "10" },
+    statements: { type: "boolean", default: false },
     "client-concurrency": { type: "string", default: "1,10,100" },
     help: { type: "boolean", default: false },
   },
 });
 exitWithUsage(
   args.help,
-  "node --import tsx bench/runs.ts [--driver pglite|postgres|both] [--runs N] [--worker-concurrency 10,25] [--count-runs N] [--database-url URL] [--skip reference,throughput,sse,count,thread] [--quiet-wait S] [--cpu-prof DIR] [--cpu-prof-concurrency 10] [--client-concurrency 1,10,100]",
+  "node --import tsx bench/runs.ts [--driver pglite|postgres|both] [--runs N] [--worker-concurrency 10,25] [--count-runs N] [--database-url URL] [--skip reference,throughput,sse,count,thread] [--quiet-wait S] [--cpu-prof DIR] [--cpu-prof-concurrency 10] [--client-concurrency 1,10,100] [--statements]",
 );
 const DRIVERS = drivers(args.driver);
 const RUNS = positive(args.runs, "--runs");
@@ -97,6 +99,7 @@ const SKIP = new Set(args.skip.split(",").filter(Boolean));
 const QUIET_WAIT_S = Number(args["quiet-wait"]);
 const CPU_PROF_DIR = args["cpu-prof"];
 const CPU_PROF_CONCURRENCY = positive(args["cpu-prof-concurrency"], "--cpu-prof-concurrency");
+const STATEMENTS = args.statements;
 const CLIENT_CONCURRENCIES = positiveList(args["client-concurrency"], "--client-concurrency");
 
 const SECRET = "rudder-bench-secret-rudder-bench-secret";
@@ -493,6 +496,7 @@ async function throughput(
       console.log(
         `  ${driver} worker=${workerConcurrency} ${kind} c=${concurrency}: ${fixed(row.perSecond, 0)} runs/s, p50 ${fixed(row.p50)} ms, p99 ${fixed(row.p99)} ms (sent->created ${pair(row.create)}, queued ${pair(row.queued)}, executing ${pair(row.executed)}, finish->join ${pair(row.joinLag)}); cores busy: machine ${fixed(cpu.machine, 2)}, server process ${fixed(cpu.server, 2)} (${fixed(row.cpuMsPerRun, 2)} ms CPU/run)${profile ? ", profiled" : ""}; ${fixed(row.statementsPerRun, 2)} Db statements/run`,
       );
+      if (STATEMENTS) console.log(statementTable(counted, done));
       rows.push(row);
     };
     if (withSse) await traceOneRun(client, base, driver, workerConcurrency);
@@ -748,21 +752,7 @@ function printCounts(results: CountResult[]): void {
     console.log(
       `\n  ${r.driver} — ${r.scenario.name}, worker concurrency ${r.scenario.workerConcurrency}: statements per run by SQL (first 64 chars)`,
     );
-    const rows = [...r.db.statements.entries()].sort((a, b) => b[1].count - a[1].count);
-    console.log(
-      indent(
-        table(
-          ["statement", "per run", "in tx", "no rows", "mean ms"],
-          rows.map(([label, stat]) => [
-            label,
-            per(stat.count, r),
-            per(stat.inTransaction, r),
-            per(stat.noRows, r),
-            fixed(stat.totalMs / stat.count, 2),
-          ]),
-        ),
-      ),
-    );
+    console.log(statementTable(r.db, r.runs));
     console.log(`  transactions per run by shape (statements inside, first 40 chars each):`);
     console.log(
       indent(
@@ -803,6 +793,18 @@ function printCounts(results: CountResult[]): void {
 const sumWriting = (rows: [string, { writing: number }][]) => rows.reduce((total, [, stat]) => total + stat.writing, 0);
 
 const indent = (text: string) => text.replace(/^/gm, "    ");
+
+/** Statements per run by SQL (first 64 characters), most frequent first, indented. */
+function statementTable(counts: DbCounts, runs: number): string {
+  const per = (value: number) => fixed(value / runs, 2);
+  const rows = [...counts.statements.entries()].sort((a, b) => b[1].count - a[1].count);
+  return indent(
+    table(
+      ["statement", "per run", "in tx", "no rows", "mean ms"],
+      rows.map(([label, stat]) => [label, per(stat.count), per(stat.inTransaction), per(stat.noRows), fixed(stat.totalMs / stat.count, 2)]),
+    ),
+  );
+}
 
 // ---------------------------------------------------------------------------------------------
 
