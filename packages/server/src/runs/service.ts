@@ -89,8 +89,9 @@ export class RunService {
    * a run with its schedule's advance). For `enqueue` (and a stateless run) the insert is one
    * statement, sent without a transaction (one round trip); `reject` and `cancel_previous` decide
    * under the thread's row lock, which serialises creates on that thread. A caller that must name
-   * the run before it exists (the A2A gateway's task id is its first run's id) passes `runId`. `afterSeconds` (the LangGraph
-   * facade's `after_seconds`) creates it pending, claimable only once that time has passed.
+   * the run before it exists (the A2A gateway's task id is its first run's id) passes `runId`.
+   * `afterSeconds` (the LangGraph facade's `after_seconds`) creates it pending, claimable only
+   * once that time has passed.
    */
   async create(
     tenantId: string,
@@ -137,14 +138,14 @@ export class RunService {
       if (options.threadMetadata && threadId !== null) await this.recordOnThread(within, tenantId, threadId, options.threadMetadata);
       return this.createIn(within, run);
     };
-    // The insert decides `enqueue` (and a stateless run) alone, in one statement: no transaction around it.
-    const oneStatement = !options.threadMetadata && (threadId === null || run.multitaskStrategy === "enqueue");
+    // A create that is its insert alone needs no transaction around it.
+    const oneStatement = !options.threadMetadata && !decidedUnderThreadLock(run);
     const created = await (tx ? create(tx) : oneStatement ? withoutTransaction(this.db, create) : this.db.transaction(create));
     return { run: publicRun(created.run), replayed: created.replayed };
   }
 
   private async createIn(tx: Transaction, run: NewRun): Promise<{ run: ClaimedRun; replayed: boolean }> {
-    if (run.threadId !== null && run.multitaskStrategy !== "enqueue") {
+    if (decidedUnderThreadLock(run)) {
       const replay = await this.replayOf(tx, run);
       if (replay) return replay;
       if (!(await lockThread(tx, run.tenantId, run.threadId))) throw notFound("thread", run.threadId);
@@ -432,6 +433,15 @@ export class RunService {
     if (!run) throw notFound("run", runId);
     return run;
   }
+}
+
+/**
+ * Whether the create decides under its thread's lock (`reject`, `cancel_previous`, …). Otherwise
+ * (a stateless run, or `enqueue`) its insert decides alone, in one statement: thread, quota,
+ * idempotency key, `blocked`.
+ */
+function decidedUnderThreadLock(run: NewRun): run is NewRun & { threadId: string } {
+  return run.threadId !== null && run.multitaskStrategy !== "enqueue";
 }
 
 /** Request config over the assistant's; `configurable` merges one level deeper. */

@@ -62,8 +62,9 @@ const RUN_COLUMNS = runColumns();
 
 /**
  * For a candidate run `r`: locks its thread row, or is false when another transaction holds it.
- * Claims and the reaper take the thread before the run this way and never wait, so they cannot
- * deadlock with creates and settles, which lock the thread first and may wait.
+ * The reaper takes the thread before the run this way and never waits, so it cannot deadlock with
+ * creates and settles, which lock the thread first and may wait. (The claim skips held threads
+ * too, but locks only the threads of the runs it chose: its `held` step.)
  */
 const THREAD_LOCKED_UNLESS_HELD =
   "exists (select 1 from threads t where t.tenant_id = r.tenant_id and t.thread_id = r.thread_id for update skip locked)";
