@@ -2,9 +2,11 @@ import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
 import type { RunEvent } from "@rudder/api";
-import { createLocalNotifier } from "../src/notify/notifier.ts";
+import { createLocalNotifier, createPostgresNotifier, type Notifier } from "../src/notify/notifier.ts";
 import { EventFeed } from "../src/runs/event-feed.ts";
-import { readEvents } from "../src/storage/runs.ts";
+import type { RunStatus } from "../src/domain/runs.ts";
+import type { Db } from "../src/storage/db.ts";
+import { readEvents, type ClaimedRun } from "../src/storage/runs.ts";
 import { EventWriter } from "../src/worker/event-writer.ts";
 import { createTestDatabase, TEST_DRIVER, type TestDatabase } from "./support/db.ts";
 import { interceptedDb } from "./support/intercepted-db.ts";
@@ -34,6 +36,17 @@ function countingRunReads(database: TestDatabase): { database: TestDatabase; rea
     return target.query(sql, params);
   });
   return { database: { ...database, db }, readsOf: (runId) => reads.get(runId) ?? 0, reset: () => reads.clear() };
+}
+
+/** The notifier the server would choose for `database`, counting its subscriptions (each waiting join holds one). */
+function countingSubscriptions(database: TestDatabase): { notifier: Notifier; subscriptions: () => number } {
+  const notifier = database.url ? createPostgresNotifier(database.url) : createLocalNotifier();
+  let subscriptions = 0;
+  const subscribe: Notifier["subscribe"] = (listener) => {
+    subscriptions++;
+    return notifier.subscribe(listener);
+  };
+  return { notifier: { ...notifier, subscribe }, subscriptions: () => subscriptions };
 }
 
 const parsed = (events: readonly SseEvent[]) => events.map((event) => JSON.parse(event.data) as RunEvent);
@@ -161,26 +174,67 @@ describe(`the event feed without a hand-off (API and worker in different process
   });
 });
 
+describe("the event feed's memory of the runs this process created", () => {
+  test("a created run is known unsettled for its tenant until a settle is handed over or heard; the oldest are forgotten past the cap", async () => {
+    const notifier = createLocalNotifier();
+    // These calls read nothing: the feed's database is never touched.
+    const feed = new EventFeed(undefined as unknown as Db, notifier);
+    const row = (runId: string, status: RunStatus) => ({ run_id: runId, status }) as ClaimedRun;
+    try {
+      feed.created("t1", "r1");
+      assert.equal(feed.knownUnsettled("t1", "r1"), true);
+      assert.equal(feed.knownUnsettled("t2", "r1"), false, "another tenant's run is never known: it is read (and 404s)");
+      await notifier.publish({ topic: "run_changed", runId: "r1", status: "cancelling" });
+      assert.equal(feed.knownUnsettled("t1", "r1"), true, "cancelling is not an end");
+      await notifier.publish({ topic: "run_changed", runId: "r1", status: "cancelled" });
+      assert.equal(feed.knownUnsettled("t1", "r1"), false);
+
+      feed.created("t1", "r2");
+      feed.settled(row("r2", "pending"));
+      assert.equal(feed.knownUnsettled("t1", "r2"), true, "a retry back in the queue has not ended");
+      feed.settled(row("r2", "paused"));
+      assert.equal(feed.knownUnsettled("t1", "r2"), false);
+
+      feed.created("t1", "r3");
+      await notifier.publish({ topic: "run_changed", runId: "r3" });
+      assert.equal(feed.knownUnsettled("t1", "r3"), false, "a notice without a status may be an end");
+
+      for (let i = 0; i <= 10_000; i++) feed.created("t1", `many-${i}`);
+      assert.equal(feed.knownUnsettled("t1", "many-0"), false, "the oldest is forgotten past the cap");
+      assert.equal(feed.knownUnsettled("t1", "many-1"), true);
+      assert.equal(feed.knownUnsettled("t1", "many-10000"), true);
+    } finally {
+      feed.close();
+      await notifier.close();
+    }
+  });
+});
+
 describe(`waiting for a run's end on ${TEST_DRIVER}`, () => {
-  test("a join answered from this process's settle is the run as stored, after one read of it; a create-and-wait reads none", async () => {
+  test("a join of a run this process created reads it not at all; one after its end reads it once; another tenant's gets 404", async () => {
     const counted = countingRunReads(await createTestDatabase());
     const server = await startTestServer({ configFile: TESTING_CONFIG, database: counted.database });
     try {
       for (let i = 0; i < 5; i++) {
         const created = await server.request("POST", "/v1/runs", { body: { assistant_id: "ticks", input: { count: 5, interval_ms: 20 } } });
         assert.equal(created.status, 202, JSON.stringify(created.body));
+        const runId = String(created.body.run_id);
         counted.reset();
-        const joined = await server.request("GET", `/v1/runs/${String(created.body.run_id)}/join?timeout=30`);
+        assert.equal((await server.request("GET", `/v1/runs/${runId}/join?timeout=30`, { tenant: "t2" })).status, 404);
+        assert.equal(counted.readsOf(runId), 1, "another tenant's join reads the run, and finds it is not theirs");
+        counted.reset();
+        const joined = await server.request("GET", `/v1/runs/${runId}/join?timeout=30`);
         assert.equal(joined.body.status, "succeeded", JSON.stringify(joined.body));
-        assert.equal(
-          counted.readsOf(String(created.body.run_id)),
-          1,
-          "the join reads the run when it starts (it is the tenant's), and not again at its end",
-        );
-        const stored = await server.request("GET", `/v1/runs/${String(created.body.run_id)}`);
+        assert.equal(counted.readsOf(runId), 0, "created here and not yet ended: the join's start reads nothing, its end is handed over");
+        const stored = await server.request("GET", `/v1/runs/${runId}`);
         assert.deepEqual(joined.body, stored.body);
+        // Once its end was heard, the run is read like any other: its row says how it ended.
+        counted.reset();
+        const again = await server.request("GET", `/v1/runs/${runId}/join?timeout=30`);
+        assert.deepEqual(again.body, stored.body);
+        assert.equal(counted.readsOf(runId), 1, "a join after the end reads the run once");
       }
-      // LangGraph's create-and-wait knows the run it just created: no read of it at all.
+      // LangGraph's create-and-wait: no read of the run at all.
       counted.reset();
       const waited = await server.request("POST", "/runs/wait", { body: { assistant_id: "ticks", input: { count: 5, interval_ms: 20 } } });
       assert.equal(waited.status, 200, JSON.stringify(waited.body));
@@ -192,11 +246,13 @@ describe(`waiting for a run's end on ${TEST_DRIVER}`, () => {
     }
   });
 
-  test("streams and a join of a running run get its end from this process's settle: no read on `cancelling`, none on the end", async () => {
+  test("streams and a join of a run created here read it not at all: not to start, not on `cancelling`, not at its end", async () => {
     const counted = countingRunReads(await createTestDatabase());
+    const { notifier, subscriptions } = countingSubscriptions(counted.database);
     const server = await startTestServer({
       configFile: TESTING_CONFIG,
       database: counted.database,
+      notifier,
       config: { streamHeartbeatMs: 30_000 },
     });
     try {
@@ -209,11 +265,11 @@ describe(`waiting for a run's end on ${TEST_DRIVER}`, () => {
       const open = () => openSse(`${server.url}/v1/runs/${runId}/stream`, { headers: { authorization: `Bearer ${token}` } });
       const streams = [await open(), await open()];
       for (const stream of streams) for (let event = await stream.next(); event?.event !== "run_started"; event = await stream.next());
-      // The join reads the run once before it waits; only what follows the cancel is counted.
-      const readsBeforeJoin = counted.readsOf(runId);
+      // Created here: neither the streams nor the join read the run to start.
+      assert.equal(counted.readsOf(runId), 0, `${counted.readsOf(runId)} reads of the run by two streams`);
+      const before = subscriptions();
       const join = server.request("GET", `/v1/runs/${runId}/join?timeout=30`);
-      while (counted.readsOf(runId) === readsBeforeJoin) await new Promise((resolve) => setTimeout(resolve, 5));
-      counted.reset();
+      while (subscriptions() === before) await new Promise((resolve) => setTimeout(resolve, 5));
 
       const cancelled = await server.request("POST", `/v1/runs/${runId}/cancel`);
       assert.equal(cancelled.body.status, "cancelling");

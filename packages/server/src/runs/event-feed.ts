@@ -11,6 +11,8 @@ import type { SettleHandoff } from "../worker/worker.ts";
 const PAGE = 500;
 /** Events a run's tail keeps for its readers; one that falls further behind reads the log itself. */
 const MAX_CACHED = 2000;
+/** Runs this process created that it remembers as unsettled; beyond this the oldest are forgotten (and read). */
+const MAX_CREATED = 10_000;
 
 /**
  * The streams of one process share their reads of the event log. Each followed run has one tail
@@ -28,10 +30,18 @@ const MAX_CACHED = 2000;
  * Waiters for a run's end (a join, a stream) register too (`awaitEnd`): a worker of this process
  * that settles the run hands over the row its settle committed (`settled`) before its notice, so
  * the waiter answers without reading the run again.
+ *
+ * The runs this process created and has not heard settle are remembered with their tenant
+ * (`created`), so a join or stream of such a run, the common case (create, then join), neither
+ * reads it to check its tenant nor to see whether it ended: it ended only if a settle was handed
+ * over or its notice heard, and both forget it. A notice lost meanwhile leaves it remembered;
+ * the waiter's re-check reads it then, as for any lost notice.
  */
 export class EventFeed implements EventHandoff, SettleHandoff {
   private readonly tails = new Map<string, RunTail>();
   private readonly ends = new Map<string, { waiters: number; run: ClaimedRun | undefined }>();
+  /** Runs created here and not heard settled: their tenant, oldest first. */
+  private readonly unsettled = new Map<string, string>();
   private due = new Set<RunTail>();
   private next: { promise: Promise<void>; resolve: () => void; reject: (error: unknown) => void } | undefined;
   private reading: Promise<void> = Promise.resolve();
@@ -98,8 +108,24 @@ export class EventFeed implements EventHandoff, SettleHandoff {
   }
 
   settled(run: ClaimedRun): void {
+    if (isSettled(run.status)) this.unsettled.delete(run.run_id);
     const end = this.ends.get(run.run_id);
     if (end) end.run = run;
+  }
+
+  /** A run this process created, once committed: remembered as the tenant's and unsettled until it settles. */
+  created(tenantId: string, runId: string): void {
+    this.unsettled.set(runId, tenantId);
+    if (this.unsettled.size > MAX_CREATED) this.unsettled.delete(this.unsettled.keys().next().value!);
+  }
+
+  /**
+   * Whether the run is the tenant's and has not settled, as far as this process knows without
+   * reading it: it created the run and has heard no settle of it since. Ask only once subscribed
+   * to the run's notices (and its `awaitEnd`), so that a settle after the answer still wakes you.
+   */
+  knownUnsettled(tenantId: string, runId: string): boolean {
+    return this.unsettled.get(runId) === tenantId;
   }
 
   private heard(notice: Notice): void {
@@ -111,7 +137,10 @@ export class EventFeed implements EventHandoff, SettleHandoff {
         for (const [runId, sequence] of notice.runs) this.hint(runId, sequence);
         break;
       case "run_changed":
-        if (mayHaveSettled(notice)) this.tails.get(notice.runId)?.changed();
+        if (mayHaveSettled(notice)) {
+          this.unsettled.delete(notice.runId);
+          this.tails.get(notice.runId)?.changed();
+        }
         break;
       default:
     }

@@ -35,13 +35,6 @@ export interface FollowOptions {
   /** Re-read storage this often when no notice arrives (notices are only hints). */
   readonly recheckMs?: number;
   readonly signal?: AbortSignal;
-  /**
-   * The caller created (or replayed) the run just now, for this tenant, and saw it unsettled (a
-   * create-and-wait): the first look does not read it. The waiter subscribes before this process
-   * handles another notice; only a run that another process's worker ended before this process
-   * read the create's answer would end unheard, and the re-check (`recheckMs`) finds it.
-   */
-  readonly created?: boolean;
 }
 
 /** How often a waiter re-reads storage when no notice arrives. */
@@ -160,7 +153,7 @@ export class RunService {
       // A delayed run's notice says when it comes due, so a worker wakes then rather than at once.
       const dueAt = run.afterSeconds === null ? undefined : Date.now() + run.afterSeconds * 1000;
       await this.notifier.publishWithin(tx, dueAt === undefined ? { topic: "run_created" } : { topic: "run_created", dueAt });
-      this.countCreated(tx, inserted.graph_id);
+      this.countCreated(tx, inserted);
       return { run: inserted, replayed: false };
     }
     // The insert's conditions stopped it: say which.
@@ -209,9 +202,18 @@ export class RunService {
     if (!(await writeThreadMetadata(tx, tenantId, threadId, metadata, "merge"))) throw notFound("thread", threadId);
   }
 
-  private countCreated(tx: Transaction, graphId: string): void {
+  /** Once committed: the run is counted, and its joins and streams in this process need not read it to start. */
+  private countCreated(tx: Transaction, run: ClaimedRun): void {
     const metrics = this.limits.metrics;
-    if (metrics) tx.afterCommit(() => metrics.runCreated(graphId));
+    tx.afterCommit(() => {
+      metrics?.runCreated(run.graph_id);
+      this.feed.created(run.tenant_id, run.run_id);
+    });
+  }
+
+  /** 404 unless the run is the tenant's; no read for a run this process created and has not heard settle. */
+  async assertOwn(tenantId: string, runId: string): Promise<void> {
+    if (!this.feed.knownUnsettled(tenantId, runId)) await this.own(this.db, tenantId, runId);
   }
 
   async get(tenantId: string, runId: string): Promise<Run> {
@@ -234,7 +236,9 @@ export class RunService {
    * them over); the run row is read at the start, on its run_changed notices and on re-checks.
    * The final status commits with the last events, so after a settled status one more read finds
    * everything. It re-reads storage every `recheckMs` in case a notice was lost ("quiet" then,
-   * when nothing new came). The first run read checks the run is the tenant's (404 otherwise).
+   * when nothing new came). The first run read checks the run is the tenant's (404 otherwise);
+   * a run this process created and has not heard settle needs no read to start
+   * (`EventFeed.knownUnsettled`).
    */
   async *follow(tenantId: string, runId: string, options: FollowOptions = {}): AsyncGenerator<FollowUpdate, void, undefined> {
     if (options.events === false) {
@@ -245,7 +249,7 @@ export class RunService {
     const intervalMs = options.recheckMs ?? RECHECK_MS;
     const { signal } = options;
     // The run is the tenant's before anything of it is read: its tail is shared with the run's other streams.
-    if (!options.created) await this.own(this.db, tenantId, runId);
+    await this.assertOwn(tenantId, runId);
     const tail = this.feed.attach(tenantId, runId, cursor);
     const end = this.feed.awaitEnd(runId);
     /** The next page after the cursor: from the shared tail, or from the log while behind it. */
@@ -270,7 +274,7 @@ export class RunService {
         // The run row is read only when its status may have changed: first, on run_changed, on a re-check.
         if (wakeup !== "notice" || tail.changes !== seenChanges) {
           seenChanges = tail.changes;
-          const run = await this.runAt(wakeup, end, tenantId, runId, options);
+          const run = await this.runAt(wakeup, end, tenantId, runId);
           if (run && isSettled(run.status)) {
             // The final status committed with the last events: one more read finds them all.
             await tail.refresh();
@@ -297,7 +301,7 @@ export class RunService {
         intervalMs: options.recheckMs ?? RECHECK_MS,
         signal: options.signal,
       })) {
-        const run = await this.runAt(wakeup, end, tenantId, runId, options);
+        const run = await this.runAt(wakeup, end, tenantId, runId);
         if (run && isSettled(run.status)) {
           yield { type: "settled", run: publicRun(run) };
           return;
@@ -312,16 +316,11 @@ export class RunService {
   /**
    * The run at a waiter's wake-up: on a notice, the row a worker of this process handed over if
    * its settle ended the run; else read (the first read also checks the run is the tenant's).
-   * Undefined at the start of a run the caller has just created: not settled, not read.
+   * Undefined at the start when this process created the run and has heard no settle of it
+   * (`EventFeed.knownUnsettled`, asked now that the waiter is subscribed): not settled, not read.
    */
-  private async runAt(
-    wakeup: Wakeup,
-    end: RunEndWaiter,
-    tenantId: string,
-    runId: string,
-    { created }: FollowOptions,
-  ): Promise<ClaimedRun | undefined> {
-    if (wakeup === "start" && created) return undefined;
+  private async runAt(wakeup: Wakeup, end: RunEndWaiter, tenantId: string, runId: string): Promise<ClaimedRun | undefined> {
+    if (wakeup === "start" && this.feed.knownUnsettled(tenantId, runId)) return undefined;
     const handed = wakeup === "notice" ? end.settled() : undefined;
     return handed && isSettled(handed.status) ? handed : this.own(this.db, tenantId, runId);
   }
@@ -398,7 +397,7 @@ export class RunService {
       if (old.thread_id === null) await runRows.moveRunCheckpoints(tx, tenantId, runId, successor.run_id);
       const moved = await migrateToSuccessor(tx, tenantId, runId, successor.run_id);
       await this.notifier.publishWithin(tx, { topic: "run_created" });
-      this.countCreated(tx, successor.graph_id);
+      this.countCreated(tx, successor);
       const metrics = this.limits.metrics;
       if (metrics) tx.afterCommit(() => metrics.supersededSteering(moved, "resume_transfer"));
       return publicRun(successor);

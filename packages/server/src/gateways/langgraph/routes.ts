@@ -40,7 +40,6 @@ import { contains } from "../../domain/containment.ts";
 import { ApiError, notFound } from "../../domain/errors.ts";
 import { plainMessages } from "../../domain/langchain-messages.ts";
 import { grants } from "../../domain/roles.ts";
-import { isSettled } from "../../domain/runs.ts";
 import { problems } from "../../http/responses.ts";
 import type { AppServices } from "../../http/services.ts";
 import { endOnShutdown, requestWait } from "../../http/shutdown.ts";
@@ -432,8 +431,7 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
     const release = endOnShutdown(request, closed);
     reply.raw.on("close", () => closed.abort());
     try {
-      // Just created (or replayed) for this tenant: unless it had ended already, the wait need not read it first.
-      const settled = await waitForRun(services, tenantId, run.run_id, closed.signal, { created: !isSettled(run.status) });
+      const settled = await waitForRun(services, tenantId, run.run_id, closed.signal);
       if (!settled) {
         if (request.body.on_disconnect === "cancel") await runService.cancel(tenantId, run.run_id).catch(() => undefined);
         throw new ApiError("unavailable", "the wait ended before the run did (the server is closing); join the run again", {

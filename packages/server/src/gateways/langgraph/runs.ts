@@ -133,14 +133,8 @@ export const runLocation = (run: Pick<Run, "run_id" | "thread_id">): string =>
   run.thread_id === null ? `/runs/${run.run_id}` : `/threads/${run.thread_id}/runs/${run.run_id}`;
 
 /** Waits until the run is terminal or paused (undefined when the signal ends the wait first: the client left, or shutdown). */
-export async function waitForRun(
-  services: AppServices,
-  tenantId: string,
-  runId: string,
-  signal: AbortSignal,
-  { created = false }: { created?: boolean } = {},
-): Promise<Run | undefined> {
-  for await (const update of services.runService.follow(tenantId, runId, { events: false, signal, created })) {
+export async function waitForRun(services: AppServices, tenantId: string, runId: string, signal: AbortSignal): Promise<Run | undefined> {
+  for await (const update of services.runService.follow(tenantId, runId, { events: false, signal })) {
     if (update.type === "settled") return update.run;
   }
   return undefined;

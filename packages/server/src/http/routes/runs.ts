@@ -254,7 +254,7 @@ export const runRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
       },
     },
     async (request, reply) => {
-      await runService.get(request.principal.tenantId, request.params.run_id);
+      await runService.assertOwn(request.principal.tenantId, request.params.run_id);
       const after = Number(request.headers["last-event-id"] ?? 0);
       return streamRunEvents(request, reply, { tenantId: request.principal.tenantId, runId: request.params.run_id, after, services });
     },
