@@ -428,6 +428,19 @@ describe("runs (queue only, no worker)", () => {
     assert.equal((await createStateless({ assistant_id: "echo" }, { tenant: "quota-other" })).status, 202);
   });
 
+  test("creates arriving at once hold the quota exactly: of ten, three are accepted and seven refused", async () => {
+    const answers = await Promise.all(
+      Array.from({ length: 10 }, () => createStateless({ assistant_id: "echo" }, { tenant: "quota-burst" })),
+    );
+    assert.deepEqual(
+      answers.map((answer) => answer.status).sort(),
+      [...Array(3).fill(202), ...Array(7).fill(429)],
+      JSON.stringify(answers.map((answer) => answer.body)),
+    );
+    const [row] = await server.database.db.query<{ n: number }>("select count(*)::int as n from runs where tenant_id = 'quota-burst'");
+    assert.equal(row!.n, 3);
+  });
+
   test("join: timeout must be in (0, 300]; a run still pending gives 408 join_timeout", async () => {
     const { body: run } = await createStateless({ assistant_id: "echo" }, { tenant: "join" });
     for (const timeout of ["0", "-1", "301", "abc"]) {

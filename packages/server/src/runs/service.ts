@@ -10,6 +10,7 @@ import type { Notice, Notifier } from "../notify/notifier.ts";
 import { wakeups, type Wakeup } from "../notify/wakeups.ts";
 import type { Metrics } from "../observability/metrics.ts";
 import { withoutTransaction, type Db, type Queryable, type Transaction } from "../storage/db.ts";
+import { RunInserts } from "../storage/run-inserts.ts";
 import * as runRows from "../storage/runs.ts";
 import { publicRun, type ClaimedRun, type NewRun } from "../storage/runs.ts";
 import { migrateToSuccessor } from "../storage/steering.ts";
@@ -64,6 +65,7 @@ export interface CreateRunOptions {
 export class RunService {
   /** The process's shared reads of run event logs: every stream of a run reads through it. */
   readonly feed: EventFeed;
+  private readonly inserts: RunInserts;
 
   constructor(
     private readonly db: Db,
@@ -73,6 +75,7 @@ export class RunService {
     private readonly limits: RunLimits,
   ) {
     this.feed = new EventFeed(db, notifier);
+    this.inserts = new RunInserts(db, limits.queuedRunQuota);
   }
 
   /**
@@ -126,25 +129,31 @@ export class RunService {
       requestHash: requestFingerprint({ thread_id: threadId, ...request }),
       afterSeconds: options.afterSeconds ? options.afterSeconds : null,
     };
-    const create = async (within: Transaction) => {
+    const create = async (within: Transaction, batched = false) => {
       // The thread's row before the run's, the order settles lock them in.
       if (options.threadMetadata && threadId !== null) await this.recordOnThread(within, tenantId, threadId, options.threadMetadata);
-      return this.createIn(within, run);
+      return this.createIn(within, run, batched);
     };
-    // A create that is its insert alone needs no transaction around it.
+    // A create that is its insert alone needs no transaction around it, and shares its insert with
+    // the creates arriving with it (`RunInserts`).
     const oneStatement = !options.threadMetadata && !decidedUnderThreadLock(run);
-    const created = await (tx ? create(tx) : oneStatement ? withoutTransaction(this.db, create) : this.db.transaction(create));
+    const created = await (tx
+      ? create(tx)
+      : oneStatement
+        ? withoutTransaction(this.db, (direct) => create(direct, true))
+        : this.db.transaction(create));
     return { run: publicRun(created.run), replayed: created.replayed };
   }
 
-  private async createIn(tx: Transaction, run: NewRun): Promise<{ run: ClaimedRun; replayed: boolean }> {
+  /** `batched`: the insert may share a statement with other creates (`RunInserts`); outside a transaction only. */
+  private async createIn(tx: Transaction, run: NewRun, batched: boolean): Promise<{ run: ClaimedRun; replayed: boolean }> {
     if (decidedUnderThreadLock(run)) {
       const replay = await this.replayOf(tx, run);
       if (replay) return replay;
       if (!(await lockThread(tx, run.tenantId, run.threadId))) throw notFound("thread", run.threadId);
       await this.applyMultitaskStrategy(tx, run.tenantId, run.threadId, run.multitaskStrategy);
     }
-    const inserted = await runRows.insertRun(tx, run, this.limits.queuedRunQuota).catch((error: unknown) => {
+    const inserted = await this.insert(tx, run, batched).catch((error: unknown) => {
       // The thread was deleted between the check and the insert.
       if ((error as { code?: string }).code === "23503" && run.threadId !== null) throw notFound("thread", run.threadId);
       throw error;
@@ -162,6 +171,11 @@ export class RunService {
     if (run.threadId !== null && !(await runRows.threadExists(tx, run.tenantId, run.threadId))) throw notFound("thread", run.threadId);
     const queued = await runRows.countPending(tx, run.tenantId);
     throw new ApiError("quota_exceeded", `the tenant has ${queued} queued runs, the most it may have`, { retryAfterSeconds: 5 });
+  }
+
+  /** The run inserted, or undefined when the insert's conditions stopped it. A run the shared insert did not take is inserted alone: that answer decides. */
+  private async insert(tx: Transaction, run: NewRun, batched: boolean): Promise<ClaimedRun | undefined> {
+    return (batched && (await this.inserts.insert(run))) || runRows.insertRun(tx, run, this.limits.queuedRunQuota);
   }
 
   /** The run an Idempotency-Key already names: a replay when the request is the same, else 409. */

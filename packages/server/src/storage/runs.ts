@@ -146,43 +146,72 @@ function releaseNextRun(freed: string): string {
  * blocked behind a run that already let go of the thread (with nobody left to release it).
  */
 export async function insertRun(db: Queryable, run: NewRun, queuedRunQuota: number): Promise<ClaimedRun | undefined> {
-  const [row] = await db.query<RunRow>(
-    `insert into runs (run_id, tenant_id, thread_id, assistant_id, graph_id, input, command, context, config, metadata,
+  return (await insertRuns(db, [run], queuedRunQuota)).get(run.runId);
+}
+
+/**
+ * `insertRun` for several runs in one statement: the inserted ones by id. The quota counts each
+ * tenant's pending runs once, and ranks the batch's own runs of a tenant after them. The statement
+ * sees none of its own rows, so two runs of one thread must not share it (the second would not be
+ * blocked behind the first).
+ */
+export async function insertRuns(db: Queryable, runs: readonly NewRun[], queuedRunQuota: number): Promise<Map<string, ClaimedRun>> {
+  const rows = await db.query<RunRow>(
+    `with batch as (
+       select b.*, row_number() over (partition by b.tenant_id order by b.ord) as nth
+         from jsonb_to_recordset($1::jsonb) as b(ord int, run_id uuid, tenant_id text, thread_id uuid, assistant_id text,
+                graph_id text, input jsonb, command jsonb, context jsonb, config jsonb, metadata jsonb, multitask_strategy text,
+                durability text, run_timeout float8, max_model_calls float8, max_tool_calls float8, max_tokens float8,
+                max_cost float8, idempotency_key text, request_hash text, after_seconds float8)
+     ), queued as (
+       select t.tenant_id, (select count(*) from runs r where r.tenant_id = t.tenant_id and r.status = 'pending') as pending
+         from (select distinct tenant_id from batch) t
+     )
+     insert into runs (run_id, tenant_id, thread_id, assistant_id, graph_id, input, command, context, config, metadata,
                        multitask_strategy, durability, run_timeout, max_model_calls, max_tool_calls, max_tokens, max_cost,
                        idempotency_key, request_hash, not_before, available_at, blocked)
-     select $1, $2, $3, $4, $5, $6::jsonb, $7::jsonb, $8::jsonb, $9::jsonb, $10::jsonb, $11, $12, $13, $14, $15, $16, $17, $18, $19,
-            now() + $21::float8 * interval '1 second', now() + coalesce($21::float8, 0) * interval '1 second',
-            $3::uuid is not null and exists (select 1 from runs h where h.tenant_id = $2 and h.thread_id = $3::uuid
-                                                                   and h.status in ('pending', 'running', 'cancelling') for share)
-      where ($3::uuid is null or exists (select 1 from threads where tenant_id = $2 and thread_id = $3::uuid for share))
-        and (select count(*) from runs where tenant_id = $2 and status = 'pending') < $20
+     select b.run_id, b.tenant_id, b.thread_id, b.assistant_id, b.graph_id, b.input, b.command, b.context, b.config, b.metadata,
+            b.multitask_strategy, b.durability, b.run_timeout, b.max_model_calls, b.max_tool_calls, b.max_tokens, b.max_cost,
+            b.idempotency_key, b.request_hash,
+            now() + b.after_seconds * interval '1 second', now() + coalesce(b.after_seconds, 0) * interval '1 second',
+            b.thread_id is not null and exists (select 1 from runs h where h.tenant_id = b.tenant_id and h.thread_id = b.thread_id
+                                                                     and h.status in ('pending', 'running', 'cancelling') for share)
+       from batch b join queued q on q.tenant_id = b.tenant_id
+      where (b.thread_id is null or exists (select 1 from threads t where t.tenant_id = b.tenant_id and t.thread_id = b.thread_id for share))
+        and q.pending + b.nth <= $2
+      order by b.ord
      on conflict (tenant_id, idempotency_key) where idempotency_key is not null do nothing
      returning ${RUN_COLUMNS}`,
     [
-      run.runId,
-      run.tenantId,
-      run.threadId,
-      run.assistantId,
-      run.graphId,
-      json(run.input ?? null),
-      json(run.command),
-      json(run.context),
-      json(run.config),
-      json(run.metadata),
-      run.multitaskStrategy,
-      run.durability,
-      run.runTimeout,
-      run.maxModelCalls,
-      run.maxToolCalls,
-      run.maxTokens,
-      run.maxCost,
-      run.idempotencyKey ?? null,
-      run.requestHash,
+      json(
+        runs.map((run, ord) => ({
+          ord,
+          run_id: run.runId,
+          tenant_id: run.tenantId,
+          thread_id: run.threadId,
+          assistant_id: run.assistantId,
+          graph_id: run.graphId,
+          input: run.input ?? null,
+          command: run.command,
+          context: run.context,
+          config: run.config,
+          metadata: run.metadata,
+          multitask_strategy: run.multitaskStrategy,
+          durability: run.durability,
+          run_timeout: run.runTimeout,
+          max_model_calls: run.maxModelCalls,
+          max_tool_calls: run.maxToolCalls,
+          max_tokens: run.maxTokens,
+          max_cost: run.maxCost,
+          idempotency_key: run.idempotencyKey ?? null,
+          request_hash: run.requestHash,
+          after_seconds: run.afterSeconds,
+        })),
+      ),
       queuedRunQuota,
-      run.afterSeconds,
     ],
   );
-  return row && toClaimed(row);
+  return new Map(rows.map((row) => [row.run_id, toClaimed(row)]));
 }
 
 /** The run an Idempotency-Key of the tenant already names, with the fingerprint of its request. */

@@ -1,0 +1,47 @@
+import type { Queryable } from "./db.ts";
+import { GroupCommit } from "./group-commit.ts";
+import { insertRuns, type ClaimedRun, type NewRun } from "./runs.ts";
+
+/** The most runs one insert takes. */
+const MAX_BATCH = 100;
+
+/**
+ * Group commit for creates that are their insert alone (`enqueue` and stateless runs, outside a
+ * caller's transaction): the creates of one turn of the event loop, or that arrive while the
+ * previous insert is in flight, go in one statement and one commit (`insertRuns`). A batch holds
+ * at most one run per thread and per idempotency key, because the statement does not see its own
+ * rows; the next batch takes the rest, in order. A run the batch did not insert is answered
+ * `undefined`, and the caller sends it alone (`insertRun`), whose answer decides: the batch ranks
+ * a tenant's runs against its quota together, so at the quota's edge it may stop one that alone
+ * would fit.
+ */
+export class RunInserts {
+  private readonly group: GroupCommit<NewRun, ClaimedRun | undefined>;
+
+  constructor(db: Queryable, queuedRunQuota: number) {
+    this.group = new GroupCommit(async (runs) => {
+      const inserted = await insertRuns(db, runs, queuedRunQuota);
+      return runs.map((run) => inserted.get(run.runId));
+    }, distinctPrefixLength);
+  }
+
+  insert(run: NewRun): Promise<ClaimedRun | undefined> {
+    return this.group.submit(run);
+  }
+}
+
+/** How many waiting runs from the first share no thread and no idempotency key (at most `MAX_BATCH`). */
+function distinctPrefixLength(waiting: readonly NewRun[]): number {
+  const seen = new Set<string>();
+  let length = 0;
+  for (const run of waiting.slice(0, MAX_BATCH)) {
+    const keys = [
+      ...(run.threadId === null ? [] : [`thread ${run.tenantId} ${run.threadId}`]),
+      ...(run.idempotencyKey === undefined ? [] : [`key ${run.tenantId} ${run.idempotencyKey}`]),
+    ];
+    if (keys.some((key) => seen.has(key))) break;
+    for (const key of keys) seen.add(key);
+    length++;
+  }
+  return length;
+}
