@@ -67,10 +67,13 @@ function writeKind(sql: string): WriteKind {
   return kind;
 }
 
-/** Insert/update/delete (also inside a CTE), or a row-locking select. */
+/** Insert/update/delete (also inside a CTE, or after CTEs), or a row-locking select. */
 function isWriteStatement(sql: string): boolean {
   return (
-    /^\s*(insert|update|delete)\b/i.test(sql) || /^\s*with\b[\s\S]*?\(\s*(insert|update|delete)\b/i.test(sql) || /\bfor update\b/i.test(sql)
+    /^\s*(insert|update|delete)\b/i.test(sql) ||
+    /^\s*with\b[\s\S]*?\(\s*(insert|update|delete)\b/i.test(sql) ||
+    /^\s*with\b[\s\S]*\)\s*(insert|update|delete)\b/i.test(sql) ||
+    /\bfor update\b/i.test(sql)
   );
 }
 
