@@ -151,19 +151,21 @@ export async function insertRun(db: Queryable, run: NewRun, queuedRunQuota: numb
 
 /**
  * `insertRun` for several runs in one statement: the inserted ones by id. The quota counts each
- * tenant's pending runs once, and ranks the batch's own runs of a tenant after them. The statement
+ * tenant's pending runs once (materialized: not once per run), and ranks the batch's own runs of
+ * a tenant after them. The statement
  * sees none of its own rows, so two runs of one thread must not share it (the second would not be
  * blocked behind the first).
  */
 export async function insertRuns(db: Queryable, runs: readonly NewRun[], queuedRunQuota: number): Promise<Map<string, ClaimedRun>> {
+  /** Each run's place among the batch's runs of its tenant (1 for the first). */
+  const ranks = new Map<string, number>();
   const rows = await db.query<RunRow>(
     `with batch as (
-       select b.*, row_number() over (partition by b.tenant_id order by b.ord) as nth
-         from jsonb_to_recordset($1::jsonb) as b(ord int, run_id uuid, tenant_id text, thread_id uuid, assistant_id text,
+       select * from jsonb_to_recordset($1::jsonb) as b(nth int, run_id uuid, tenant_id text, thread_id uuid, assistant_id text,
                 graph_id text, input jsonb, command jsonb, context jsonb, config jsonb, metadata jsonb, multitask_strategy text,
                 durability text, run_timeout float8, max_model_calls float8, max_tool_calls float8, max_tokens float8,
                 max_cost float8, idempotency_key text, request_hash text, after_seconds float8)
-     ), queued as (
+     ), queued as materialized (
        select t.tenant_id, (select count(*) from runs r where r.tenant_id = t.tenant_id and r.status = 'pending') as pending
          from (select distinct tenant_id from batch) t
      )
@@ -179,13 +181,12 @@ export async function insertRuns(db: Queryable, runs: readonly NewRun[], queuedR
        from batch b join queued q on q.tenant_id = b.tenant_id
       where (b.thread_id is null or exists (select 1 from threads t where t.tenant_id = b.tenant_id and t.thread_id = b.thread_id for share))
         and q.pending + b.nth <= $2
-      order by b.ord
      on conflict (tenant_id, idempotency_key) where idempotency_key is not null do nothing
      returning ${RUN_COLUMNS}`,
     [
       json(
-        runs.map((run, ord) => ({
-          ord,
+        runs.map((run) => ({
+          nth: ranks.set(run.tenantId, (ranks.get(run.tenantId) ?? 0) + 1).get(run.tenantId),
           run_id: run.runId,
           tenant_id: run.tenantId,
           thread_id: run.threadId,
