@@ -427,7 +427,7 @@ export class RunService {
   }
 
   async events(tenantId: string, runId: string, after: number, limit: number): Promise<RunEvent[]> {
-    await this.own(this.db, tenantId, runId);
+    await this.assertOwn(tenantId, runId);
     return runRows.readEvents(this.db, tenantId, runId, after, limit);
   }
 
