@@ -4,7 +4,7 @@ import { Annotation, Command, END, INTERRUPT, START, StateGraph, interrupt } fro
 import { emptyCheckpoint, uuid6, type CheckpointMetadata, type CheckpointTuple } from "@langchain/langgraph-checkpoint";
 import type { RunnableConfig } from "@langchain/core/runnables";
 import { checkpointWrite, CheckpointWriteBatcher } from "../src/storage/checkpoint-writes.ts";
-import { RudderCheckpointSaver, TENANT_KEY } from "../src/storage/checkpointer.ts";
+import { ATTEMPT_CHECKPOINTS_KEY, AttemptCheckpoints, RudderCheckpointSaver, TENANT_KEY } from "../src/storage/checkpointer.ts";
 import type { Db } from "../src/storage/db.ts";
 import { createTestDatabase } from "./support/db.ts";
 
@@ -304,6 +304,50 @@ test("a step's task writes and the step's checkpoint share one statement (durabi
     const stored = await collect(saver.list(config));
     assert.equal(stored.length, 3);
     assert.deepEqual((await saver.getTuple(config))?.checkpoint.channel_values.steps, ["only"]);
+  });
+});
+
+test("in a run's attempt the input checkpoint rides the first step's statement; a read or the settle commits it when nothing follows", async () => {
+  await withSaver(async (_saver, db) => {
+    const statements: string[] = [];
+    const counting: Db = { ...db, query: (sql, params) => (statements.push(sql), db.query(sql, params)) };
+    const saver = new RudderCheckpointSaver(counting);
+    const graph = new StateGraph(State)
+      .addNode("only", () => ({ steps: ["only"] }))
+      .addEdge(START, "only")
+      .addEdge("only", END)
+      .compile({ checkpointer: saver });
+    const attempt = new AttemptCheckpoints("attempt-thread", false, false);
+    const config = { configurable: { thread_id: "attempt-thread", [ATTEMPT_CHECKPOINTS_KEY]: attempt } };
+    await graph.invoke({ steps: [] }, { ...config, durability: "sync" });
+    const writes = statements.filter((sql) => /insert into checkpoint/.test(sql));
+    // The input checkpoint, step 0's writes and checkpoint in one statement; step 1's in the next.
+    assert.equal(writes.length, 2, writes.join("\n---\n"));
+    assert.equal(attempt.deferred.length, 0, "nothing left held");
+    const stored = await collect(saver.list({ configurable: { thread_id: "attempt-thread" } }));
+    assert.deepEqual(
+      stored.map((tuple) => tuple.metadata?.source),
+      ["loop", "loop", "input"],
+      "all three checkpoints stored",
+    );
+
+    // Held with nothing after it: a read commits it first, and sees it.
+    const held = new AttemptCheckpoints("held-thread", false, false);
+    const heldConfig = { configurable: { thread_id: "held-thread", checkpoint_ns: "", [ATTEMPT_CHECKPOINTS_KEY]: held } };
+    await saver.put(heldConfig, { ...emptyCheckpoint(), id: uuid6(-1) }, INPUT, {});
+    assert.equal(held.deferred.length, 1, "the input checkpoint waits for the next write");
+    assert.equal((await saver.getTuple(heldConfig))?.metadata?.source, "input", "a read commits it first");
+    assert.equal(held.deferred.length, 0);
+    // A settle commits what is still held (flushDeferred, in the settle's transaction).
+    const settled = new AttemptCheckpoints("settled-thread", false, false);
+    await saver.put(
+      { configurable: { thread_id: "settled-thread", [ATTEMPT_CHECKPOINTS_KEY]: settled } },
+      { ...emptyCheckpoint(), id: uuid6(-1) },
+      INPUT,
+      {},
+    );
+    await db.transaction((tx) => saver.flushDeferred(tx, settled));
+    assert.equal((await saver.getTuple({ configurable: { thread_id: "settled-thread" } }))?.metadata?.source, "input");
   });
 });
 

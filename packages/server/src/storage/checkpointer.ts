@@ -54,7 +54,11 @@ export const ATTEMPT_CHECKPOINTS_KEY = "__rudder_attempt_checkpoints";
  * What one run attempt's checkpoint traffic may skip. With `defer` (durability "exit", where
  * LangGraph writes only when the graph exits) writes wait here and commit in the transaction
  * that settles the attempt, so they land with the run's outcome or not at all; a read flushes
- * them first. With `knownEmpty` (a stateless run's first attempt: its thread id is the new run's
+ * them first. In every durability the input checkpoint (LangGraph's step -1, written before any
+ * node runs) waits here too, for the attempt's next write, which commits it in the same
+ * statement: the first step's writes and checkpoint, before any node of the graph has run, or the
+ * settle. No node runs between the two, so it is durable as early as `sync` needs it: before the
+ * first step that can have effects. With `knownEmpty` (a stateless run's first attempt: its thread id is the new run's
  * id) reads of that thread find nothing without asking the database, until something is written.
  */
 export class AttemptCheckpoints {
@@ -197,7 +201,8 @@ export class RudderCheckpointSaver extends BaseCheckpointSaver {
     assertStorableState(type, bytes, "the checkpoint");
     const parentId = config.configurable?.checkpoint_id || null;
     const commit: CheckpointTarget = { kind: "checkpoint", checkpointNs: ns, step: metadata.step };
-    await this.write(config, checkpointWrite([tenantId, threadId, ns, checkpoint.id, parentId, type, bytes, metadataJson]), commit);
+    const write = checkpointWrite([tenantId, threadId, ns, checkpoint.id, parentId, type, bytes, metadataJson]);
+    await this.write(config, write, commit, metadata.source === "input");
     return { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: checkpoint.id, ...namedTenant(config) } };
   }
 
@@ -232,9 +237,10 @@ export class RudderCheckpointSaver extends BaseCheckpointSaver {
   /**
    * One checkpoint write: when the run's commit hook covers it, in a transaction with the hook
    * (and any deferred writes before it, to keep their order); else deferred when the attempt
-   * defers; else through the group commit, with whatever other runs write at the same moment.
+   * defers, or when it is the attempt's input checkpoint (`input`); else through the group
+   * commit, with the writes deferred before it and whatever other runs write at the same moment.
    */
-  private async write(config: RunnableConfig, write: CheckpointWrite, commit: CheckpointTarget): Promise<void> {
+  private async write(config: RunnableConfig, write: CheckpointWrite, commit: CheckpointTarget, input = false): Promise<void> {
     const attempt = attemptOf(config);
     if (attempt) attempt.knownEmpty = false;
     const hook = commitHookOf(config);
@@ -244,10 +250,11 @@ export class RudderCheckpointSaver extends BaseCheckpointSaver {
         await writeAll(tx, [write]);
         await hook.onCommit(tx, commit);
       });
-    } else if (attempt?.defer) {
+    } else if (attempt && (attempt.defer || input)) {
       attempt.deferred.push(write);
     } else {
-      await this.batcher.write(write);
+      // Submitted in one turn, the writes held before this one share its statement, in order.
+      await Promise.all([...(attempt?.deferred.splice(0) ?? []), write].map((each) => this.batcher.write(each)));
     }
   }
 
