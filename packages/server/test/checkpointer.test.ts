@@ -284,16 +284,22 @@ test("concurrent writes of many threads share statements (group commit), each in
   });
 });
 
+/** A one-node graph over a saver whose statements are recorded. */
+function countedOneNodeGraph(db: Db) {
+  const statements: string[] = [];
+  const counting: Db = { ...db, query: (sql, params) => (statements.push(sql), db.query(sql, params)) };
+  const saver = new RudderCheckpointSaver(counting);
+  const graph = new StateGraph(State)
+    .addNode("only", () => ({ steps: ["only"] }))
+    .addEdge(START, "only")
+    .addEdge("only", END)
+    .compile({ checkpointer: saver });
+  return { statements, saver, graph };
+}
+
 test("a step's task writes and the step's checkpoint share one statement (durability sync)", async () => {
   await withSaver(async (_saver, db) => {
-    const statements: string[] = [];
-    const counting: Db = { ...db, query: (sql, params) => (statements.push(sql), db.query(sql, params)) };
-    const saver = new RudderCheckpointSaver(counting);
-    const graph = new StateGraph(State)
-      .addNode("only", () => ({ steps: ["only"] }))
-      .addEdge(START, "only")
-      .addEdge("only", END)
-      .compile({ checkpointer: saver });
+    const { statements, saver, graph } = countedOneNodeGraph(db);
     const config = { configurable: { thread_id: "one-step" } };
     await graph.invoke({ steps: [] }, { ...config, durability: "sync" });
     const writes = statements.filter((sql) => /insert into checkpoint/.test(sql));
@@ -309,14 +315,7 @@ test("a step's task writes and the step's checkpoint share one statement (durabi
 
 test("in a run's attempt the input checkpoint rides the first step's statement; a read or the settle commits it when nothing follows", async () => {
   await withSaver(async (_saver, db) => {
-    const statements: string[] = [];
-    const counting: Db = { ...db, query: (sql, params) => (statements.push(sql), db.query(sql, params)) };
-    const saver = new RudderCheckpointSaver(counting);
-    const graph = new StateGraph(State)
-      .addNode("only", () => ({ steps: ["only"] }))
-      .addEdge(START, "only")
-      .addEdge("only", END)
-      .compile({ checkpointer: saver });
+    const { statements, saver, graph } = countedOneNodeGraph(db);
     const attempt = new AttemptCheckpoints("attempt-thread", false, false);
     const config = { configurable: { thread_id: "attempt-thread", [ATTEMPT_CHECKPOINTS_KEY]: attempt } };
     await graph.invoke({ steps: [] }, { ...config, durability: "sync" });
