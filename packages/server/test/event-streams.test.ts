@@ -5,12 +5,13 @@ import type { RunEvent } from "@rudder/api";
 import { createLocalNotifier, createPostgresNotifier, type Notifier } from "../src/notify/notifier.ts";
 import { EventFeed } from "../src/runs/event-feed.ts";
 import type { RunStatus } from "../src/domain/runs.ts";
-import type { Db } from "../src/storage/db.ts";
+import { createPostgresDb, type Db } from "../src/storage/db.ts";
 import { readEvents, type ClaimedRun } from "../src/storage/runs.ts";
 import { EventWriter } from "../src/worker/event-writer.ts";
 import { createTestDatabase, TEST_DRIVER, type TestDatabase } from "./support/db.ts";
 import { interceptedDb } from "./support/intercepted-db.ts";
 import { claimedRuns } from "./support/runs.ts";
+import { startServer } from "../src/server.ts";
 import { startTestServer, type TestServer } from "./support/server.ts";
 import { openSse, type SseEvent } from "./support/sse.ts";
 
@@ -245,6 +246,45 @@ describe(`waiting for a run's end on ${TEST_DRIVER}`, () => {
       await server.close();
     }
   });
+
+  test(
+    "in an API process without a worker, a join of a run it created reads it once: on the notice of the worker process's settle",
+    { skip: TEST_DRIVER === "pglite" && "needs PostgreSQL: processes share one database" },
+    async () => {
+      const counted = countingRunReads(await createTestDatabase());
+      const api = await startTestServer({ configFile: TESTING_CONFIG, database: counted.database, worker: false, scheduler: false });
+      // The worker's own handle on the database: its reads are not the API's, and are not counted.
+      const workerDb = createPostgresDb(counted.database.url!);
+      const worker = await startServer({
+        config: { ...api.config, metricsPort: undefined },
+        db: workerDb,
+        schema: "require-current",
+        api: false,
+        worker: { pollMs: 100 },
+        scheduler: false,
+        logger: false,
+      });
+      try {
+        for (let i = 0; i < 3; i++) {
+          const created = await api.request("POST", "/v1/runs", { body: { assistant_id: "ticks", input: { count: 3, interval_ms: 20 } } });
+          assert.equal(created.status, 202, JSON.stringify(created.body));
+          const runId = String(created.body.run_id);
+          const joined = await api.request("GET", `/v1/runs/${runId}/join?timeout=30`);
+          assert.equal(joined.body.status, "succeeded", JSON.stringify(joined.body));
+          assert.equal(counted.readsOf(runId), 1, "no read to start (created here), one on the settle's notice from the other process");
+          counted.reset();
+          // Heard settled, it is no longer known: a join now reads it, once.
+          assert.deepEqual((await api.request("GET", `/v1/runs/${runId}/join?timeout=30`)).body, joined.body);
+          assert.equal(counted.readsOf(runId), 1);
+          counted.reset();
+        }
+      } finally {
+        await worker.close();
+        await workerDb.close();
+        await api.close();
+      }
+    },
+  );
 
   test("streams and a join of a run created here read it not at all: not to start, not on `cancelling`, not at its end", async () => {
     const counted = countingRunReads(await createTestDatabase());
