@@ -83,9 +83,9 @@ export class RunService {
    * queued-run quota and the thread's multitask strategy, in that order, with the notices heard
    * once it commits. Pass `tx` to create it inside the caller's transaction (the scheduler commits
    * a run with its schedule's advance). For `enqueue` (and a stateless run) the insert is one
-   * statement, sent without a transaction (one round trip); `reject` and `cancel_previous` decide
-   * under the thread's row lock, which serialises creates on that thread. A caller that must name
-   * the run before it exists (the A2A gateway's task id is its first run's id) passes `runId`.
+   * statement, sent without a transaction and shared with the creates arriving with it
+   * (`RunInserts`); `reject` and `cancel_previous` decide under the thread's row lock, which
+   * serialises creates on that thread. A caller that must name the run before it exists (the A2A gateway's task id is its first run's id) passes `runId`.
    * `afterSeconds` (the LangGraph facade's `after_seconds`) creates it pending, claimable only
    * once that time has passed.
    */
@@ -145,7 +145,11 @@ export class RunService {
     return { run: publicRun(created.run), replayed: created.replayed };
   }
 
-  /** `batched`: the insert may share a statement with other creates (`RunInserts`); outside a transaction only. */
+  /**
+   * `batched`: the insert may share a statement with other creates (`RunInserts`); outside a
+   * transaction only. The shared insert ranks a tenant's runs against its quota together, so a
+   * run it stopped while the quota still has room is inserted again, alone, and that decides.
+   */
   private async createIn(tx: Transaction, run: NewRun, batched: boolean): Promise<{ run: ClaimedRun; replayed: boolean }> {
     if (decidedUnderThreadLock(run)) {
       const replay = await this.replayOf(tx, run);
@@ -153,7 +157,8 @@ export class RunService {
       if (!(await lockThread(tx, run.tenantId, run.threadId))) throw notFound("thread", run.threadId);
       await this.applyMultitaskStrategy(tx, run.tenantId, run.threadId, run.multitaskStrategy);
     }
-    const inserted = await this.insert(tx, run, batched).catch((error: unknown) => {
+    const quota = this.limits.queuedRunQuota;
+    const inserted = await (batched ? this.inserts.insert(run) : runRows.insertRun(tx, run, quota)).catch((error: unknown) => {
       // The thread was deleted between the check and the insert.
       if ((error as { code?: string }).code === "23503" && run.threadId !== null) throw notFound("thread", run.threadId);
       throw error;
@@ -162,7 +167,7 @@ export class RunService {
       // A delayed run's notice says when it comes due, so a worker wakes then rather than at once.
       const dueAt = run.afterSeconds === null ? undefined : Date.now() + run.afterSeconds * 1000;
       await this.notifier.publishWithin(tx, dueAt === undefined ? { topic: "run_created" } : { topic: "run_created", dueAt });
-      this.countCreated(tx, inserted);
+      this.afterCreated(tx, inserted);
       return { run: inserted, replayed: false };
     }
     // The insert's conditions stopped it: say which.
@@ -170,12 +175,8 @@ export class RunService {
     if (replay) return replay;
     if (run.threadId !== null && !(await runRows.threadExists(tx, run.tenantId, run.threadId))) throw notFound("thread", run.threadId);
     const queued = await runRows.countPending(tx, run.tenantId);
+    if (batched && queued < quota) return this.createIn(tx, run, false);
     throw new ApiError("quota_exceeded", `the tenant has ${queued} queued runs, the most it may have`, { retryAfterSeconds: 5 });
-  }
-
-  /** The run inserted, or undefined when the insert's conditions stopped it. A run the shared insert did not take is inserted alone: that answer decides. */
-  private async insert(tx: Transaction, run: NewRun, batched: boolean): Promise<ClaimedRun | undefined> {
-    return (batched && (await this.inserts.insert(run))) || runRows.insertRun(tx, run, this.limits.queuedRunQuota);
   }
 
   /** The run an Idempotency-Key already names: a replay when the request is the same, else 409. */
@@ -217,7 +218,7 @@ export class RunService {
   }
 
   /** Once committed: the run is counted, and its joins and streams in this process need not read it to start. */
-  private countCreated(tx: Transaction, run: ClaimedRun): void {
+  private afterCreated(tx: Transaction, run: ClaimedRun): void {
     const metrics = this.limits.metrics;
     tx.afterCommit(() => {
       metrics?.runCreated(run.graph_id);
@@ -411,7 +412,7 @@ export class RunService {
       if (old.thread_id === null) await runRows.moveRunCheckpoints(tx, tenantId, runId, successor.run_id);
       const moved = await migrateToSuccessor(tx, tenantId, runId, successor.run_id);
       await this.notifier.publishWithin(tx, { topic: "run_created" });
-      this.countCreated(tx, successor);
+      this.afterCreated(tx, successor);
       const metrics = this.limits.metrics;
       if (metrics) tx.afterCommit(() => metrics.supersededSteering(moved, "resume_transfer"));
       return publicRun(successor);

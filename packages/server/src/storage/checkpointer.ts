@@ -56,10 +56,11 @@ export const ATTEMPT_CHECKPOINTS_KEY = "__rudder_attempt_checkpoints";
  * that settles the attempt, so they land with the run's outcome or not at all; a read flushes
  * them first. In every durability the input checkpoint (LangGraph's step -1, written before any
  * node runs) waits here too, for the attempt's next write, which commits it in the same
- * statement: the first step's writes and checkpoint, before any node of the graph has run, or the
- * settle. No node runs between the two, so it is durable as early as `sync` needs it: before the
- * first step that can have effects. With `knownEmpty` (a stateless run's first attempt: its thread id is the new run's
- * id) reads of that thread find nothing without asking the database, until something is written.
+ * statement (the first step's writes and checkpoint), or for a read or the settle. No node runs
+ * between the two, so it is durable as early as `sync` needs it: before the first step that can
+ * have effects. With `knownEmpty` (a stateless run's first attempt: its thread id is the new
+ * run's id) reads of that thread find nothing without asking the database, until something is
+ * written.
  */
 export class AttemptCheckpoints {
   readonly deferred: CheckpointWrite[] = [];

@@ -11,9 +11,9 @@ const MAX_BATCH = 100;
  * previous insert is in flight, go in one statement and one commit (`insertRuns`). A batch holds
  * at most one run per thread and per idempotency key, because the statement does not see its own
  * rows; the next batch takes the rest, in order. A run the batch did not insert is answered
- * `undefined`, and the caller sends it alone (`insertRun`), whose answer decides: the batch ranks
- * a tenant's runs against its quota together, so at the quota's edge it may stop one that alone
- * would fit.
+ * `undefined`: the caller finds out why (`RunService.createIn`). The batch ranks a tenant's runs
+ * against its quota together, so at the quota's edge it may stop one that alone would fit; the
+ * caller sends such a run again, alone, when the quota has room.
  */
 export class RunInserts {
   private readonly group: GroupCommit<NewRun, ClaimedRun | undefined>;

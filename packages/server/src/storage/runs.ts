@@ -152,13 +152,17 @@ export async function insertRun(db: Queryable, run: NewRun, queuedRunQuota: numb
 /**
  * `insertRun` for several runs in one statement: the inserted ones by id. The quota counts each
  * tenant's pending runs once (materialized: not once per run), and ranks the batch's own runs of
- * a tenant after them. The statement
- * sees none of its own rows, so two runs of one thread must not share it (the second would not be
- * blocked behind the first).
+ * a tenant after them. The statement sees none of its own rows, so two runs of one thread must
+ * not share it (the second would not be blocked behind the first).
  */
 export async function insertRuns(db: Queryable, runs: readonly NewRun[], queuedRunQuota: number): Promise<Map<string, ClaimedRun>> {
-  /** Each run's place among the batch's runs of its tenant (1 for the first). */
+  /** How many of the batch's runs each tenant has so far: a run's rank among its tenant's (1 for the first). */
   const ranks = new Map<string, number>();
+  const rankOf = (tenantId: string): number => {
+    const rank = (ranks.get(tenantId) ?? 0) + 1;
+    ranks.set(tenantId, rank);
+    return rank;
+  };
   const rows = await db.query<RunRow>(
     `with batch as (
        select * from jsonb_to_recordset($1::jsonb) as b(nth int, run_id uuid, tenant_id text, thread_id uuid, assistant_id text,
@@ -186,7 +190,7 @@ export async function insertRuns(db: Queryable, runs: readonly NewRun[], queuedR
     [
       json(
         runs.map((run) => ({
-          nth: ranks.set(run.tenantId, (ranks.get(run.tenantId) ?? 0) + 1).get(run.tenantId),
+          nth: rankOf(run.tenantId),
           run_id: run.runId,
           tenant_id: run.tenantId,
           thread_id: run.threadId,
