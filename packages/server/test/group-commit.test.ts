@@ -1,6 +1,6 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { GroupCommit } from "../src/storage/group-commit.ts";
+import { distinctPrefixLength, GroupCommit } from "../src/storage/group-commit.ts";
 
 /** A GroupCommit over a fake database that records each batch it was sent. */
 function recording(fail: (item: number) => boolean = () => false) {
@@ -53,4 +53,15 @@ test("`take` bounds a batch; the rest wait for the next", async () => {
   );
   assert.deepEqual(await Promise.all([1, 2, 3, 4, 5].map((item) => group.submit(item))), [2, 4, 6, 8, 10]);
   assert.deepEqual(batches, [[1, 2], [3, 4], [5]]);
+});
+
+test("a batch for a statement that must not see one row twice stops at a repeated key or at its capacity, and takes at least one item", () => {
+  const keysOf = (item: { keys: string[] }) => item.keys;
+  const weightOf = (item: { keys: string[] }) => item.keys.length;
+  const items = [{ keys: ["a"] }, { keys: ["b", "c"] }, { keys: ["a"] }, { keys: ["d"] }];
+  assert.equal(distinctPrefixLength(items, keysOf, 100), 2, "the second 'a' waits for the next statement");
+  assert.equal(distinctPrefixLength(items.slice(2), keysOf, 100), 2);
+  assert.equal(distinctPrefixLength(items, keysOf, 2, weightOf), 1, "three rows would pass a capacity of two");
+  assert.equal(distinctPrefixLength([{ keys: ["x", "y", "z"] }], keysOf, 2, weightOf), 1, "one item goes alone, whatever it weighs");
+  assert.equal(distinctPrefixLength([], keysOf, 10), 0);
 });

@@ -1,5 +1,5 @@
 import type { Db, Queryable } from "./db.ts";
-import { GroupCommit } from "./group-commit.ts";
+import { distinctPrefixLength, GroupCommit } from "./group-commit.ts";
 
 /**
  * The checkpoint saver's writes as data, so that several can go to the database in one statement:
@@ -80,17 +80,16 @@ export class CheckpointWriteBatcher {
 
 /** The longest run of writes from `start` whose rows are all distinct (and within MAX_ROWS). */
 function distinctPrefix(writes: readonly CheckpointWrite[], start: number): CheckpointWrite[] {
-  const seen = new Set<string>();
-  const batch: CheckpointWrite[] = [];
-  let rows = 0;
-  for (let index = start; index < writes.length; index++) {
-    const write = writes[index]!;
-    if (batch.length > 0 && (write.keys.some((key) => seen.has(key)) || rows + write.keys.length > MAX_ROWS)) break;
-    for (const key of write.keys) seen.add(key);
-    rows += write.keys.length;
-    batch.push(write);
-  }
-  return batch;
+  const rest = writes.slice(start);
+  return rest.slice(
+    0,
+    distinctPrefixLength(
+      rest,
+      (write) => write.keys,
+      MAX_ROWS,
+      (write) => write.keys.length,
+    ),
+  );
 }
 
 /** One statement: the checkpoint rows and the write rows of `writes`, which must all be distinct. */

@@ -51,4 +51,28 @@ export class GroupCommit<Item, Result> {
   }
 }
 
+/**
+ * How many items from the first hold no key twice and weigh at most `capacity` together (always
+ * at least one): the next batch of a statement that must not see one row twice, since it does not
+ * see its own rows. The rest wait for the next statement, in order.
+ */
+export function distinctPrefixLength<Item>(
+  items: readonly Item[],
+  keysOf: (item: Item) => readonly string[],
+  capacity: number,
+  weightOf: (item: Item) => number = () => 1,
+): number {
+  const seen = new Set<string>();
+  let weight = 0;
+  let length = 0;
+  for (const item of items) {
+    const keys = keysOf(item);
+    if (length > 0 && (keys.some((key) => seen.has(key)) || weight + weightOf(item) > capacity)) break;
+    for (const key of keys) seen.add(key);
+    weight += weightOf(item);
+    length++;
+  }
+  return length;
+}
+
 const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));

@@ -1,5 +1,5 @@
 import type { Queryable } from "./db.ts";
-import { GroupCommit } from "./group-commit.ts";
+import { distinctPrefixLength, GroupCommit } from "./group-commit.ts";
 import { insertRuns, type ClaimedRun, type NewRun } from "./runs.ts";
 
 /** The most runs one insert takes. */
@@ -19,10 +19,13 @@ export class RunInserts {
   private readonly group: GroupCommit<NewRun, ClaimedRun | undefined>;
 
   constructor(db: Queryable, queuedRunQuota: number) {
-    this.group = new GroupCommit(async (runs) => {
-      const inserted = await insertRuns(db, runs, queuedRunQuota);
-      return runs.map((run) => inserted.get(run.runId));
-    }, distinctPrefixLength);
+    this.group = new GroupCommit(
+      async (runs) => {
+        const inserted = await insertRuns(db, runs, queuedRunQuota);
+        return runs.map((run) => inserted.get(run.runId));
+      },
+      (waiting) => distinctPrefixLength(waiting, keysOf, MAX_BATCH),
+    );
   }
 
   insert(run: NewRun): Promise<ClaimedRun | undefined> {
@@ -30,18 +33,10 @@ export class RunInserts {
   }
 }
 
-/** How many waiting runs from the first share no thread and no idempotency key (at most `MAX_BATCH`). */
-function distinctPrefixLength(waiting: readonly NewRun[]): number {
-  const seen = new Set<string>();
-  let length = 0;
-  for (const run of waiting.slice(0, MAX_BATCH)) {
-    const keys = [
-      ...(run.threadId === null ? [] : [`thread ${run.tenantId} ${run.threadId}`]),
-      ...(run.idempotencyKey === undefined ? [] : [`key ${run.tenantId} ${run.idempotencyKey}`]),
-    ];
-    if (keys.some((key) => seen.has(key))) break;
-    for (const key of keys) seen.add(key);
-    length++;
-  }
-  return length;
+/** A run's rows the statement must not see twice: its thread's queue and its idempotency key. */
+function keysOf(run: NewRun): string[] {
+  return [
+    ...(run.threadId === null ? [] : [`thread ${run.tenantId} ${run.threadId}`]),
+    ...(run.idempotencyKey === undefined ? [] : [`key ${run.tenantId} ${run.idempotencyKey}`]),
+  ];
 }
