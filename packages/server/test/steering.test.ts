@@ -306,7 +306,17 @@ describe("steering", () => {
 
       const done = await joinRun(run.run_id);
       assert.deepEqual([done.status, done.attempt], ["succeeded", 2]);
-      const superseded = ofKind(await events(run.run_id), "run.steer.superseded").map((e) => [e.data.steering_event_id, e.data.reason]);
+      // The last step's checkpoint committed with the gate (durability sync): attempt 2 resumes
+      // after it, so its node does not run again.
+      const log = await events(run.run_id);
+      const secondStart = log.findIndex((e) => e.kind === "run_started" && (e.data as { attempt: number }).attempt === 2);
+      assert.ok(secondStart >= 0, "attempt 2 started");
+      assert.deepEqual(
+        log.slice(secondStart).filter((e) => e.kind === "updates"),
+        [],
+        "attempt 2 ran no node",
+      );
+      const superseded = ofKind(log, "run.steer.superseded").map((e) => [e.data.steering_event_id, e.data.reason]);
       assert.deepEqual(superseded, [
         [early.body.id, "unconsumed_at_final_boundary"],
         [reopened.body.id, "unconsumed_at_final_boundary"],

@@ -17,6 +17,7 @@ import {
   type ClaimedRun,
 } from "../src/storage/runs.ts";
 import { SteeringRepository } from "../src/storage/steering.ts";
+import { checkpointWrite } from "../src/storage/checkpoint-writes.ts";
 import { insertThread, lockThread, lockThreads } from "../src/storage/threads.ts";
 import { createTestDatabase, TEST_DRIVER, type TestDatabase } from "./support/db.ts";
 import { interceptedDb } from "./support/intercepted-db.ts";
@@ -449,6 +450,12 @@ describe(`the worker's claim loop on ${TEST_DRIVER}`, () => {
     }));
 });
 
+/** A checkpoint an attempt of `run` holds, as the gate carries it. */
+const heldCheckpoint = (run: ClaimedRun, threadId: string, checkpointId = "c1") => ({
+  runId: run.run_id,
+  write: checkpointWrite(["t1", threadId, "", checkpointId, null, "json", new TextEncoder().encode("{}"), "{}"]),
+});
+
 describe(`an attempt's settle on ${TEST_DRIVER}`, () => {
   test("gates and settles of several runs go in one statement each, every run fenced by its own lease", async () => {
     const database = await createTestDatabase();
@@ -470,15 +477,25 @@ describe(`an attempt's settle on ${TEST_DRIVER}`, () => {
       const lease = (run: ClaimedRun, owner = "worker-a") => ({ tenantId: "t1", runId: run.run_id, attempt: 1, owner });
       await db.query("update runs set last_steering_sequence = 1 where run_id = $1", [loose.run_id]);
 
-      const gates = await new SteeringRepository(db).closeAdmissions([
-        lease(a.first),
-        lease(b.first, "worker-b"),
-        lease(loose),
-        { tenantId: "t2", runId: a.first.run_id, attempt: 1, owner: "worker-a" },
-      ]);
+      const gates = await new SteeringRepository(db).closeAdmissions(
+        [
+          lease(a.first),
+          lease(b.first, "worker-b"),
+          lease(loose),
+          { tenantId: "t2", runId: a.first.run_id, attempt: 1, owner: "worker-a" },
+        ],
+        // The checkpoints the attempts still hold ride the same statement, fenced the same way.
+        [heldCheckpoint(a.first, a.threadId), heldCheckpoint(b.first, b.threadId)],
+      );
       assert.deepEqual(Object.fromEntries(gates), { [a.first.run_id]: { steered: false }, [loose.run_id]: { steered: true } });
       const closed = await db.query<{ run_id: string }>("select run_id::text as run_id from runs where steering_closed order by run_id");
       assert.deepEqual(closed.map((row) => row.run_id).sort(), [a.first.run_id, loose.run_id].sort(), "only where the lease held");
+      const checkpoints = await db.query<{ thread_id: string }>("select thread_id from checkpoints");
+      assert.deepEqual(
+        checkpoints.map((row) => row.thread_id),
+        [a.threadId],
+        "a held checkpoint is written only where the lease held",
+      );
 
       const fields = succeededSettle;
       const settled = await db.transaction(async (tx) => {
@@ -527,6 +544,38 @@ describe(`an attempt's settle on ${TEST_DRIVER}`, () => {
         ],
       );
       assert.equal(events.filter((event) => event.run_id === b.first.run_id).length, 0);
+    } finally {
+      await database.drop();
+    }
+  });
+
+  test("a gate whose held writes one statement cannot take (a row twice) writes them in a transaction with it, still fenced", async () => {
+    const database = await createTestDatabase();
+    try {
+      const db = database.db;
+      const threadId = randomUUID();
+      await insertThread(db, "t1", threadId, {});
+      const run = (await insertRun(db, { ...stateless("t1", {}), threadId }, 1000))!;
+      const lost = (await insertRun(db, stateless("t1", {}), 1000))!;
+      assert.equal((await claimRuns(db, "worker-a", 30_000, 10, { to: "running", thread: "busy" })).length, 2);
+      const statements: string[] = [];
+      const counted: Db = { ...db, query: (sql, params) => (statements.push(sql), db.query(sql, params)) };
+      const twice = { ...heldCheckpoint(run, threadId), write: { ...heldCheckpoint(run, threadId).write } };
+      const gates = await new SteeringRepository(counted).closeAdmissions(
+        [
+          { tenantId: "t1", runId: run.run_id, attempt: 1, owner: "worker-a" },
+          { tenantId: "t1", runId: lost.run_id, attempt: 1, owner: "worker-b" },
+        ],
+        [heldCheckpoint(run, threadId), twice, heldCheckpoint(lost, lost.run_id, "c2")],
+      );
+      assert.deepEqual([...gates.keys()], [run.run_id]);
+      assert.ok(!statements.some((sql) => /update runs r set steering_closed[\s\S]*insert into/.test(sql) || /fenced_/.test(sql)));
+      const checkpoints = await db.query<{ thread_id: string }>("select thread_id from checkpoints");
+      assert.deepEqual(
+        checkpoints.map((row) => row.thread_id),
+        [threadId],
+        "written once, and only for the run whose lease held",
+      );
     } finally {
       await database.drop();
     }

@@ -95,34 +95,92 @@ function distinctPrefix(writes: readonly CheckpointWrite[], start: number): Chec
 /** One statement: the checkpoint rows and the write rows of `writes`, which must all be distinct. */
 async function writeOnce(db: Queryable, writes: readonly CheckpointWrite[]): Promise<void> {
   const params: unknown[] = [];
-  const values = (rows: readonly (readonly unknown[])[], casts: readonly string[]) =>
-    rows
-      .map((row) => {
-        params.push(...row);
-        const base = params.length - row.length;
-        return `(${casts.map((cast, column) => `$${base + column + 1}::${cast}`).join(", ")})`;
-      })
-      .join(", ");
   const checkpointRows = writes.flatMap((write) => write.checkpoints);
   const writeRows = writes.flatMap((write) => write.writes);
   const statements: string[] = [];
   if (checkpointRows.length > 0)
-    statements.push(`${INSERT_CHECKPOINTS} values ${values(checkpointRows, CHECKPOINT_CASTS)} ${ON_CHECKPOINT_CONFLICT}`);
-  if (writeRows.length > 0) statements.push(`${INSERT_WRITES} values ${values(writeRows, WRITE_CASTS)} ${ON_WRITE_CONFLICT}`);
+    statements.push(`${INSERT_CHECKPOINTS} values ${valuesOf(checkpointRows, CHECKPOINT_CASTS, params)} ${ON_CHECKPOINT_CONFLICT}`);
+  if (writeRows.length > 0) statements.push(`${INSERT_WRITES} values ${valuesOf(writeRows, WRITE_CASTS, params)} ${ON_WRITE_CONFLICT}`);
   if (statements.length === 0) return;
   const sql = statements.length === 1 ? statements[0]! : `with checkpoints_written as (${statements[0]}) ${statements[1]}`;
   await db.query(sql, params);
 }
 
-const INSERT_CHECKPOINTS = `insert into checkpoints
-  (tenant_id, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint_type, checkpoint, metadata)`;
+/**
+ * Writes of several runs as CTEs for another statement to carry, fenced: only the rows of the runs
+ * the CTE `fence` lists (its column `run_id`, a uuid) are written. Their parameters are appended to
+ * `params`. Undefined when the writes are not all distinct (one statement cannot write a row twice):
+ * the caller writes them apart (`writeAll`).
+ */
+export function fencedWriteCtes(
+  writes: readonly { readonly runId: string; readonly write: CheckpointWrite }[],
+  params: unknown[],
+  fence: string,
+): string[] | undefined {
+  const all = writes.map(({ write }) => write);
+  if (distinctPrefix(all, 0).length < all.length) return undefined;
+  const tagged = (rowsOf: (write: CheckpointWrite) => readonly (readonly unknown[])[]) =>
+    writes.flatMap(({ runId, write }) => rowsOf(write).map((row) => [runId, ...row]));
+  const fenced = (
+    name: string,
+    insert: string,
+    columns: readonly string[],
+    casts: readonly string[],
+    rows: unknown[][],
+    conflict: string,
+  ) =>
+    `${name} as (${insert} select ${columns.join(", ")} from (values ${valuesOf(rows, ["uuid", ...casts], params)})
+       as v(run_id, ${columns.join(", ")}) where v.run_id in (select run_id from ${fence}) ${conflict})`;
+  const checkpointRows = tagged((write) => write.checkpoints);
+  const writeRows = tagged((write) => write.writes);
+  return [
+    ...(checkpointRows.length > 0
+      ? [fenced("fenced_checkpoints", INSERT_CHECKPOINTS, CHECKPOINT_COLUMNS, CHECKPOINT_CASTS, checkpointRows, ON_CHECKPOINT_CONFLICT)]
+      : []),
+    ...(writeRows.length > 0 ? [fenced("fenced_writes", INSERT_WRITES, WRITE_COLUMNS, WRITE_CASTS, writeRows, ON_WRITE_CONFLICT)] : []),
+  ];
+}
+
+/** `($1::text, $2::bytea, …), …` for `rows`, their values appended to `params`. */
+function valuesOf(rows: readonly (readonly unknown[])[], casts: readonly string[], params: unknown[]): string {
+  return rows
+    .map((row) => {
+      params.push(...row);
+      const base = params.length - row.length;
+      return `(${casts.map((cast, column) => `$${base + column + 1}::${cast}`).join(", ")})`;
+    })
+    .join(", ");
+}
+
+const CHECKPOINT_COLUMNS = [
+  "tenant_id",
+  "thread_id",
+  "checkpoint_ns",
+  "checkpoint_id",
+  "parent_checkpoint_id",
+  "checkpoint_type",
+  "checkpoint",
+  "metadata",
+];
+const INSERT_CHECKPOINTS = `insert into checkpoints (${CHECKPOINT_COLUMNS.join(", ")})`;
 const CHECKPOINT_CASTS = ["text", "text", "text", "text", "text", "text", "bytea", "jsonb"];
 /** LangGraph may put a checkpoint id again: the latest content wins, the parent link stays. */
 const ON_CHECKPOINT_CONFLICT = `on conflict (tenant_id, thread_id, checkpoint_ns, checkpoint_id) do update
   set checkpoint_type = excluded.checkpoint_type, checkpoint = excluded.checkpoint, metadata = excluded.metadata`;
 
-const INSERT_WRITES = `insert into checkpoint_writes
-  (tenant_id, thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, value_type, value)`;
+const WRITE_COLUMNS = [
+  "tenant_id",
+  "thread_id",
+  "checkpoint_ns",
+  "checkpoint_id",
+  "task_id",
+  "task_path",
+  "idx",
+  "channel",
+  "value_type",
+  "value",
+];
+const INSERT_WRITES = `insert into checkpoint_writes (${WRITE_COLUMNS.join(", ")})`;
 const WRITE_CASTS = ["text", "text", "text", "text", "text", "text", "integer", "text", "text", "bytea"];
 /** Ordinary writes are insert-if-absent (a replayed task must not change what was recorded); special writes (negative index) are upserts. */
 const ON_WRITE_CONFLICT = `on conflict (tenant_id, thread_id, checkpoint_ns, checkpoint_id, task_id, idx) do update

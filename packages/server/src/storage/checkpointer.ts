@@ -56,22 +56,39 @@ export const ATTEMPT_CHECKPOINTS_KEY = "__rudder_attempt_checkpoints";
  * that settles the attempt, so they land with the run's outcome or not at all; a read flushes
  * them first. In every durability the input checkpoint (LangGraph's step -1, written before any
  * node runs) waits here too, for the attempt's next write, which commits it in the same
- * statement (the first step's writes and checkpoint), or for a read or the settle. No node runs
- * between the two, so it is durable as early as `sync` needs it: before the first step that can
- * have effects. With `knownEmpty` (a stateless run's first attempt: its thread id is the new
- * run's id) reads of that thread find nothing without asking the database, until something is
- * written.
+ * statement, or for a read or the settle. With `holdsSteps` (durability "sync") every write
+ * waits here until graph code needs it durable: the next task of graph code to start (the
+ * attempt's `TaskStartBarrier` commits them first), a read, the steering gate or the settle. Sync
+ * asks that a step's checkpoint be durable before the next step's nodes run; held so, it is, and
+ * the last step's checkpoint rides the gate's commit instead of a commit of its own. Two
+ * exceptions keep what sync promises: a task's writes that finish while another task of graph
+ * code still runs go at once (a crash then does not repeat the finished task), and the first task
+ * of graph code does not wait for what came before it (the input and LangGraph's `__start__`
+ * step run no graph code: a retry that starts over from the input repeats nothing the graph did).
+ * With `knownEmpty` (a stateless run's first attempt: its thread id is the new run's id) reads of
+ * that thread find nothing without asking the database, until something is written.
  */
 export class AttemptCheckpoints {
   readonly deferred: CheckpointWrite[] = [];
-  /** The last flush a read started: concurrent reads wait for it instead of passing it. */
+  /** The last flush started: later flushes, and tasks waiting for one, queue behind it. */
   flushing: Promise<void> = Promise.resolve();
+  /** Tasks of graph code running now, by checkpoint namespace (`TaskStartBarrier` keeps it). */
+  readonly runningTasks = new Set<string>();
+  /** Whether a task of graph code has started in this attempt. */
+  graphCodeStarted = false;
 
   constructor(
     readonly threadId: string,
     readonly defer: boolean,
     public knownEmpty: boolean,
+    readonly holdsSteps = false,
   ) {}
+
+  /** Whether `write` waits here rather than going to the database now. */
+  holds(write: CheckpointTarget, input: boolean): boolean {
+    if (this.defer || input) return true;
+    return this.holdsSteps && !(write.kind === "writes" && this.runningTasks.size > 0);
+  }
 }
 
 function attemptOf(config: RunnableConfig): AttemptCheckpoints | undefined {
@@ -235,11 +252,27 @@ export class RudderCheckpointSaver extends BaseCheckpointSaver {
     await writeAll(tx, attempt.deferred.splice(0));
   }
 
+  /** Commits writes taken from attempts (`AttemptCheckpoints.deferred`) inside the caller's transaction: the steering gate. */
+  async writeHeld(tx: Queryable, writes: readonly CheckpointWrite[]): Promise<void> {
+    await writeAll(tx, writes);
+  }
+
+  /**
+   * Commits what the attempt holds now, with other runs' writes (the group commit), after any flush
+   * already started: before a task of graph code starts (`TaskStartBarrier`).
+   */
+  async commitHeld(attempt: AttemptCheckpoints): Promise<void> {
+    attempt.flushing = attempt.flushing.then(async () => {
+      await Promise.all(attempt.deferred.splice(0).map((write) => this.batcher.write(write)));
+    });
+    await attempt.flushing;
+  }
+
   /**
    * One checkpoint write: when the run's commit hook covers it, in a transaction with the hook
-   * (and any deferred writes before it, to keep their order); else deferred when the attempt
-   * defers, or when it is the attempt's input checkpoint (`input`); else through the group
-   * commit, with the writes deferred before it and whatever other runs write at the same moment.
+   * (and any deferred writes before it, to keep their order); else held when the attempt holds it
+   * (`AttemptCheckpoints.holds`); else through the group commit, with the writes held before it
+   * and whatever other runs write at the same moment.
    */
   private async write(config: RunnableConfig, write: CheckpointWrite, commit: CheckpointTarget, input = false): Promise<void> {
     const attempt = attemptOf(config);
@@ -251,7 +284,7 @@ export class RudderCheckpointSaver extends BaseCheckpointSaver {
         await writeAll(tx, [write]);
         await hook.onCommit(tx, commit);
       });
-    } else if (attempt && (attempt.defer || input)) {
+    } else if (attempt?.holds(commit, input)) {
       attempt.deferred.push(write);
     } else {
       // Submitted in one turn, the writes held before this one share its statement, in order.

@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { SteeringEvent } from "@rudder/api";
 import type { RunStatus } from "../domain/runs.ts";
 import type { Db, Queryable } from "./db.ts";
+import { fencedWriteCtes, writeAll, type CheckpointWrite } from "./checkpoint-writes.ts";
 import { appendEvents, type PendingEvent } from "./events.ts";
 import { byLeaseRunId, HELD_LEASES, HELD_RUNS, leaseHeld, type Lease } from "./lease.ts";
 import { iso, json } from "./rows.ts";
@@ -155,25 +156,28 @@ export class SteeringRepository {
    * runs are locked in run id order, as every statement that locks several runs does. Returns, by
    * run id, those whose lease held, each saying whether the run was ever steered: with admission
    * closed no row can arrive any more, so a run never steered has none to supersede at its final
-   * boundary. A run whose lease was lost is missing.
+   * boundary. A run whose lease was lost is missing. `held`: checkpoint writes the attempts still
+   * hold (durability `sync`), written by the same statement for the runs whose lease held, or, when
+   * one statement cannot take them all (`fencedWriteCtes`), in a transaction with it.
    */
-  async closeAdmissions(leases: readonly Lease[]): Promise<Map<string, { steered: boolean }>> {
+  async closeAdmissions(
+    leases: readonly Lease[],
+    held: readonly { readonly runId: string; readonly write: CheckpointWrite }[] = [],
+  ): Promise<Map<string, { steered: boolean }>> {
     if (leases.length === 0) return new Map();
-    const ordered = [...leases].sort(byLeaseRunId);
-    const rows = await this.db.query<{ run_id: string; steered: boolean }>(
-      `with batch as (
-         select * from unnest($1::text[], $2::uuid[], $3::int[], $4::text[]) as b(tenant_id, run_id, attempt, owner)
-       ), ${HELD_LEASES}
-       update runs r set steering_closed = true from ${HELD_RUNS}
-        returning r.run_id::text as run_id, r.last_steering_sequence > 0 as steered`,
-      [
-        ordered.map((lease) => lease.tenantId),
-        ordered.map((lease) => lease.runId),
-        ordered.map((lease) => lease.attempt),
-        ordered.map((lease) => lease.owner),
-      ],
-    );
-    return new Map(rows.map((row) => [row.run_id, { steered: row.steered }]));
+    const closing = closeAdmissionsStatement(leases, held);
+    if (closing)
+      return new Map((await this.db.query<ClosedRow>(closing.sql, closing.params)).map((row) => [row.run_id, { steered: row.steered }]));
+    return this.db.transaction(async (tx) => {
+      const alone = closeAdmissionsStatement(leases, [])!;
+      const rows = await tx.query<ClosedRow>(alone.sql, alone.params);
+      const closed = new Set(rows.map((row) => row.run_id));
+      await writeAll(
+        tx,
+        held.filter(({ runId }) => closed.has(runId)).map(({ write }) => write),
+      );
+      return new Map(rows.map((row) => [row.run_id, { steered: row.steered }]));
+    });
   }
 
   async list(tenantId: string, runId: string): Promise<SteeringEvent[]> {
@@ -183,6 +187,33 @@ export class SteeringRepository {
     );
     return rows.map(toEvent);
   }
+}
+
+interface ClosedRow {
+  run_id: string;
+  steered: boolean;
+}
+
+/** `closeAdmissions`'s statement; undefined when it cannot carry `held` (`fencedWriteCtes`). */
+function closeAdmissionsStatement(
+  leases: readonly Lease[],
+  held: readonly { readonly runId: string; readonly write: CheckpointWrite }[],
+): { sql: string; params: unknown[] } | undefined {
+  const ordered = [...leases].sort(byLeaseRunId);
+  const params: unknown[] = [
+    ordered.map((lease) => lease.tenantId),
+    ordered.map((lease) => lease.runId),
+    ordered.map((lease) => lease.attempt),
+    ordered.map((lease) => lease.owner),
+  ];
+  const writes = held.length > 0 ? fencedWriteCtes(held, params, "held") : [];
+  if (writes === undefined) return undefined;
+  const sql = `with batch as (
+       select * from unnest($1::text[], $2::uuid[], $3::int[], $4::text[]) as b(tenant_id, run_id, attempt, owner)
+     ), ${HELD_LEASES}${writes.map((cte) => `,\n     ${cte}`).join("")}
+     update runs r set steering_closed = true from ${HELD_RUNS}
+      returning r.run_id::text as run_id, r.last_steering_sequence > 0 as steered`;
+  return { sql, params };
 }
 
 /**

@@ -1,3 +1,4 @@
+import type { BaseCallbackHandler } from "@langchain/core/callbacks/base";
 import { ensureConfig, pickRunnableConfigKeys } from "@langchain/core/runnables";
 import { AsyncLocalStorageProviderSingleton } from "@langchain/core/singletons";
 import { Command, type BaseStore, type LangGraphRunnableConfig } from "@langchain/langgraph";
@@ -24,6 +25,7 @@ import {
   streamsSubgraphs,
 } from "../domain/langgraph-kwargs.ts";
 import { assertStorable } from "./storable-output.ts";
+import { TaskStartBarrier } from "./task-start-barrier.ts";
 import { installEventDrivenBatchedStore } from "./batched-store.ts";
 
 // Every run's graph gets the tenant's store: LangGraph's per-run batching wrapper must not poll.
@@ -73,14 +75,18 @@ export async function executeAttempt(
     channel: SteeringChannel;
     commitHook: CheckpointCommitHook;
     checkpoints: AttemptCheckpoints;
+    /** Commits what `checkpoints` holds (`RudderCheckpointSaver.commitHeld`): where durability `sync` waits. */
+    commitHeld: () => Promise<void>;
   },
 ): Promise<AttemptResult> {
   const base = runConfig(run, deps.signal, deps.meter, deps.prices);
+  const barrier = deps.checkpoints.holdsSteps ? [new TaskStartBarrier(deps.checkpoints, deps.commitHeld)] : [];
   // One steering channel for the run: subgraphs inherit `configurable`, so they share it, and
   // LangGraph hands the same configurable to the checkpointer, which runs the commit hook and
   // defers or skips what the attempt allows.
   const config = {
     ...base,
+    callbacks: [...((base.callbacks as BaseCallbackHandler[] | undefined) ?? []), ...barrier],
     store: deps.store,
     configurable: {
       ...base.configurable,
@@ -177,7 +183,8 @@ export function runConfig(
 export const checkpointThreadId = (run: Pick<ClaimedRun, "thread_id" | "run_id">): string => run.thread_id ?? run.run_id;
 
 /**
- * An attempt's checkpoint shortcuts: with durability "exit" its writes commit with the settle;
+ * An attempt's checkpoint shortcuts: with durability "exit" its writes commit with the settle,
+ * with "sync" they wait for the next task of graph code, the gate or the settle;
  * a stateless run's first attempt knows its own thread is empty (a redriven run's checkpoints
  * were dropped when it ended), unless it resumes a paused run, whose checkpoints it was given.
  */
@@ -186,6 +193,7 @@ export function attemptCheckpoints(run: ClaimedRun): AttemptCheckpoints {
     checkpointThreadId(run),
     run.durability === "exit",
     run.thread_id === null && run.attempt === 1 && run.command === null,
+    run.durability === "sync",
   );
 }
 

@@ -34,6 +34,7 @@ import { lockThread, lockThreads } from "../storage/threads.ts";
 import { supersedeAtFinalBoundary } from "../storage/steering.ts";
 import type { SteeringRepository } from "../storage/steering.ts";
 import type { AttemptCheckpoints, RudderCheckpointSaver } from "../storage/checkpointer.ts";
+import type { CheckpointWrite } from "../storage/checkpoint-writes.ts";
 import { steeringChannel } from "./steering-channel.ts";
 import { EventWriter, type EventHandoff } from "./event-writer.ts";
 import type { ModelPrice } from "./budget-callbacks.ts";
@@ -154,8 +155,12 @@ export class Worker {
   /** Every attempt's events, written in one multi-run insert per flush. */
   private readonly events: EventWriter;
   private readonly leases: LeaseKeeper;
-  /** Final boundaries' steering gates, closed together: one statement for the runs finishing at once. */
-  private readonly gates: GroupCommit<Lease, { steered: boolean } | undefined>;
+  /**
+   * Final boundaries' steering gates, closed together: one statement for the runs finishing at
+   * once, carrying the checkpoint writes their attempts still hold (durability `sync`: the last
+   * step's), written only for the runs whose gate closed.
+   */
+  private readonly gates: GroupCommit<{ lease: Lease; held: CheckpointWrite[] }, { steered: boolean } | undefined>;
   /** Settles that need nothing but their statement (see `settle`), written together. */
   private readonly settles: GroupCommit<AttemptSettle & { threadId: string | null }, SettledAttempt | undefined>;
 
@@ -165,8 +170,12 @@ export class Worker {
   ) {
     this.events = new EventWriter(deps.db, deps.notifier, { flushMs: options.eventFlushMs, maxBatch: EVENT_FLUSH_BATCH }, deps.handoff);
     this.leases = new LeaseKeeper(deps, this.id, options);
-    this.gates = new GroupCommit(async (leases) => {
-      const closed = await deps.steering.closeAdmissions(leases);
+    this.gates = new GroupCommit(async (gates) => {
+      const leases = gates.map(({ lease }) => lease);
+      const closed = await deps.steering.closeAdmissions(
+        leases,
+        gates.flatMap(({ lease, held }) => held.map((write) => ({ runId: lease.runId, write }))),
+      );
       return leases.map((lease) => closed.get(lease.runId));
     }, atMostMax);
     this.settles = new GroupCommit(async (settles) => {
@@ -359,6 +368,7 @@ export class Worker {
             meter,
             prices: this.deps.prices,
             checkpoints,
+            commitHeld: () => this.deps.checkpointer.commitHeld(checkpoints),
             ...steeringChannel(run, lease, {
               db: this.deps.db,
               notifier: this.deps.notifier,
@@ -432,7 +442,9 @@ export class Worker {
     if (rule.finishes) {
       // The graph has its result: close steering admission before the final flush, so a steer
       // that arrives now is refused (run_finalizing) rather than silently superseded.
-      const gate = await this.gates.submit(lease);
+      // What a `sync` attempt still holds (its last step's checkpoint) commits with the gate.
+      await checkpoints.flushing;
+      const gate = await this.gates.submit({ lease, held: checkpoints.holdsSteps ? checkpoints.deferred.splice(0) : [] });
       if (!gate) return undefined;
       steered = gate.steered;
       await this.options.hooks?.afterSteeringClosed?.(run.run_id);
