@@ -442,8 +442,9 @@ export class Worker {
     if (rule.finishes) {
       // The graph has its result: close steering admission before the final flush, so a steer
       // that arrives now is refused (run_finalizing) rather than silently superseded.
-      // What a `sync` attempt still holds (its last step's checkpoint) commits with the gate.
-      await checkpoints.flushing;
+      // What a `sync` attempt still holds (its last step's checkpoint) commits with the gate, after
+      // any flush in flight (one that failed already failed the graph: its outcome says so).
+      await checkpoints.flushing.catch(() => {});
       const gate = await this.gates.submit({ lease, held: checkpoints.holdsSteps ? checkpoints.deferred.splice(0) : [] });
       if (!gate) return undefined;
       steered = gate.steered;
