@@ -155,8 +155,9 @@ export function createPostgresNotifier(connectionString: string): Notifier {
   const publish = async (...notices: readonly Notice[]): Promise<void> => {
     await local.publish(...notices);
     for (const notice of notices) outbox.add(JSON.stringify(notice));
-    // Started after the current synchronous work, so concurrent publishers share a NOTIFY.
-    sending ??= Promise.resolve().then(send);
+    // Started on the loop's next turn: the answers this work resolves (a create's 202, a join
+    // woken by a settle) are written first, and the publishers of this turn share a NOTIFY.
+    sending ??= new Promise<void>((resolve) => setImmediate(resolve)).then(send);
     await sending;
   };
 
