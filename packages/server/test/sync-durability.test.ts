@@ -70,7 +70,7 @@ test("sync: each step's checkpoint is durable when the next step's graph code st
     // The last step's checkpoint (step 3) is still held: the worker commits it with the steering gate.
     assert.equal(await durableStep(db, "t"), 2);
     assert.equal(attempt.deferred.length, 2, "third's task writes and step 3's checkpoint");
-    await db.transaction((tx) => saver.writeHeld(tx, attempt.deferred.splice(0)));
+    await db.transaction((tx) => saver.flushDeferred(tx, attempt));
     assert.equal(await durableStep(db, "t"), 3);
     assert.deepEqual((await saver.getTuple({ configurable: { thread_id: "t" } }))?.checkpoint.channel_values.steps, [
       "first",

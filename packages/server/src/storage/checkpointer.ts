@@ -252,11 +252,6 @@ export class RudderCheckpointSaver extends BaseCheckpointSaver {
     await writeAll(tx, attempt.deferred.splice(0));
   }
 
-  /** Commits writes taken from attempts (`AttemptCheckpoints.deferred`) inside the caller's transaction: the steering gate. */
-  async writeHeld(tx: Queryable, writes: readonly CheckpointWrite[]): Promise<void> {
-    await writeAll(tx, writes);
-  }
-
   /**
    * Commits what the attempt holds now, with other runs' writes (the group commit), after any flush
    * already started: before a task of graph code starts (`TaskStartBarrier`).
