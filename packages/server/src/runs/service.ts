@@ -85,7 +85,8 @@ export class RunService {
    * a run with its schedule's advance). For `enqueue` (and a stateless run) the insert is one
    * statement, sent without a transaction and shared with the creates arriving with it
    * (`RunInserts`); `reject` and `cancel_previous` decide under the thread's row lock, which
-   * serialises creates on that thread. A caller that must name the run before it exists (the A2A gateway's task id is its first run's id) passes `runId`.
+   * serialises creates on that thread. A caller that must name the run before it exists (the A2A
+   * gateway's task id is its first run's id) passes `runId`.
    * `afterSeconds` (the LangGraph facade's `after_seconds`) creates it pending, claimable only
    * once that time has passed.
    */

@@ -106,17 +106,19 @@ async function writeOnce(db: Queryable, writes: readonly CheckpointWrite[]): Pro
   await db.query(sql, params);
 }
 
+/** A write one run's attempt holds, named by its run (what a fence checks). */
+export interface RunCheckpointWrite {
+  readonly runId: string;
+  readonly write: CheckpointWrite;
+}
+
 /**
  * Writes of several runs as CTEs for another statement to carry, fenced: only the rows of the runs
  * the CTE `fence` lists (its column `run_id`, a uuid) are written. Their parameters are appended to
- * `params`. Undefined when the writes are not all distinct (one statement cannot write a row twice):
+ * `params`. Undefined when one statement cannot take them (a row twice, or more than `MAX_ROWS`):
  * the caller writes them apart (`writeAll`).
  */
-export function fencedWriteCtes(
-  writes: readonly { readonly runId: string; readonly write: CheckpointWrite }[],
-  params: unknown[],
-  fence: string,
-): string[] | undefined {
+export function fencedWriteCtes(writes: readonly RunCheckpointWrite[], params: unknown[], fence: string): string[] | undefined {
   const all = writes.map(({ write }) => write);
   if (distinctPrefix(all, 0).length < all.length) return undefined;
   const tagged = (rowsOf: (write: CheckpointWrite) => readonly (readonly unknown[])[]) =>

@@ -84,6 +84,16 @@ export class AttemptCheckpoints {
     readonly holdsSteps = false,
   ) {}
 
+  /**
+   * What the steering gate commits with its statement: with `holdsSteps`, everything still held
+   * (the last step's checkpoint), once any flush in flight is done (one that failed already failed
+   * the graph, whose outcome says so). With `defer` the settle takes the writes instead.
+   */
+  async heldForGate(): Promise<CheckpointWrite[]> {
+    await this.flushing.catch(() => {});
+    return this.holdsSteps ? this.deferred.splice(0) : [];
+  }
+
   /** Whether `write` waits here rather than going to the database now. */
   holds(write: CheckpointTarget, input: boolean): boolean {
     if (this.defer || input) return true;
@@ -254,7 +264,7 @@ export class RudderCheckpointSaver extends BaseCheckpointSaver {
 
   /**
    * Commits what the attempt holds now, with other runs' writes (the group commit), after any flush
-   * already started: before a task of graph code starts (`TaskStartBarrier`).
+   * already started: before a read, and before a task of graph code starts (`TaskStartBarrier`).
    */
   async commitHeld(attempt: AttemptCheckpoints): Promise<void> {
     attempt.flushing = attempt.flushing.then(async () => {
@@ -295,10 +305,7 @@ export class RudderCheckpointSaver extends BaseCheckpointSaver {
     const attempt = attemptOf(config);
     if (!attempt) return false;
     if (attempt.knownEmpty && attempt.threadId === threadId) return true;
-    attempt.flushing = attempt.flushing.then(() =>
-      attempt.deferred.length > 0 ? this.db.transaction((tx) => this.flushDeferred(tx, attempt)) : undefined,
-    );
-    await attempt.flushing;
+    await this.commitHeld(attempt);
     return false;
   }
 

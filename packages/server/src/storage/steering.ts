@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { SteeringEvent } from "@rudder/api";
 import type { RunStatus } from "../domain/runs.ts";
 import type { Db, Queryable } from "./db.ts";
-import { fencedWriteCtes, writeAll, type CheckpointWrite } from "./checkpoint-writes.ts";
+import { fencedWriteCtes, writeAll, type RunCheckpointWrite } from "./checkpoint-writes.ts";
 import { appendEvents, type PendingEvent } from "./events.ts";
 import { byLeaseRunId, HELD_LEASES, HELD_RUNS, leaseHeld, type Lease } from "./lease.ts";
 import { iso, json } from "./rows.ts";
@@ -160,24 +160,25 @@ export class SteeringRepository {
    * hold (durability `sync`), written by the same statement for the runs whose lease held, or, when
    * one statement cannot take them all (`fencedWriteCtes`), in a transaction with it.
    */
-  async closeAdmissions(
-    leases: readonly Lease[],
-    held: readonly { readonly runId: string; readonly write: CheckpointWrite }[] = [],
-  ): Promise<Map<string, { steered: boolean }>> {
+  async closeAdmissions(leases: readonly Lease[], held: readonly RunCheckpointWrite[] = []): Promise<Map<string, { steered: boolean }>> {
     if (leases.length === 0) return new Map();
-    const closing = closeAdmissionsStatement(leases, held);
-    if (closing)
-      return new Map((await this.db.query<ClosedRow>(closing.sql, closing.params)).map((row) => [row.run_id, { steered: row.steered }]));
-    return this.db.transaction(async (tx) => {
-      const alone = closeAdmissionsStatement(leases, [])!;
-      const rows = await tx.query<ClosedRow>(alone.sql, alone.params);
-      const closed = new Set(rows.map((row) => row.run_id));
-      await writeAll(
-        tx,
-        held.filter(({ runId }) => closed.has(runId)).map(({ write }) => write),
-      );
+    const close = async (db: Queryable, carried: readonly RunCheckpointWrite[]) => {
+      const statement = closeAdmissionsStatement(leases, carried);
+      if (!statement) return undefined;
+      const rows = await db.query<{ run_id: string; steered: boolean }>(statement.sql, statement.params);
       return new Map(rows.map((row) => [row.run_id, { steered: row.steered }]));
-    });
+    };
+    return (
+      (await close(this.db, held)) ??
+      this.db.transaction(async (tx) => {
+        const closed = (await close(tx, []))!;
+        await writeAll(
+          tx,
+          held.filter(({ runId }) => closed.has(runId)).map(({ write }) => write),
+        );
+        return closed;
+      })
+    );
   }
 
   async list(tenantId: string, runId: string): Promise<SteeringEvent[]> {
@@ -189,15 +190,10 @@ export class SteeringRepository {
   }
 }
 
-interface ClosedRow {
-  run_id: string;
-  steered: boolean;
-}
-
 /** `closeAdmissions`'s statement; undefined when it cannot carry `held` (`fencedWriteCtes`). */
 function closeAdmissionsStatement(
   leases: readonly Lease[],
-  held: readonly { readonly runId: string; readonly write: CheckpointWrite }[],
+  held: readonly RunCheckpointWrite[],
 ): { sql: string; params: unknown[] } | undefined {
   const ordered = [...leases].sort(byLeaseRunId);
   const params: unknown[] = [

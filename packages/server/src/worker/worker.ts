@@ -160,7 +160,7 @@ export class Worker {
    * once, carrying the checkpoint writes their attempts still hold (durability `sync`: the last
    * step's), written only for the runs whose gate closed.
    */
-  private readonly gates: GroupCommit<{ lease: Lease; held: CheckpointWrite[] }, { steered: boolean } | undefined>;
+  private readonly gates: GroupCommit<{ lease: Lease; held: readonly CheckpointWrite[] }, { steered: boolean } | undefined>;
   /** Settles that need nothing but their statement (see `settle`), written together. */
   private readonly settles: GroupCommit<AttemptSettle & { threadId: string | null }, SettledAttempt | undefined>;
 
@@ -442,10 +442,7 @@ export class Worker {
     if (rule.finishes) {
       // The graph has its result: close steering admission before the final flush, so a steer
       // that arrives now is refused (run_finalizing) rather than silently superseded.
-      // What a `sync` attempt still holds (its last step's checkpoint) commits with the gate, after
-      // any flush in flight (one that failed already failed the graph: its outcome says so).
-      await checkpoints.flushing.catch(() => {});
-      const gate = await this.gates.submit({ lease, held: checkpoints.holdsSteps ? checkpoints.deferred.splice(0) : [] });
+      const gate = await this.gates.submit({ lease, held: await checkpoints.heldForGate() });
       if (!gate) return undefined;
       steered = gate.steered;
       await this.options.hooks?.afterSteeringClosed?.(run.run_id);
