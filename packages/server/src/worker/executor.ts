@@ -26,6 +26,7 @@ import {
 } from "../domain/langgraph-kwargs.ts";
 import { assertStorable } from "./storable-output.ts";
 import { TaskStartBarrier } from "./task-start-barrier.ts";
+import { runContextHandlers } from "./untraced-run-context.ts";
 import { installEventDrivenBatchedStore } from "./batched-store.ts";
 
 // Every run's graph gets the tenant's store: LangGraph's per-run batching wrapper must not poll.
@@ -86,7 +87,7 @@ export async function executeAttempt(
   // defers or skips what the attempt allows.
   const config = {
     ...base,
-    callbacks: [...((base.callbacks as BaseCallbackHandler[] | undefined) ?? []), ...barrier],
+    callbacks: [...((base.callbacks as BaseCallbackHandler[] | undefined) ?? []), ...barrier, ...runContextHandlers()],
     store: deps.store,
     configurable: {
       ...base.configurable,

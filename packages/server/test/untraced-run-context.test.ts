@@ -1,0 +1,151 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { BaseCallbackHandler } from "@langchain/core/callbacks/base";
+import { getContextVariable, setContextVariable } from "@langchain/core/context";
+import { AsyncLocalStorageProviderSingleton } from "@langchain/core/singletons";
+import {
+  Annotation,
+  Command,
+  END,
+  getConfig,
+  InMemoryStore,
+  interrupt,
+  MemorySaver,
+  START,
+  StateGraph,
+  type LangGraphRunnableConfig,
+} from "@langchain/langgraph";
+import { RunTree } from "langsmith";
+import { langSmithTracingEnabled, runContextHandlers, UntracedRunContext } from "../src/worker/untraced-run-context.ts";
+
+// The stand-in for LangSmith's tracer (worker/untraced-run-context.ts): with it, graph code still
+// finds its config, store, writer and context variables in async local storage, interrupts still
+// pause and resume, and the carrier LangChain keeps them on is no longer a RunTree.
+
+const State = Annotation.Root({ seen: Annotation<string[]>({ reducer: (left, right) => left.concat(right), default: () => [] }) });
+
+/** What graph code sees of its async-local context, from a node and from a subgraph's node. */
+interface Seen {
+  carrierIsRunTree: boolean;
+  threadId: unknown;
+  marker: unknown;
+  storeFound: boolean;
+  contextVariable: unknown;
+}
+
+function carrierIsRunTree(): boolean {
+  return AsyncLocalStorageProviderSingleton.getInstance().getStore() instanceof RunTree;
+}
+
+function seenHere(): Seen {
+  const config = getConfig() as LangGraphRunnableConfig;
+  return {
+    carrierIsRunTree: carrierIsRunTree(),
+    threadId: config.configurable?.thread_id,
+    marker: config.configurable?.marker,
+    storeFound: config.store !== undefined,
+    contextVariable: getContextVariable("rudder_test"),
+  };
+}
+
+function graphRecording(into: Seen[]) {
+  const inner = new StateGraph(State)
+    .addNode("inner", () => {
+      into.push(seenHere());
+      return { seen: ["inner"] };
+    })
+    .addEdge(START, "inner")
+    .addEdge("inner", END)
+    .compile();
+  return new StateGraph(State)
+    .addNode("outer", () => {
+      into.push(seenHere());
+      return { seen: ["outer"] };
+    })
+    .addNode("sub", inner)
+    .addEdge(START, "outer")
+    .addEdge("outer", "sub")
+    .addEdge("sub", END)
+    .compile({ store: new InMemoryStore() });
+}
+
+async function runRecording(callbacks: BaseCallbackHandler[]): Promise<Seen[]> {
+  const seen: Seen[] = [];
+  // Set outside the graph: LangChain carries context variables into every runnable's context.
+  setContextVariable("rudder_test", "set before the run");
+  const parts = await graphRecording(seen).stream(
+    {},
+    { callbacks, configurable: { thread_id: "t-1", marker: "mine" }, streamMode: ["values", "updates", "messages", "tasks"] },
+  );
+  for await (const part of parts) void part;
+  return seen;
+}
+
+test("tracing is on exactly when one of LangChain's variables says true", () => {
+  assert.equal(langSmithTracingEnabled({}), false);
+  assert.equal(langSmithTracingEnabled({ LANGSMITH_TRACING: "false" }), false);
+  for (const name of ["LANGSMITH_TRACING_V2", "LANGCHAIN_TRACING_V2", "LANGSMITH_TRACING", "LANGCHAIN_TRACING"])
+    assert.equal(langSmithTracingEnabled({ [name]: "true" }), true, name);
+  assert.deepEqual(runContextHandlers({ LANGSMITH_TRACING: "true" }), []);
+  const handlers = runContextHandlers({});
+  assert.equal(handlers.length, 1);
+  assert.ok(handlers[0] instanceof UntracedRunContext);
+});
+
+test("without the stand-in a node's context rides a RunTree; with it, a plain object that carries the same", async () => {
+  const other = new (class extends BaseCallbackHandler {
+    name = "other";
+  })();
+  const without = await runRecording([other]);
+  assert.equal(without.length, 2);
+  assert.ok(
+    without.every((seen) => seen.carrierIsRunTree),
+    "LangChain no longer builds a RunTree per runnable: the stand-in may be unnecessary",
+  );
+
+  const withStandIn = await runRecording([other, ...runContextHandlers({})]);
+  assert.deepEqual(
+    withStandIn.map(({ carrierIsRunTree, ...rest }) => ({ carrierIsRunTree, ...rest })),
+    [
+      { carrierIsRunTree: false, threadId: "t-1", marker: "mine", storeFound: true, contextVariable: "set before the run" },
+      { carrierIsRunTree: false, threadId: "t-1", marker: "mine", storeFound: true, contextVariable: "set before the run" },
+    ],
+  );
+  // What graph code reads is the same either way, apart from the carrier.
+  assert.deepEqual(
+    withStandIn.map(({ carrierIsRunTree: _, ...rest }) => rest),
+    without.map(({ carrierIsRunTree: _, ...rest }) => rest),
+  );
+});
+
+test("with the stand-in, interrupt() pauses a run and a resume gives the node its answer", async () => {
+  const answers: unknown[] = [];
+  const graph = new StateGraph(State)
+    .addNode("ask", () => {
+      answers.push(interrupt("question"));
+      return { seen: ["asked"] };
+    })
+    .addEdge(START, "ask")
+    .addEdge("ask", END)
+    .compile({ checkpointer: new MemorySaver() });
+  const config = { callbacks: runContextHandlers({}), configurable: { thread_id: "t-interrupt" } };
+  const paused = await graph.invoke({}, config);
+  assert.deepEqual(
+    (paused as { __interrupt__?: { value: unknown }[] }).__interrupt__?.map((found) => found.value),
+    ["question"],
+  );
+  const resumed = await graph.invoke(new Command({ resume: "answer" }), config);
+  assert.deepEqual(answers, ["answer"]);
+  assert.deepEqual(resumed.seen, ["asked"]);
+});
+
+test("with tracing on, the stand-in is not added and LangChain's own tracer would be the one found", () => {
+  const previous = process.env.LANGSMITH_TRACING;
+  process.env.LANGSMITH_TRACING = "true";
+  try {
+    assert.deepEqual(runContextHandlers(), []);
+  } finally {
+    if (previous === undefined) delete process.env.LANGSMITH_TRACING;
+    else process.env.LANGSMITH_TRACING = previous;
+  }
+});
