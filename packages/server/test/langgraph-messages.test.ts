@@ -110,6 +110,28 @@ describe("LangGraph API: messages and thread metadata as LangGraph clients expec
     assert.equal(waited.messages.length, 4);
   });
 
+  test("runs that stream tokens at the same time each deliver every token, in order", async () => {
+    // LangChain runs callbacks in the background by default, one global queue for all runs; a
+    // run's graph then ended before its queued tokens were pushed, and they were lost once two
+    // runs overlapped. The worker awaits callbacks (worker/langchain-callbacks.ts).
+    const said = Array.from({ length: 8 }, (_, index) => `overlap ${index}`);
+    const streamed = await Promise.all(
+      said.map(async (content) => {
+        const parts = await collect(
+          client.runs.stream(null, "chat_messages", { input: { messages: [{ type: "human", content }] }, streamMode: "messages-tuple" }),
+        );
+        return parts
+          .filter((part) => part.event === "messages")
+          .map((part) => (part.data as [Message, unknown])[0].content)
+          .join("");
+      }),
+    );
+    assert.deepEqual(
+      streamed,
+      said.map((content) => `You said: ${content} (turn 1)`),
+    );
+  });
+
   test("a run records graph_id and assistant_id in its thread's metadata; threads are found by them", async () => {
     const thread = await client.threads.create({ metadata: { owner: "ana" } });
     await client.runs.wait(thread.thread_id, "echo-loud", { input: { message: "x" } });

@@ -26,11 +26,13 @@ import {
 } from "../domain/langgraph-kwargs.ts";
 import { assertStorable } from "./storable-output.ts";
 import { TaskStartBarrier } from "./task-start-barrier.ts";
-import { runContextHandlers } from "./untraced-run-context.ts";
+import { awaitLangChainCallbacks, runContextHandlers } from "./langchain-callbacks.ts";
 import { installEventDrivenBatchedStore } from "./batched-store.ts";
 
 // Every run's graph gets the tenant's store: LangGraph's per-run batching wrapper must not poll.
 installEventDrivenBatchedStore();
+// A run's streamed tokens reach its stream before its graph goes on (see `awaitLangChainCallbacks`).
+awaitLangChainCallbacks();
 
 /** A run's budget limits, as the meter takes them. */
 export function budgetOf(run: ClaimedRun) {

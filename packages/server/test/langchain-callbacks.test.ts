@@ -16,9 +16,16 @@ import {
   type LangGraphRunnableConfig,
 } from "@langchain/langgraph";
 import { RunTree } from "langsmith";
-import { langSmithTracingEnabled, runContextHandlers, UntracedRunContext } from "../src/worker/untraced-run-context.ts";
+import {
+  awaitLangChainCallbacks,
+  CALLBACKS_BACKGROUND_VARIABLE,
+  langSmithTracingEnabled,
+  runContextHandlers,
+  UntracedRunContext,
+} from "../src/worker/langchain-callbacks.ts";
+import { chatMessages } from "./fixtures/graphs/testing.ts";
 
-// The stand-in for LangSmith's tracer (worker/untraced-run-context.ts): with it, graph code still
+// The stand-in for LangSmith's tracer (worker/langchain-callbacks.ts): with it, graph code still
 // finds its config, store, writer and context variables in async local storage, interrupts still
 // pause and resume, and the carrier LangChain keeps them on is no longer a RunTree.
 
@@ -147,5 +154,36 @@ test("with tracing on, the stand-in is not added and LangChain's own tracer woul
   } finally {
     if (previous === undefined) delete process.env.LANGSMITH_TRACING;
     else process.env.LANGSMITH_TRACING = previous;
+  }
+});
+
+/** How many `messages` parts each of `count` concurrent streams of a chat graph got (its reply is 21 tokens). */
+async function tokensPerStream(count: number): Promise<number[]> {
+  return Promise.all(
+    Array.from({ length: count }, async (_, index) => {
+      const parts = await chatMessages.stream(
+        { messages: [{ role: "user", content: `m${index}` }] },
+        { callbacks: runContextHandlers({}), streamMode: ["messages", "values"] },
+      );
+      let tokens = 0;
+      for await (const [mode] of parts) if (mode === "messages") tokens++;
+      return tokens;
+    }),
+  );
+}
+
+test("with callbacks awaited, graphs streaming at once each get every token", async (t) => {
+  const previous = process.env[CALLBACKS_BACKGROUND_VARIABLE];
+  try {
+    delete process.env[CALLBACKS_BACKGROUND_VARIABLE];
+    // LangChain's default, for the record: background callbacks from one shared queue.
+    t.diagnostic(`background callbacks: tokens per stream ${JSON.stringify(await tokensPerStream(4))} (each reply is 21)`);
+    awaitLangChainCallbacks();
+    assert.equal(process.env[CALLBACKS_BACKGROUND_VARIABLE], "false");
+    const expected = "You said: m0 (turn 1)".length;
+    assert.deepEqual(await tokensPerStream(4), [expected, expected, expected, expected]);
+  } finally {
+    if (previous === undefined) delete process.env[CALLBACKS_BACKGROUND_VARIABLE];
+    else process.env[CALLBACKS_BACKGROUND_VARIABLE] = previous;
   }
 });

@@ -1,5 +1,28 @@
 import { BaseCallbackHandler } from "@langchain/core/callbacks/base";
 
+/**
+ * How the worker sets up LangChain's callback machinery for the graphs it runs: callbacks are
+ * awaited where they fire, and while LangSmith tracing is off no LangSmith run tree is built
+ * per runnable.
+ */
+
+/**
+ * LangChain's switch for background callbacks: unless it is `"false"`, a handler that does not
+ * ask to be awaited (LangGraph's `messages` stream handler among them) runs later, from one queue
+ * shared by every graph in the process. A run's graph could then end before its queued tokens
+ * reached its stream: `messages` events came late, or not at all. In one process, two graphs
+ * streaming a chat model's tokens at once, with no awaited handler, lost every token; in the
+ * worker, once runnables stopped building run trees (below), a run's last tokens arrived after its
+ * message had ended and were streamed as another message. Awaited, a token is on the run's stream before the model yields the next one. Each handler reads
+ * the variable when it is made, so the worker sets it before any graph runs, whatever it was.
+ */
+export const CALLBACKS_BACKGROUND_VARIABLE = "LANGCHAIN_CALLBACKS_BACKGROUND";
+
+/** Makes LangChain await every callback where it fires, for this process (see `CALLBACKS_BACKGROUND_VARIABLE`). */
+export function awaitLangChainCallbacks(env: NodeJS.ProcessEnv = process.env): void {
+  env[CALLBACKS_BACKGROUND_VARIABLE] = "false";
+}
+
 /** The environment variables by which LangChain turns LangSmith tracing on (its `isTracingEnabled`). */
 const TRACING_VARIABLES = ["LANGSMITH_TRACING_V2", "LANGCHAIN_TRACING_V2", "LANGSMITH_TRACING", "LANGCHAIN_TRACING"] as const;
 
