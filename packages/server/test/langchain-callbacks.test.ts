@@ -16,6 +16,7 @@ import {
   type LangGraphRunnableConfig,
 } from "@langchain/langgraph";
 import { RunTree } from "langsmith";
+import { traceable } from "langsmith/traceable";
 import {
   awaitLangChainCallbacks,
   CALLBACKS_BACKGROUND_VARIABLE,
@@ -144,6 +145,17 @@ test("with the stand-in, interrupt() pauses a run and a resume gives the node it
   const resumed = await graph.invoke(new Command({ resume: "answer" }), config);
   assert.deepEqual(answers, ["answer"]);
   assert.deepEqual(resumed.seen, ["asked"]);
+});
+
+test("with the stand-in, graph code may still call LangSmith's traceable functions", async () => {
+  const shout = traceable(async (text: string) => text.toUpperCase(), { name: "shout" });
+  const graph = new StateGraph(State)
+    .addNode("loud", async () => ({ seen: [await shout("quiet")] }))
+    .addEdge(START, "loud")
+    .addEdge("loud", END)
+    .compile();
+  const result = await graph.invoke({}, { callbacks: runContextHandlers({}) });
+  assert.deepEqual(result.seen, ["QUIET"]);
 });
 
 test("with tracing on, the stand-in is not added and LangChain's own tracer would be the one found", () => {
