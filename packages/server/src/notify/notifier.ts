@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { EventEmitter } from "node:events";
+import { setImmediate as nextTurn } from "node:timers/promises";
 import pg from "pg";
 import type { RunStatus } from "../domain/runs.ts";
 import type { Transaction } from "../storage/db.ts";
@@ -157,7 +158,7 @@ export function createPostgresNotifier(connectionString: string): Notifier {
     for (const notice of notices) outbox.add(JSON.stringify(notice));
     // Started on the loop's next turn: the answers this work resolves (a create's 202, a join
     // woken by a settle) are written first, and the publishers of this turn share a NOTIFY.
-    sending ??= new Promise<void>((resolve) => setImmediate(resolve)).then(send);
+    sending ??= nextTurn().then(send);
     await sending;
   };
 

@@ -1,4 +1,5 @@
 import pg from "pg";
+import { setImmediate as nextTurn } from "node:timers/promises";
 import { Worker } from "node:worker_threads";
 import { PGlite } from "@electric-sql/pglite";
 import { vector } from "@electric-sql/pglite-pgvector";
@@ -352,7 +353,7 @@ export function pgliteDb(lite: PGlite): Db {
     // a claim after it) would never let the event loop read sockets: under load some HTTP requests
     // waited seconds (p99 5.5 s at 100 clients). One macrotask turn per query keeps it fair (1.3 s,
     // the queue's own wait; docs/benchmarks.md).
-    await new Promise((resolve) => setImmediate(resolve));
+    await nextTurn();
     return statements.query<Row>(target, sql, params, target !== lite);
   };
   const exec = async (target: Pick<PGlite, "exec">, script: string) => {

@@ -1,3 +1,5 @@
+import { setImmediate as nextTurn } from "node:timers/promises";
+
 /**
  * Group commit: work handed in during one turn of the event loop, or while the previous batch is
  * in flight, goes to the database as one batch (one statement, one commit) instead of one each.
@@ -74,5 +76,3 @@ export function distinctPrefixLength<Item>(
   }
   return length;
 }
-
-const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));

@@ -1,10 +1,7 @@
+// How the worker sets up LangChain's callback machinery for the graphs it runs: callbacks are
+// awaited where they fire, and while LangSmith tracing is off no LangSmith run tree is built per
+// runnable.
 import { BaseCallbackHandler } from "@langchain/core/callbacks/base";
-
-/**
- * How the worker sets up LangChain's callback machinery for the graphs it runs: callbacks are
- * awaited where they fire, and while LangSmith tracing is off no LangSmith run tree is built
- * per runnable.
- */
 
 /**
  * LangChain's switch for background callbacks: unless it is `"false"`, a handler that does not
@@ -13,8 +10,9 @@ import { BaseCallbackHandler } from "@langchain/core/callbacks/base";
  * reached its stream: `messages` events came late, or not at all. In one process, two graphs
  * streaming a chat model's tokens at once, with no awaited handler, lost every token; in the
  * worker, once runnables stopped building run trees (below), a run's last tokens arrived after its
- * message had ended and were streamed as another message. Awaited, a token is on the run's stream before the model yields the next one. Each handler reads
- * the variable when it is made, so the worker sets it before any graph runs, whatever it was.
+ * message had ended and were streamed as another message. Awaited, a token is on the run's stream
+ * before the model yields the next one. Each handler reads the variable when it is made, so the
+ * worker sets it before any graph runs, whatever it was.
  */
 export const CALLBACKS_BACKGROUND_VARIABLE = "LANGCHAIN_CALLBACKS_BACKGROUND";
 
