@@ -42,6 +42,7 @@ import { randomUUID } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { Session } from "node:inspector/promises";
 import os from "node:os";
+import { performance, type EventLoopUtilization } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { mintToken } from "../packages/server/src/auth/authenticator.ts";
@@ -119,6 +120,8 @@ interface CpuMark {
   total: number;
   /** This process's CPU time, µs. */
   own: number;
+  /** This thread's event loop: busy against idle since start-up (`performance.eventLoopUtilization`). */
+  loop: EventLoopUtilization;
 }
 
 function cpuMark(): CpuMark {
@@ -133,17 +136,18 @@ function cpuMark(): CpuMark {
   } catch {
     // not Linux: no machine figure
   }
-  return { at: now(), busy, total, own: own.user + own.system };
+  return { at: now(), busy, total, own: own.user + own.system, loop: performance.eventLoopUtilization() };
 }
 
 /** Cores busy on the whole machine, and in this process (the server), since `from`; and the process's CPU time, ms. */
-function cpuSince(from: CpuMark): { machine: number; server: number; serverMs: number } {
+function cpuSince(from: CpuMark): { machine: number; server: number; serverMs: number; loop: number } {
   const to = cpuMark();
   const cores = os.availableParallelism();
   return {
     machine: to.total > from.total ? ((to.busy - from.busy) / (to.total - from.total)) * cores : Number.NaN,
     server: (to.own - from.own) / 1000 / (to.at - from.at),
     serverMs: (to.own - from.own) / 1000,
+    loop: performance.eventLoopUtilization(to.loop, from.loop).utilization,
   };
 }
 
@@ -494,7 +498,7 @@ async function throughput(
         notifyOnlyCommitsPerRun: (wired?.notifyOnlyCommits ?? 0) / done,
       };
       console.log(
-        `  ${driver} worker=${workerConcurrency} ${kind} c=${concurrency}: ${fixed(row.perSecond, 0)} runs/s, p50 ${fixed(row.p50)} ms, p99 ${fixed(row.p99)} ms (sent->created ${pair(row.create)}, queued ${pair(row.queued)}, executing ${pair(row.executed)}, finish->join ${pair(row.joinLag)}); cores busy: machine ${fixed(cpu.machine, 2)}, server process ${fixed(cpu.server, 2)} (${fixed(row.cpuMsPerRun, 2)} ms CPU/run)${profile ? ", profiled" : ""}; ${fixed(row.statementsPerRun, 2)} Db statements/run`,
+        `  ${driver} worker=${workerConcurrency} ${kind} c=${concurrency}: ${fixed(row.perSecond, 0)} runs/s, p50 ${fixed(row.p50)} ms, p99 ${fixed(row.p99)} ms (sent->created ${pair(row.create)}, queued ${pair(row.queued)}, executing ${pair(row.executed)}, finish->join ${pair(row.joinLag)}); cores busy: machine ${fixed(cpu.machine, 2)}, server process ${fixed(cpu.server, 2)} (${fixed(row.cpuMsPerRun, 2)} ms CPU/run, event loop ${fixed(cpu.loop * 100, 0)} % busy)${profile ? ", profiled" : ""}; ${fixed(row.statementsPerRun, 2)} Db statements/run`,
       );
       if (STATEMENTS) console.log(statementTable(counted, done));
       rows.push(row);
