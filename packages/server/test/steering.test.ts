@@ -1,6 +1,6 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -323,6 +323,40 @@ describe("steering", () => {
       ]);
     } finally {
       // A failed assertion must not leave the worker parked in a hook (the server could not stop).
+      finalization.release();
+      reclaim.release();
+    }
+  });
+
+  test("a stateless run whose final flush fails runs its last step again: the settle would have dropped that checkpoint", async () => {
+    const sideEffectFile = join(mkdtempSync(join(tmpdir(), "rudder-final-flush-")), "side-effects.log");
+    const run = await create("steps", { steps: 1, delayMs: 50, sideEffectFile });
+    const finalization = gate.hold(run.run_id, { fail: true });
+    const reclaim = claimGate.hold(run.run_id);
+    try {
+      await finalization.entered;
+      finalization.release();
+      await reclaim.entered; // the lease expired and the run was claimed again, as attempt 2
+      reclaim.release();
+      const done = await joinRun(run.run_id);
+      assert.deepEqual([done.status, done.attempt], ["succeeded", 2]);
+      // Durability sync: the input checkpoint committed before the node ran; the node's own
+      // checkpoint was held for the final boundary, and a stateless run's is never written there.
+      const log = await events(run.run_id);
+      const starts = log.map((e, index) => (e.kind === "run_started" ? index : -1)).filter((index) => index >= 0);
+      assert.equal(starts.length, 2, "two attempts started");
+      assert.deepEqual(
+        readFileSync(sideEffectFile, "utf8").trim().split("\n"),
+        [`${run.run_id}  1`, `${run.run_id}  1`],
+        "the node ran in both attempts",
+      );
+      assert.equal(done.output.count, 1, "the run's result is attempt 2's alone");
+      const [left] = await server.database.db.query<{ count: string }>(
+        "select count(*)::text as count from checkpoints where thread_id = $1",
+        [run.run_id],
+      );
+      assert.equal(left!.count, "0", "the finished stateless run left no checkpoints");
+    } finally {
       finalization.release();
       reclaim.release();
     }

@@ -158,7 +158,8 @@ export class Worker {
   /**
    * Final boundaries' steering gates, closed together: one statement for the runs finishing at
    * once, carrying the checkpoint writes their attempts still hold (durability `sync`: the last
-   * step's), written only for the runs whose gate closed.
+   * step's; none for a stateless run, whose settle drops its checkpoints), written only for the
+   * runs whose gate closed.
    */
   private readonly gates: GroupCommit<{ lease: Lease; held: readonly CheckpointWrite[] }, { steered: boolean } | undefined>;
   /** Settles that need nothing but their statement (see `settle`), written together. */
@@ -439,16 +440,18 @@ export class Worker {
     const outcome = attemptOutcome(run, result, stopped, this.options);
     const { rule } = outcome;
     let steered = false;
+    // A finished stateless run's checkpoints are dropped by the settle: the writes its attempt
+    // still holds (the last step's) are not written first, by the gate or by the settle.
+    const keepCheckpoints = !(rule.finishes && run.thread_id === null);
     if (rule.finishes) {
       // The graph has its result: close steering admission before the final flush, so a steer
       // that arrives now is refused (run_finalizing) rather than silently superseded.
-      const gate = await this.gates.submit({ lease, held: await checkpoints.heldForGate() });
+      const held = await checkpoints.heldForGate();
+      const gate = await this.gates.submit({ lease, held: keepCheckpoints ? held : [] });
       if (!gate) return undefined;
       steered = gate.steered;
       await this.options.hooks?.afterSteeringClosed?.(run.run_id);
     }
-    // A finished stateless run's checkpoints are dropped by the settle: its deferred ones need not be written first.
-    const keepCheckpoints = !(rule.finishes && run.thread_id === null);
     const fields = (superseded: readonly PendingEvent[]): SettleFields => ({
       status: outcome.status,
       output: outcome.output,
