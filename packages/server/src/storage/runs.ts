@@ -530,8 +530,11 @@ export async function settleAttempts(db: Queryable, settles: readonly AttemptSet
        ${releaseNextRun("freed")}
      )
      select s.run_id::text as settled_run_id,
-            exists (select 1 from runs p where p.tenant_id = s.tenant_id and p.thread_id = s.thread_id
-                                           and p.status = 'pending') as thread_has_queued,
+            -- A stateless run has no thread to look in: without the case, a plan that finds the
+            -- tenant's pending runs first walks all of them to match none (docs/database.md).
+            case when s.thread_id is null then false
+                 else exists (select 1 from runs p where p.tenant_id = s.tenant_id and p.thread_id = s.thread_id
+                                                     and p.status = 'pending') end as thread_has_queued,
             ${runColumns("(s.run_row)")}
        from settled s`,
     [settleBatchJson(settles)],
