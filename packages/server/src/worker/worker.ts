@@ -382,9 +382,15 @@ export class Worker {
             }),
           });
       release();
-      const events = await buffer.take().catch(() => {
+      // A run whose events are read as they come (a stream of this process follows it, or its
+      // events have been flushing) sends its last ones with the writer's next flush, while its gate
+      // closes, rather than holding them for the settle: when many runs end at once, their settles
+      // queue behind each other's gates, and a token stream's last tokens waited for all of them.
+      if (buffer.streaming || this.deps.handoff?.follows(run.run_id)) buffer.flush();
+      // Undefined: the lease was lost, or a flush of this run's events failed (write nothing).
+      const events = buffer.take().catch(() => {
         stop("lease_lost");
-        return [];
+        return undefined;
       });
       const status = await this.settle(run, lease, result, controller.reason, { events, meter, checkpoints });
       const seconds = (performance.now() - claimedAt) / 1000;
@@ -434,7 +440,11 @@ export class Worker {
     lease: Lease,
     result: AttemptResult,
     stopped: StopReason | undefined,
-    { events, meter, checkpoints }: { events: PendingEvent[]; meter: UsageMeter; checkpoints: AttemptCheckpoints },
+    {
+      events: taking,
+      meter,
+      checkpoints,
+    }: { events: Promise<PendingEvent[] | undefined>; meter: UsageMeter; checkpoints: AttemptCheckpoints },
   ): Promise<RunStatus | undefined> {
     if (stopped === "lease_lost") return undefined; // another worker owns the run now; write nothing
     const outcome = attemptOutcome(run, result, stopped, this.options);
@@ -452,6 +462,9 @@ export class Worker {
       steered = gate.steered;
       await this.options.hooks?.afterSteeringClosed?.(run.run_id);
     }
+    // The events no flush took, once the flushes that took this run's earlier ones committed.
+    const events = await taking;
+    if (events === undefined) return undefined;
     const fields = (superseded: readonly PendingEvent[]): SettleFields => ({
       status: outcome.status,
       output: outcome.output,
