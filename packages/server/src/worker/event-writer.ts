@@ -197,8 +197,6 @@ export class RunEvents {
   private pendingJson: (string | undefined)[] = [];
   /** Flushes that took events of this run and have not finished. */
   private inFlight = 0;
-  /** A flush has taken events of this run: its events are read as they come, not only at its end. */
-  private streamed = false;
   private idle: (() => void)[] = [];
   private failure: unknown;
   private requested: Promise<void> | undefined;
@@ -222,11 +220,6 @@ export class RunEvents {
   /** Starts a flush now (of every run's waiting events); a failure surfaces from the next `settled()`. */
   flush(): void {
     if (this.pending.length > 0) this.requested = this.writer.flush();
-  }
-
-  /** Whether a flush already wrote some of this attempt's events (a run that streams as it goes). */
-  get streaming(): boolean {
-    return this.streamed;
   }
 
   /**
@@ -259,10 +252,7 @@ export class RunEvents {
     const taken = { events: this.pending, dataJson: this.pendingJson };
     this.pending = [];
     this.pendingJson = [];
-    if (taken.events.length > 0) {
-      this.inFlight++;
-      this.streamed = true;
-    }
+    if (taken.events.length > 0) this.inFlight++;
     return taken;
   }
 

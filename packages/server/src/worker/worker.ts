@@ -382,16 +382,20 @@ export class Worker {
             }),
           });
       release();
-      // A run whose events are read as they come (a stream of this process follows it, or its
-      // events have been flushing) sends its last ones with the writer's next flush, while its gate
-      // closes, rather than holding them for the settle: when many runs end at once, their settles
-      // queue behind each other's gates, and a token stream's last tokens waited for all of them.
-      if (buffer.streaming || this.deps.handoff?.follows(run.run_id)) buffer.flush();
+      // A run a stream of this process follows sends its last events with the writer's next flush,
+      // while its gate closes, rather than holding them for the settle: when many runs end at once,
+      // their settles queue behind each other's gates, and a token stream's last tokens waited for
+      // all of them. Other runs keep them for the settle and take them before the gate, as before:
+      // done for every run, it cost trivial runs at c=50 a third more statements (0.30 -> 0.40 per
+      // run on PostgreSQL; the gates of runs ending together were no longer sent together).
+      const followed = this.deps.handoff?.follows(run.run_id) ?? false;
+      if (followed) buffer.flush();
       // Undefined: the lease was lost, or a flush of this run's events failed (write nothing).
       const events = buffer.take().catch(() => {
         stop("lease_lost");
         return undefined;
       });
+      if (!followed) await events;
       const status = await this.settle(run, lease, result, controller.reason, { events, meter, checkpoints });
       const seconds = (performance.now() - claimedAt) / 1000;
       if (status === undefined) {
