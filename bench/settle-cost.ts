@@ -19,8 +19,9 @@ import { createPgliteDb } from "../packages/server/src/storage/db.ts";
 import type { PendingEvent } from "../packages/server/src/storage/events.ts";
 import type { Lease } from "../packages/server/src/storage/lease.ts";
 import { migrate } from "../packages/server/src/storage/migrate.ts";
-import { settleAttempts, type SettleFields } from "../packages/server/src/storage/runs.ts";
+import { settleAttempts } from "../packages/server/src/storage/runs.ts";
 import { SteeringRepository } from "../packages/server/src/storage/steering.ts";
+import { succeededSettle } from "../packages/server/test/support/runs.ts";
 import {
   DEFAULT_DATABASE_URL,
   drivers,
@@ -63,17 +64,8 @@ const EVENTS: PendingEvent[] = [
   { kind: "values", data: { values: { reply: "hi", message: "hi" } } },
   { kind: "run_succeeded", data: {} },
 ];
-const SUCCEEDED: SettleFields = {
-  status: "succeeded",
-  output: { reply: "hi", message: "hi" },
-  error: null,
-  finishes: true,
-  retryDelayMs: 0,
-  threadStatus: null,
-  usage: { model_calls: 0, tool_calls: 0, tokens: 0, cost: 0 },
-  freesThread: false,
-  events: EVENTS,
-};
+/** The settle the worker sends for it (a stateless run's thread fields match nothing). */
+const SUCCEEDED = succeededSettle(EVENTS);
 
 async function openDb(driver: Driver): Promise<{ db: Db; drop: () => Promise<void> }> {
   if (driver === "postgres") return privateDatabase(args["database-url"], "rudder_settle");
