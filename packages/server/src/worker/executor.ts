@@ -28,11 +28,14 @@ import { assertStorable } from "./storable-output.ts";
 import { TaskStartBarrier } from "./task-start-barrier.ts";
 import { awaitLangChainCallbacks, runContextHandlers } from "./langchain-callbacks.ts";
 import { installEventDrivenBatchedStore } from "./batched-store.ts";
+import { installPooledRandomValues } from "./pooled-random.ts";
 
 // Every run's graph gets the tenant's store: LangGraph's per-run batching wrapper must not poll.
 installEventDrivenBatchedStore();
 // A run's streamed tokens reach its stream before its graph goes on (see `awaitLangChainCallbacks`).
 awaitLangChainCallbacks();
+// LangChain's and LangGraph's per-runnable UUIDs draw from a pool (see `pooledRandomValues`).
+installPooledRandomValues();
 
 /** A run's budget limits, as the meter takes them. */
 export function budgetOf(run: ClaimedRun) {
