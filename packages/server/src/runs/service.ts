@@ -127,7 +127,8 @@ export class RunService {
       maxTokens: request.max_tokens ?? null,
       maxCost: request.max_cost ?? null,
       idempotencyKey,
-      requestHash: requestFingerprint({ thread_id: threadId, ...request }),
+      // Only a keyed create can be replayed, so only its request is fingerprinted.
+      requestHash: idempotencyKey === undefined ? null : requestFingerprint({ thread_id: threadId, ...request }),
       afterSeconds: options.afterSeconds ? options.afterSeconds : null,
     };
     const create = async (within: Transaction, batched = false) => {

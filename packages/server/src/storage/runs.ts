@@ -33,7 +33,8 @@ export interface NewRun {
   maxTokens: number | null;
   maxCost: number | null;
   idempotencyKey: string | undefined;
-  requestHash: string;
+  /** What a replay under `idempotencyKey` must match (`requestFingerprint`); null without a key. */
+  requestHash: string | null;
   /** Seconds from now before which no worker claims the run (LangGraph's `after_seconds`); null: at once. */
   afterSeconds: number | null;
 }
