@@ -1,6 +1,13 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { createLocalNotifier, createPostgresNotifier, type Notice, type Notifier } from "../src/notify/notifier.ts";
+import {
+  createLocalNotifier,
+  createPostgresNotifier,
+  envelopes,
+  MAX_PAYLOAD_BYTES,
+  type Notice,
+  type Notifier,
+} from "../src/notify/notifier.ts";
 import { createTestDatabase, TEST_DRIVER, type TestDatabase } from "./support/db.ts";
 
 /** What a notifier's subscribers heard, in order. */
@@ -83,4 +90,59 @@ describe(`notices on ${TEST_DRIVER}`, () => {
     const heard = new Set(theirs.heard.flatMap((notice) => (notice.topic === "run_events" ? [notice.runId] : [])));
     assert.equal(heard.size, runIds.length);
   });
+});
+
+describe("NOTIFY payloads (envelopes)", () => {
+  /** The split as it was first written: the batch serialised again as each notice joins it. */
+  function reference(from: string, notices: readonly Notice[]): string[] {
+    const payloads: string[] = [];
+    let batch: Notice[] = [];
+    for (const notice of notices) {
+      batch.push(notice);
+      if (Buffer.byteLength(JSON.stringify({ from, notices: batch })) > MAX_PAYLOAD_BYTES) {
+        batch.pop();
+        if (batch.length > 0) payloads.push(JSON.stringify({ from, notices: batch }));
+        batch = [notice];
+      }
+    }
+    if (batch.length > 0) payloads.push(JSON.stringify({ from, notices: batch }));
+    return payloads;
+  }
+
+  const from = "3f0c8a52-8a2e-4a31-9d1f-0d6f4c1f9b7e";
+  const cases: [string, Notice[]][] = [
+    ["none", []],
+    ["one", [{ topic: "run_changed", runId: "r" }]],
+    [
+      "a burst of 1,000",
+      Array.from({ length: 1000 }, (_, i): Notice => ({ topic: "run_events", runId: `run-${i}-${"x".repeat(i % 50)}` })),
+    ],
+    ["non-ASCII ids", Array.from({ length: 300 }, (_, i): Notice => ({ topic: "run_changed", runId: `ラン-${i}-é` }))],
+    [
+      "one too large for any payload, between others",
+      [
+        { topic: "run_changed", runId: "before" },
+        { topic: "run_changed", runId: "y".repeat(MAX_PAYLOAD_BYTES) },
+        { topic: "run_changed", runId: "after" },
+      ],
+    ],
+  ];
+  for (const [name, notices] of cases) {
+    test(`${name}: the same payloads as serialising the batch, each within the limit unless one notice is too large`, () => {
+      const payloads = envelopes(
+        from,
+        notices.map((notice) => JSON.stringify(notice)),
+      );
+      assert.deepEqual(payloads, reference(from, notices));
+      assert.deepEqual(
+        payloads.flatMap((payload) => (JSON.parse(payload) as { notices: Notice[] }).notices),
+        notices,
+      );
+      for (const payload of payloads) {
+        const parsed = JSON.parse(payload) as { from: string; notices: Notice[] };
+        assert.equal(parsed.from, from);
+        assert.ok(Buffer.byteLength(payload) <= MAX_PAYLOAD_BYTES || parsed.notices.length === 1);
+      }
+    });
+  }
 });

@@ -76,7 +76,7 @@ export function createLocalNotifier(): Notifier {
 
 const CHANNEL = "rudder";
 /** PostgreSQL refuses NOTIFY payloads of 8000 bytes or more; stay well under. */
-const MAX_PAYLOAD_BYTES = 7000;
+export const MAX_PAYLOAD_BYTES = 7000;
 
 /** What one NOTIFY carries: the sending process's id (it skips its own) and a batch of notices. */
 interface Envelope {
@@ -146,7 +146,7 @@ export function createPostgresNotifier(connectionString: string): Notifier {
   /** Sends everything in the outbox, then whatever arrived meanwhile, until it is empty. */
   const send = async (): Promise<void> => {
     while (outbox.size > 0) {
-      const notices = [...outbox].map((text) => JSON.parse(text) as Notice);
+      const notices = [...outbox];
       outbox.clear();
       await publisher.query(notifyStatement(origin, notices)).catch(() => {});
     }
@@ -181,29 +181,37 @@ export function createPostgresNotifier(connectionString: string): Notifier {
   };
 }
 
-/** One statement, without parameters, that sends the notices in as few NOTIFY payloads as fit. */
-function notifyStatement(origin: string, notices: readonly Notice[]): string {
-  const calls = envelopes(origin, notices).map((payload) => `pg_notify('${CHANNEL}', ${pg.escapeLiteral(payload)})`);
+/** One statement, without parameters, that sends the notices (each as JSON) in as few NOTIFY payloads as fit. */
+function notifyStatement(origin: string, noticeTexts: readonly string[]): string {
+  const calls = envelopes(origin, noticeTexts).map((payload) => `pg_notify('${CHANNEL}', ${pg.escapeLiteral(payload)})`);
   return `select ${calls.join(", ")}`;
 }
 
-/** The notices as NOTIFY payloads, each under PostgreSQL's size limit. */
-function envelopes(from: string, notices: readonly Notice[]): string[] {
+/**
+ * The notices, each already JSON, as NOTIFY payloads (an `Envelope` each) under PostgreSQL's size
+ * limit, in order. The envelope is written around the notices' texts and its size added up as it
+ * grows: serialising the batch again for every notice was quadratic in a burst's notices (a
+ * thousand runs cancelled at once). A notice too large for any payload still goes, alone.
+ */
+export function envelopes(from: string, noticeTexts: readonly string[]): string[] {
+  const head = `{"from":${JSON.stringify(from)},"notices":[`;
+  const tail = "]}";
+  const empty = Buffer.byteLength(head) + tail.length;
   const payloads: string[] = [];
-  let batch: Notice[] = [];
-  const flush = () => {
-    if (batch.length > 0) payloads.push(JSON.stringify({ from, notices: batch } satisfies Envelope));
-    batch = [];
-  };
-  for (const notice of notices) {
-    batch.push(notice);
-    if (Buffer.byteLength(JSON.stringify({ from, notices: batch })) > MAX_PAYLOAD_BYTES) {
-      batch.pop();
-      flush();
-      batch.push(notice);
+  let batch: string[] = [];
+  let bytes = empty;
+  for (const text of noticeTexts) {
+    const size = Buffer.byteLength(text);
+    // One more notice adds its bytes and a comma after the first.
+    if (batch.length > 0 && bytes + 1 + size > MAX_PAYLOAD_BYTES) {
+      payloads.push(head + batch.join(",") + tail);
+      batch = [];
+      bytes = empty;
     }
+    bytes += (batch.length > 0 ? 1 : 0) + size;
+    batch.push(text);
   }
-  flush();
+  if (batch.length > 0) payloads.push(head + batch.join(",") + tail);
   return payloads;
 }
 
