@@ -29,17 +29,33 @@ export function drivers(raw: string, both: readonly Driver[] = ["pglite", "postg
 }
 
 export function positive(raw: string, name: string): number {
+  return wholeNumber(raw, name, 1);
+}
+
+/** A whole number of at least `least` (a command-line value), or an error naming the option. */
+function wholeNumber(raw: string, name: string, least: number): number {
   const value = Number(raw);
-  if (!Number.isInteger(value) || value < 1) throw new Error(`${name} must be a positive whole number, not "${raw}"`);
+  if (!Number.isInteger(value) || value < least) {
+    throw new Error(`${name} must be a ${least === 1 ? "positive" : "non-negative"} whole number, not "${raw}"`);
+  }
   return value;
 }
 
 /** A comma-separated list of positive whole numbers (empty items are skipped). */
 export function positiveList(raw: string, name: string): number[] {
+  return wholeList(raw, name, 1);
+}
+
+/** A comma-separated list of whole numbers, zero allowed (empty items are skipped). */
+export function nonNegativeList(raw: string, name: string): number[] {
+  return wholeList(raw, name, 0);
+}
+
+function wholeList(raw: string, name: string, least: number): number[] {
   return raw
     .split(",")
     .filter(Boolean)
-    .map((value) => positive(value, name));
+    .map((value) => wholeNumber(value, name, least));
 }
 
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

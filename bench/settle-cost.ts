@@ -27,6 +27,7 @@ import {
   drivers,
   exitWithUsage,
   fixed,
+  nonNegativeList,
   positive,
   positiveList,
   privateDatabase,
@@ -50,7 +51,7 @@ exitWithUsage(
 );
 const RUNS = positive(args.runs, "--runs");
 const BATCHES = positiveList(args.batch, "--batch");
-const PENDING = args.pending.split(",").map(Number);
+const PENDING = nonNegativeList(args.pending, "--pending");
 
 const TENANT = "bench";
 const OWNER = "bench-worker";

@@ -146,9 +146,9 @@ export function createPostgresNotifier(connectionString: string): Notifier {
   /** Sends everything in the outbox, then whatever arrived meanwhile, until it is empty. */
   const send = async (): Promise<void> => {
     while (outbox.size > 0) {
-      const notices = [...outbox];
+      const noticeTexts = [...outbox];
       outbox.clear();
-      await publisher.query(notifyStatement(origin, notices)).catch(() => {});
+      await publisher.query(notifyStatement(origin, noticeTexts)).catch(() => {});
     }
     sending = undefined;
   };

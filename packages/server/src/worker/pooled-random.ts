@@ -60,7 +60,6 @@ export function pooledRandomValues(original: GetRandomValues): GetRandomValues {
 
 function isPoolable(array: ArrayBufferView | null): array is ArrayBufferView {
   return (
-    array !== null &&
     ArrayBuffer.isView(array) &&
     array.byteLength <= LARGEST_POOLED_REQUEST &&
     INTEGER_ARRAYS.some((IntegerArray) => array instanceof IntegerArray)
