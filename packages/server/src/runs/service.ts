@@ -39,7 +39,7 @@ export interface FollowOptions {
 }
 
 /** How often a waiter re-reads storage when no notice arrives. */
-const RECHECK_MS = 1000;
+export const RECHECK_MS = 1000;
 /** Events read per statement while following a run. */
 const EVENT_PAGE = 500;
 
