@@ -145,6 +145,11 @@ const SELECT_TUPLE = `select c.thread_id, c.checkpoint_ns, c.checkpoint_id, c.pa
   ) as pending_writes
 from checkpoints c`;
 
+const SELECT_TUPLE_BY_ID = `${SELECT_TUPLE} where c.tenant_id = $1 and c.thread_id = $2 and c.checkpoint_ns = $3 and c.checkpoint_id = $4`;
+/** Without an id, the latest: a backward scan of the primary key, as uuid6 ids sort by creation time. */
+const SELECT_LATEST_TUPLE = `${SELECT_TUPLE} where c.tenant_id = $1 and c.thread_id = $2 and c.checkpoint_ns = $3
+order by c.checkpoint_id desc limit 1`;
+
 /** Legacy (v < 4) checkpoints kept their pending sends as TASKS writes on the parent checkpoint. */
 const SELECT_PENDING_SENDS = `select w.thread_id, w.checkpoint_ns, w.checkpoint_id, w.value_type, w.value
 from checkpoint_writes w
@@ -195,11 +200,8 @@ export class RudderCheckpointSaver extends BaseCheckpointSaver {
     if (await this.nothingStoredFor(config, String(threadId))) return undefined;
     const ns = config.configurable?.checkpoint_ns ?? "";
     const checkpointId = getCheckpointId(config);
-    // Without an id, the latest: a backward scan of the primary key, as uuid6 ids sort by creation time.
-    const pick = checkpointId ? "and c.checkpoint_id = $4" : "order by c.checkpoint_id desc limit 1";
     const params = [tenantId, String(threadId), ns, ...(checkpointId ? [checkpointId] : [])];
-    const sql = `${SELECT_TUPLE} where c.tenant_id = $1 and c.thread_id = $2 and c.checkpoint_ns = $3 ${pick}`;
-    const rows = await this.db.query<CheckpointRow>(sql, params);
+    const rows = await this.db.query<CheckpointRow>(checkpointId ? SELECT_TUPLE_BY_ID : SELECT_LATEST_TUPLE, params);
     const [tuple] = await this.toTuples(tenantId, rows, namedTenant(config));
     return tuple;
   }

@@ -7,6 +7,27 @@ import { iso, json } from "./rows.ts";
 export type PendingEvent = RunEventBody;
 
 /**
+ * `appendEvents`' statement: the run's row gives the sequences. The events are the last parameter,
+ * after the lease's four (`fenced`) or after the tenant and run id.
+ */
+function appendEventsStatement(fenced: boolean): string {
+  const batch = fenced ? "$5::jsonb" : "$3::jsonb";
+  return `with allocated as (
+       update runs set last_event_sequence = last_event_sequence + jsonb_array_length(${batch})
+        where ${fenced ? leaseHeld(1) : "tenant_id = $1 and run_id = $2"}
+        returning last_event_sequence - jsonb_array_length(${batch}) as base
+     )
+     insert into run_events (tenant_id, run_id, sequence, kind, data)
+     select $1, $2, allocated.base + e.ordinality::int, e.value->>'kind', e.value->'data'
+       from allocated, jsonb_array_elements(${batch}) with ordinality as e(value, ordinality)
+     returning sequence`;
+}
+
+// Built once: a text built per call is hashed and compared again wherever it is looked up (statement names).
+const APPEND_EVENTS = appendEventsStatement(false);
+const APPEND_EVENTS_FENCED = appendEventsStatement(true);
+
+/**
  * Appends events in one statement: the run row's counter hands out the next sequences, and its
  * row lock, held to commit, makes concurrent appenders commit in sequence order (a reader that
  * has seen sequence n never later finds a smaller one). With a lease, nothing is written unless
@@ -21,18 +42,8 @@ export async function appendEvents(
 ): Promise<number[]> {
   if (events.length === 0) return [];
   if (lease && (lease.tenantId !== tenantId || lease.runId !== runId)) throw new Error("appendEvents: the lease is another run's");
-  // The events are the last parameter: after the lease's four, or after the tenant and run id.
-  const batch = lease ? "$5::jsonb" : "$3::jsonb";
   const rows = await db.query<{ sequence: number }>(
-    `with allocated as (
-       update runs set last_event_sequence = last_event_sequence + jsonb_array_length(${batch})
-        where ${lease ? leaseHeld(1) : "tenant_id = $1 and run_id = $2"}
-        returning last_event_sequence - jsonb_array_length(${batch}) as base
-     )
-     insert into run_events (tenant_id, run_id, sequence, kind, data)
-     select $1, $2, allocated.base + e.ordinality::int, e.value->>'kind', e.value->'data'
-       from allocated, jsonb_array_elements(${batch}) with ordinality as e(value, ordinality)
-     returning sequence`,
+    lease ? APPEND_EVENTS_FENCED : APPEND_EVENTS,
     lease ? [...leaseParams(lease), json(events)] : [tenantId, runId, json(events)],
   );
   return rows.map((row) => row.sequence);
@@ -63,6 +74,29 @@ export interface BatchAppendOptions {
   readonly withTime?: boolean;
 }
 
+/** `appendEventBatches`' statement, returning the log's time of the events too with `withTime`. */
+function appendEventBatchesStatement(withTime: boolean): string {
+  return `with batch as (
+       select b.tenant_id, b.run_id, b.attempt, b.owner, b.events
+         from jsonb_to_recordset($1::jsonb) as b(tenant_id text, run_id uuid, attempt int, owner text, events jsonb)
+     ), ${HELD_LEASES}, allocated as (
+       update runs r set last_event_sequence = r.last_event_sequence + jsonb_array_length(b.events)
+         from ${HELD_RUNS}
+       returning r.tenant_id, r.run_id, r.last_event_sequence - jsonb_array_length(b.events) as base,
+                 jsonb_array_length(b.events) as count, b.events
+     ), appended as (
+       insert into run_events (tenant_id, run_id, sequence, kind, data)
+       select a.tenant_id, a.run_id, a.base + e.ordinality::int, e.value->>'kind', e.value->'data'
+         from allocated a, jsonb_array_elements(a.events) with ordinality as e(value, ordinality)
+     )
+     select a.run_id::text as run_id, a.base, a.count${withTime ? ", now() as created_at" : ""}
+       from allocated a
+      order by a.run_id`;
+}
+
+const APPEND_EVENT_BATCHES = appendEventBatchesStatement(false);
+const APPEND_EVENT_BATCHES_WITH_TIME = appendEventBatchesStatement(true);
+
 /**
  * Appends the events of many runs in one statement, each run fenced by its own lease (the
  * condition of `leaseHeld`, per run): a run whose lease is lost gets nothing written and no row
@@ -83,25 +117,7 @@ export async function appendEventBatches(
   options: BatchAppendOptions = {},
 ): Promise<AppendedRun[]> {
   if (batches.length === 0) return [];
-  return db.query<AppendedRun>(
-    `with batch as (
-       select b.tenant_id, b.run_id, b.attempt, b.owner, b.events
-         from jsonb_to_recordset($1::jsonb) as b(tenant_id text, run_id uuid, attempt int, owner text, events jsonb)
-     ), ${HELD_LEASES}, allocated as (
-       update runs r set last_event_sequence = r.last_event_sequence + jsonb_array_length(b.events)
-         from ${HELD_RUNS}
-       returning r.tenant_id, r.run_id, r.last_event_sequence - jsonb_array_length(b.events) as base,
-                 jsonb_array_length(b.events) as count, b.events
-     ), appended as (
-       insert into run_events (tenant_id, run_id, sequence, kind, data)
-       select a.tenant_id, a.run_id, a.base + e.ordinality::int, e.value->>'kind', e.value->'data'
-         from allocated a, jsonb_array_elements(a.events) with ordinality as e(value, ordinality)
-     )
-     select a.run_id::text as run_id, a.base, a.count${options.withTime ? ", now() as created_at" : ""}
-       from allocated a
-      order by a.run_id`,
-    [batchJson(byRunId(batches))],
-  );
+  return db.query<AppendedRun>(options.withTime ? APPEND_EVENT_BATCHES_WITH_TIME : APPEND_EVENT_BATCHES, [batchJson(byRunId(batches))]);
 }
 
 /** Run id order, the order the rows are locked in. */

@@ -107,7 +107,9 @@ const toEvent = (row: EventRow): RunEvent => ({
 
 /**
  * The runs table's statements. Each takes the executor it runs on (the pool, or the transaction a
- * service opened) and never begins or commits: the services decide what commits together.
+ * service opened) and never begins or commits: the services decide what commits together. Their
+ * texts are module constants, built once: a text built per call (a few KB for the claim or the
+ * settle) is hashed and compared in full again by every lookup of its prepared statement's name.
  */
 
 /**
@@ -150,22 +152,7 @@ export async function insertRun(db: Queryable, run: NewRun, queuedRunQuota: numb
   return (await insertRuns(db, [run], queuedRunQuota)).get(run.runId);
 }
 
-/**
- * `insertRun` for several runs in one statement: the inserted ones by id. The quota counts each
- * tenant's pending runs once (materialized: not once per run), and ranks the batch's own runs of
- * a tenant after them. The statement sees none of its own rows, so two runs of one thread must
- * not share it (the second would not be blocked behind the first).
- */
-export async function insertRuns(db: Queryable, runs: readonly NewRun[], queuedRunQuota: number): Promise<Map<string, ClaimedRun>> {
-  /** How many of the batch's runs each tenant has so far: a run's rank among its tenant's (1 for the first). */
-  const ranks = new Map<string, number>();
-  const rankOf = (tenantId: string): number => {
-    const rank = (ranks.get(tenantId) ?? 0) + 1;
-    ranks.set(tenantId, rank);
-    return rank;
-  };
-  const rows = await db.query<RunRow>(
-    `with batch as (
+const INSERT_RUNS = `with batch as (
        select * from jsonb_to_recordset($1::jsonb) as b(nth int, run_id uuid, tenant_id text, thread_id uuid, assistant_id text,
                 graph_id text, input jsonb, command jsonb, context jsonb, config jsonb, metadata jsonb, multitask_strategy text,
                 durability text, run_timeout float8, max_model_calls float8, max_tool_calls float8, max_tokens float8,
@@ -187,38 +174,54 @@ export async function insertRuns(db: Queryable, runs: readonly NewRun[], queuedR
       where (b.thread_id is null or exists (select 1 from threads t where t.tenant_id = b.tenant_id and t.thread_id = b.thread_id for share))
         and q.pending + b.nth <= $2
      on conflict (tenant_id, idempotency_key) where idempotency_key is not null do nothing
-     returning ${RUN_COLUMNS}`,
-    [
-      json(
-        runs.map((run) => ({
-          nth: rankOf(run.tenantId),
-          run_id: run.runId,
-          tenant_id: run.tenantId,
-          thread_id: run.threadId,
-          assistant_id: run.assistantId,
-          graph_id: run.graphId,
-          input: run.input ?? null,
-          command: run.command,
-          context: run.context,
-          config: run.config,
-          metadata: run.metadata,
-          multitask_strategy: run.multitaskStrategy,
-          durability: run.durability,
-          run_timeout: run.runTimeout,
-          max_model_calls: run.maxModelCalls,
-          max_tool_calls: run.maxToolCalls,
-          max_tokens: run.maxTokens,
-          max_cost: run.maxCost,
-          idempotency_key: run.idempotencyKey ?? null,
-          request_hash: run.requestHash,
-          after_seconds: run.afterSeconds,
-        })),
-      ),
-      queuedRunQuota,
-    ],
-  );
+     returning ${RUN_COLUMNS}`;
+
+/**
+ * `insertRun` for several runs in one statement: the inserted ones by id. The quota counts each
+ * tenant's pending runs once (materialized: not once per run), and ranks the batch's own runs of
+ * a tenant after them. The statement sees none of its own rows, so two runs of one thread must
+ * not share it (the second would not be blocked behind the first).
+ */
+export async function insertRuns(db: Queryable, runs: readonly NewRun[], queuedRunQuota: number): Promise<Map<string, ClaimedRun>> {
+  /** How many of the batch's runs each tenant has so far: a run's rank among its tenant's (1 for the first). */
+  const ranks = new Map<string, number>();
+  const rankOf = (tenantId: string): number => {
+    const rank = (ranks.get(tenantId) ?? 0) + 1;
+    ranks.set(tenantId, rank);
+    return rank;
+  };
+  const rows = await db.query<RunRow>(INSERT_RUNS, [
+    json(
+      runs.map((run) => ({
+        nth: rankOf(run.tenantId),
+        run_id: run.runId,
+        tenant_id: run.tenantId,
+        thread_id: run.threadId,
+        assistant_id: run.assistantId,
+        graph_id: run.graphId,
+        input: run.input ?? null,
+        command: run.command,
+        context: run.context,
+        config: run.config,
+        metadata: run.metadata,
+        multitask_strategy: run.multitaskStrategy,
+        durability: run.durability,
+        run_timeout: run.runTimeout,
+        max_model_calls: run.maxModelCalls,
+        max_tool_calls: run.maxToolCalls,
+        max_tokens: run.maxTokens,
+        max_cost: run.maxCost,
+        idempotency_key: run.idempotencyKey ?? null,
+        request_hash: run.requestHash,
+        after_seconds: run.afterSeconds,
+      })),
+    ),
+    queuedRunQuota,
+  ]);
   return new Map(rows.map((row) => [row.run_id, toClaimed(row)]));
 }
+
+const SELECT_RUN_BY_IDEMPOTENCY_KEY = `select ${RUN_COLUMNS} from runs where tenant_id = $1 and idempotency_key = $2`;
 
 /** The run an Idempotency-Key of the tenant already names, with the fingerprint of its request. */
 export async function findByIdempotencyKey(
@@ -226,13 +229,21 @@ export async function findByIdempotencyKey(
   tenantId: string,
   key: string,
 ): Promise<(ClaimedRun & { request_hash: string | null }) | undefined> {
-  const [row] = await db.query<RunRow>(`select ${RUN_COLUMNS} from runs where tenant_id = $1 and idempotency_key = $2`, [tenantId, key]);
+  const [row] = await db.query<RunRow>(SELECT_RUN_BY_IDEMPOTENCY_KEY, [tenantId, key]);
   return row && toClaimed(row);
 }
 
 export async function threadExists(db: Queryable, tenantId: string, threadId: string): Promise<boolean> {
   return (await db.query("select 1 from threads where tenant_id = $1 and thread_id = $2", [tenantId, threadId])).length > 0;
 }
+
+const LOCK_RUN_WITH_THREAD = `with run as (
+       select thread_id from runs where tenant_id = $1 and run_id = $2
+     ), locked_thread as (
+       select 1 from threads t join run on t.tenant_id = $1 and t.thread_id = run.thread_id for update of t
+     )
+     select ${RUN_COLUMNS} from runs where tenant_id = $1 and run_id = $2 and (select count(*) from locked_thread) >= 0
+        for update of runs`;
 
 /**
  * A run, locked, after its thread's row (the lock order every waiting transaction keeps), in one
@@ -242,16 +253,7 @@ export async function threadExists(db: Queryable, tenantId: string, threadId: st
  * The run comes back as it is once locked (a row changed while the statement waited is re-read).
  */
 export async function lockRunWithThread(tx: Queryable, tenantId: string, runId: string): Promise<ClaimedRun | undefined> {
-  const [row] = await tx.query<RunRow>(
-    `with run as (
-       select thread_id from runs where tenant_id = $1 and run_id = $2
-     ), locked_thread as (
-       select 1 from threads t join run on t.tenant_id = $1 and t.thread_id = run.thread_id for update of t
-     )
-     select ${RUN_COLUMNS} from runs where tenant_id = $1 and run_id = $2 and (select count(*) from locked_thread) >= 0
-        for update of runs`,
-    [tenantId, runId],
-  );
+  const [row] = await tx.query<RunRow>(LOCK_RUN_WITH_THREAD, [tenantId, runId]);
   return row && toClaimed(row);
 }
 
@@ -262,6 +264,9 @@ export async function countPending(db: Queryable, tenantId: string): Promise<num
   return row?.queued ?? 0;
 }
 
+const LOCK_RUNS_OF_THREAD = `select ${RUN_COLUMNS} from runs where tenant_id = $1 and thread_id = $2 and status = any($3::text[])
+      order by created_at, run_id for update`;
+
 /** The thread's runs in one of `statuses`, locked (after its thread: see `lockThread`). */
 export async function lockRunsOfThread(
   tx: Queryable,
@@ -269,18 +274,19 @@ export async function lockRunsOfThread(
   threadId: string,
   statuses: readonly RunStatus[],
 ): Promise<ClaimedRun[]> {
-  const rows = await tx.query<RunRow>(
-    `select ${RUN_COLUMNS} from runs where tenant_id = $1 and thread_id = $2 and status = any($3::text[])
-      order by created_at, run_id for update`,
-    [tenantId, threadId, statuses],
-  );
+  const rows = await tx.query<RunRow>(LOCK_RUNS_OF_THREAD, [tenantId, threadId, statuses]);
   return rows.map(toClaimed);
 }
 
+const SELECT_RUN = `select ${RUN_COLUMNS} from runs where tenant_id = $1 and run_id = $2`;
+
 export async function getRun(db: Queryable, tenantId: string, runId: string): Promise<ClaimedRun | undefined> {
-  const [row] = await db.query<RunRow>(`select ${RUN_COLUMNS} from runs where tenant_id = $1 and run_id = $2`, [tenantId, runId]);
+  const [row] = await db.query<RunRow>(SELECT_RUN, [tenantId, runId]);
   return row && toClaimed(row);
 }
+
+const LIST_RUNS_OF_THREAD = `select ${RUN_COLUMNS} from runs where tenant_id = $1 and thread_id = $2
+      order by created_at desc, run_id desc limit $3 offset $4`;
 
 export async function listRunsOfThread(
   db: Queryable,
@@ -288,11 +294,7 @@ export async function listRunsOfThread(
   threadId: string,
   page: { limit: number; offset: number },
 ): Promise<ClaimedRun[]> {
-  const rows = await db.query<RunRow>(
-    `select ${RUN_COLUMNS} from runs where tenant_id = $1 and thread_id = $2
-      order by created_at desc, run_id desc limit $3 offset $4`,
-    [tenantId, threadId, page.limit, page.offset],
-  );
+  const rows = await db.query<RunRow>(LIST_RUNS_OF_THREAD, [tenantId, threadId, page.limit, page.offset]);
   return rows.map(toClaimed);
 }
 
@@ -304,6 +306,11 @@ export interface RunListFilter {
   readonly metadata?: Record<string, unknown> | undefined;
 }
 
+const LIST_RUNS = `select ${RUN_COLUMNS} from runs
+      where tenant_id = $1 and ($2::text is null or status = $2) and ($3::text is null or assistant_id = $3)
+        and ($4::uuid is null or thread_id = $4::uuid) and ($5::jsonb is null or metadata @> $5::jsonb)
+      order by created_at desc, run_id desc limit $6 offset $7`;
+
 /** The tenant's runs, newest first, filtered. */
 export async function listRuns(
   db: Queryable,
@@ -311,61 +318,22 @@ export async function listRuns(
   filter: RunListFilter,
   page: { limit: number; offset: number },
 ): Promise<ClaimedRun[]> {
-  const rows = await db.query<RunRow>(
-    `select ${RUN_COLUMNS} from runs
-      where tenant_id = $1 and ($2::text is null or status = $2) and ($3::text is null or assistant_id = $3)
-        and ($4::uuid is null or thread_id = $4::uuid) and ($5::jsonb is null or metadata @> $5::jsonb)
-      order by created_at desc, run_id desc limit $6 offset $7`,
-    [
-      tenantId,
-      filter.status ?? null,
-      filter.assistantId ?? null,
-      filter.threadId ?? null,
-      filter.metadata === undefined ? null : json(filter.metadata),
-      page.limit,
-      page.offset,
-    ],
-  );
+  const rows = await db.query<RunRow>(LIST_RUNS, [
+    tenantId,
+    filter.status ?? null,
+    filter.assistantId ?? null,
+    filter.threadId ?? null,
+    filter.metadata === undefined ? null : json(filter.metadata),
+    page.limit,
+    page.offset,
+  ]);
   return rows.map(toClaimed);
 }
 
 /** A claimed run and how long it had been claimable (since created, its backoff passed, or its lease expired). */
 export type Claim = ClaimedRun & { readonly claimableSeconds: number };
 
-/**
- * Claims up to `limit` of the oldest runnable runs: pending runs not blocked behind another run of
- * their thread, whose backoff (or not-before time: `available_at` starts there, `insertRun`) has
- * passed, and running runs whose lease expired (their worker died). Only those are in the scan
- * (`runs_claimable` holds the pending runs that are not blocked), so runs queued behind busy
- * threads cost it nothing. The thread rule is checked again on each candidate: no active run on
- * it, and it is its thread's oldest unblocked pending run (two creates at once may both join
- * unblocked; FIFO per thread, so at most one run per thread qualifies). Those heads are found once
- * per claim (one `distinct on`, hashed) rather than probed per candidate, so no plan, however stale
- * its statistics, makes a claim cost the square of the claimable runs (docs/database.md, "The
- * queue"). One statement, `for update skip locked`, so concurrent workers never claim the same
- * row; it also marks the claimed runs' threads busy. It locks the threads of the runs it chose,
- * after the limit (`held`, skip locked too), not of every candidate, and drops a run whose thread
- * someone else holds (a create deciding its multitask strategy, a settle): a claim never waits, so
- * it cannot deadlock against them; their commit's notice brings it back. A running run whose
- * lease expired is taken only with its thread too: its first attempt may still be settling
- * (holding the thread, then updating the run), and a claim that took the run without its thread
- * deadlocked with that settle when it came to mark the thread busy (seen under a standing load).
- * The unique index on active runs per thread backs the thread rule: a claim that loses that
- * race claims nothing and the caller tries again. The new statuses come from the lifecycle's
- * claim rule (`to` and `thread`). The candidate scan crosses tenants (one queue on one
- * PostgreSQL); every other part of it joins on (tenant_id, id), so it can run per tenant
- * (docs/architecture.md, "Distributing by tenant").
- */
-export async function claimRuns(
-  db: Queryable,
-  owner: string,
-  leaseMs: number,
-  limit: number,
-  rule: { to: RunStatus; thread: ThreadStatus },
-): Promise<Claim[]> {
-  try {
-    const rows = await db.query<RunRow & { claimable_seconds: number }>(
-      `with candidate as (
+const CLAIM_RUNS = `with candidate as (
          select r.tenant_id, r.run_id, r.thread_id,
                 extract(epoch from (clock_timestamp() - case when r.status = 'pending' then r.available_at else r.lease_expires_at end))::float8 as claimable_seconds
            from runs r
@@ -400,9 +368,41 @@ export async function claimRuns(
          update threads t set status = $5, updated_at = now()
            from claimed where t.tenant_id = claimed.tenant_id and t.thread_id = claimed.thread_id::uuid
        )
-       select * from claimed order by created_at, run_id`,
-      [owner, leaseMs, limit, rule.to, rule.thread],
-    );
+       select * from claimed order by created_at, run_id`;
+
+/**
+ * Claims up to `limit` of the oldest runnable runs: pending runs not blocked behind another run of
+ * their thread, whose backoff (or not-before time: `available_at` starts there, `insertRun`) has
+ * passed, and running runs whose lease expired (their worker died). Only those are in the scan
+ * (`runs_claimable` holds the pending runs that are not blocked), so runs queued behind busy
+ * threads cost it nothing. The thread rule is checked again on each candidate: no active run on
+ * it, and it is its thread's oldest unblocked pending run (two creates at once may both join
+ * unblocked; FIFO per thread, so at most one run per thread qualifies). Those heads are found once
+ * per claim (one `distinct on`, hashed) rather than probed per candidate, so no plan, however stale
+ * its statistics, makes a claim cost the square of the claimable runs (docs/database.md, "The
+ * queue"). One statement, `for update skip locked`, so concurrent workers never claim the same
+ * row; it also marks the claimed runs' threads busy. It locks the threads of the runs it chose,
+ * after the limit (`held`, skip locked too), not of every candidate, and drops a run whose thread
+ * someone else holds (a create deciding its multitask strategy, a settle): a claim never waits, so
+ * it cannot deadlock against them; their commit's notice brings it back. A running run whose
+ * lease expired is taken only with its thread too: its first attempt may still be settling
+ * (holding the thread, then updating the run), and a claim that took the run without its thread
+ * deadlocked with that settle when it came to mark the thread busy (seen under a standing load).
+ * The unique index on active runs per thread backs the thread rule: a claim that loses that
+ * race claims nothing and the caller tries again. The new statuses come from the lifecycle's
+ * claim rule (`to` and `thread`). The candidate scan crosses tenants (one queue on one
+ * PostgreSQL); every other part of it joins on (tenant_id, id), so it can run per tenant
+ * (docs/architecture.md, "Distributing by tenant").
+ */
+export async function claimRuns(
+  db: Queryable,
+  owner: string,
+  leaseMs: number,
+  limit: number,
+  rule: { to: RunStatus; thread: ThreadStatus },
+): Promise<Claim[]> {
+  try {
+    const rows = await db.query<RunRow & { claimable_seconds: number }>(CLAIM_RUNS, [owner, leaseMs, limit, rule.to, rule.thread]);
     return rows.map(({ claimable_seconds: seconds, ...row }) => ({ ...toClaimed(row), claimableSeconds: Math.max(0, Number(seconds)) }));
   } catch (error) {
     // Another worker made a run of the same thread active first: nothing to claim right now.
@@ -484,23 +484,7 @@ export interface SettledAttempt {
   readonly run?: ClaimedRun;
 }
 
-/**
- * Attempts' ends on their run rows, each fenced by its own lease, in one statement: each run's new
- * status and its thread's, its last events appended (sequences from the same update of the run
- * row, as `appendEvents` hands them out), a finished stateless run's checkpoints dropped, and the
- * next run of each thread a run lets go of released (`releaseNextRun`). Returns, by run id, the
- * runs whose lease held, each saying whether its thread has a run waiting (a claim may now find
- * it), with its new row when asked for (a join of this process then need not read it); a run
- * whose lease was lost gets nothing written and is missing. The runs are locked in run
- * id order, as every statement that locks several runs does (the event flush, the lease keeper's
- * heartbeat), so two of them cannot deadlock. On a thread, the caller has locked the thread in an
- * earlier statement of the same transaction (`lockThreads`), so that this statement's snapshot sees
- * every run created on the thread before the lock was granted; stateless runs need no transaction.
- */
-export async function settleAttempts(db: Queryable, settles: readonly AttemptSettle[]): Promise<Map<string, SettledAttempt>> {
-  if (settles.length === 0) return new Map();
-  const rows = await db.query<{ settled_run_id: string; thread_has_queued: boolean } & (RunRow | { [K in keyof RunRow]: null })>(
-    `with batch as (
+const SETTLE_ATTEMPTS = `with batch as (
        select * from jsonb_to_recordset($1::jsonb) as b(tenant_id text, run_id uuid, attempt int, owner text, status text,
               output jsonb, error jsonb, finishes boolean, retry_delay_ms float8, usage jsonb, thread_status text,
               frees_thread boolean, events jsonb, return_run boolean)
@@ -537,7 +521,25 @@ export async function settleAttempts(db: Queryable, settles: readonly AttemptSet
                  else exists (select 1 from runs p where p.tenant_id = s.tenant_id and p.thread_id = s.thread_id
                                                      and p.status = 'pending') end as thread_has_queued,
             ${runColumns("(s.run_row)")}
-       from settled s`,
+       from settled s`;
+
+/**
+ * Attempts' ends on their run rows, each fenced by its own lease, in one statement: each run's new
+ * status and its thread's, its last events appended (sequences from the same update of the run
+ * row, as `appendEvents` hands them out), a finished stateless run's checkpoints dropped, and the
+ * next run of each thread a run lets go of released (`releaseNextRun`). Returns, by run id, the
+ * runs whose lease held, each saying whether its thread has a run waiting (a claim may now find
+ * it), with its new row when asked for (a join of this process then need not read it); a run
+ * whose lease was lost gets nothing written and is missing. The runs are locked in run
+ * id order, as every statement that locks several runs does (the event flush, the lease keeper's
+ * heartbeat), so two of them cannot deadlock. On a thread, the caller has locked the thread in an
+ * earlier statement of the same transaction (`lockThreads`), so that this statement's snapshot sees
+ * every run created on the thread before the lock was granted; stateless runs need no transaction.
+ */
+export async function settleAttempts(db: Queryable, settles: readonly AttemptSettle[]): Promise<Map<string, SettledAttempt>> {
+  if (settles.length === 0) return new Map();
+  const rows = await db.query<{ settled_run_id: string; thread_has_queued: boolean } & (RunRow | { [K in keyof RunRow]: null })>(
+    SETTLE_ATTEMPTS,
     [settleBatchJson(settles)],
   );
   return new Map(
@@ -583,22 +585,7 @@ function settleBatchJson(settles: readonly AttemptSettle[]): string {
   );
 }
 
-/**
- * A status change outside an attempt (cancel, redrive, the reaper): the row, as the lifecycle
- * decided it. A requeued run (redrive) joins its thread blocked when another run holds it; a run
- * that lets go of its thread (`freesThread`) releases the thread's next run in the same statement
- * (`releasedNext` says whether there was one).
- * On a thread, the caller holds the thread's row lock (`lockThread`, or the reaper's skip-locked
- * equivalent).
- */
-export async function updateRunStatus(
-  tx: Queryable,
-  tenantId: string,
-  runId: string,
-  change: { status: RunStatus; finishes: boolean; error: RunError | null; requeue?: boolean; freesThread?: boolean },
-): Promise<{ run: ClaimedRun; releasedNext: boolean }> {
-  const [row] = await tx.query<RunRow & { released_next: boolean }>(
-    `with changed as (
+const UPDATE_RUN_STATUS = `with changed as (
        update runs r set status = $3, error = $4::jsonb, updated_at = now(),
               finished_at = case when $5 then now() when $6 then null else r.finished_at end,
               lease_owner = case when $5 then null else r.lease_owner end,
@@ -613,12 +600,39 @@ export async function updateRunStatus(
      ), released as (
        ${releaseNextRun("freed")}
      )
-     select *, exists (select 1 from released) as released_next from changed`,
-    [tenantId, runId, change.status, json(change.error), change.finishes, change.requeue ?? false, change.freesThread ?? false],
-  );
+     select *, exists (select 1 from released) as released_next from changed`;
+
+/**
+ * A status change outside an attempt (cancel, redrive, the reaper): the row, as the lifecycle
+ * decided it. A requeued run (redrive) joins its thread blocked when another run holds it; a run
+ * that lets go of its thread (`freesThread`) releases the thread's next run in the same statement
+ * (`releasedNext` says whether there was one).
+ * On a thread, the caller holds the thread's row lock (`lockThread`, or the reaper's skip-locked
+ * equivalent).
+ */
+export async function updateRunStatus(
+  tx: Queryable,
+  tenantId: string,
+  runId: string,
+  change: { status: RunStatus; finishes: boolean; error: RunError | null; requeue?: boolean; freesThread?: boolean },
+): Promise<{ run: ClaimedRun; releasedNext: boolean }> {
+  const [row] = await tx.query<RunRow & { released_next: boolean }>(UPDATE_RUN_STATUS, [
+    tenantId,
+    runId,
+    change.status,
+    json(change.error),
+    change.finishes,
+    change.requeue ?? false,
+    change.freesThread ?? false,
+  ]);
   const { released_next: releasedNext, ...run } = row!;
   return { run: toClaimed(run), releasedNext };
 }
+
+const MOVE_RUN_STATUS = `update runs r set status = m.to_status, updated_at = now()
+       from unnest($3::text[], $4::text[]) as m(from_status, to_status)
+      where r.tenant_id = $1 and r.run_id = $2 and r.status = m.from_status and r.superseded_by_run_id is null
+      returning ${runColumns("r")}`;
 
 /**
  * A row-only move (`rowOnlyMoves`) as one statement, without the thread's lock: the run's status
@@ -632,13 +646,7 @@ export async function moveRunStatus(
   moves: ReadonlyMap<RunStatus, RunStatus>,
 ): Promise<ClaimedRun | undefined> {
   if (moves.size === 0) return undefined;
-  const [row] = await db.query<RunRow>(
-    `update runs r set status = m.to_status, updated_at = now()
-       from unnest($3::text[], $4::text[]) as m(from_status, to_status)
-      where r.tenant_id = $1 and r.run_id = $2 and r.status = m.from_status and r.superseded_by_run_id is null
-      returning ${runColumns("r")}`,
-    [tenantId, runId, [...moves.keys()], [...moves.values()]],
-  );
+  const [row] = await db.query<RunRow>(MOVE_RUN_STATUS, [tenantId, runId, [...moves.keys()], [...moves.values()]]);
   return row && toClaimed(row);
 }
 
@@ -649,6 +657,16 @@ export async function setThreadStatus(tx: Queryable, tenantId: string, threadId:
     status,
   ]);
 }
+
+const INSERT_SUCCESSOR = `insert into runs (run_id, tenant_id, thread_id, assistant_id, graph_id, input, command, context, config, metadata,
+                       multitask_strategy, durability, run_timeout, max_model_calls, max_tool_calls, max_tokens, max_cost, request_hash,
+                       blocked)
+     select $2, r.tenant_id, r.thread_id, r.assistant_id, r.graph_id, null, $3::jsonb, r.context, coalesce($4::jsonb, r.config),
+            r.metadata || jsonb_build_object('resumed_from_run_id', r.run_id::text), 'enqueue', r.durability, r.run_timeout,
+            r.max_model_calls, r.max_tool_calls, r.max_tokens, r.max_cost, null,
+            r.thread_id is not null and ${THREAD_HELD_BY_ANOTHER}
+       from runs r where r.tenant_id = $5 and r.run_id = $1
+     returning ${RUN_COLUMNS}`;
 
 /**
  * The run that continues a resumed one: same thread, assistant, graph, context, config (unless
@@ -664,18 +682,13 @@ export async function insertSuccessor(
   command: NonNullable<ClaimedRun["command"]>,
   config?: Record<string, unknown>,
 ): Promise<ClaimedRun> {
-  const [row] = await tx.query<RunRow>(
-    `insert into runs (run_id, tenant_id, thread_id, assistant_id, graph_id, input, command, context, config, metadata,
-                       multitask_strategy, durability, run_timeout, max_model_calls, max_tool_calls, max_tokens, max_cost, request_hash,
-                       blocked)
-     select $2, r.tenant_id, r.thread_id, r.assistant_id, r.graph_id, null, $3::jsonb, r.context, coalesce($4::jsonb, r.config),
-            r.metadata || jsonb_build_object('resumed_from_run_id', r.run_id::text), 'enqueue', r.durability, r.run_timeout,
-            r.max_model_calls, r.max_tool_calls, r.max_tokens, r.max_cost, null,
-            r.thread_id is not null and ${THREAD_HELD_BY_ANOTHER}
-       from runs r where r.tenant_id = $5 and r.run_id = $1
-     returning ${RUN_COLUMNS}`,
-    [runId, newRunId, json(command), config === undefined ? null : json(config), tenantId],
-  );
+  const [row] = await tx.query<RunRow>(INSERT_SUCCESSOR, [
+    runId,
+    newRunId,
+    json(command),
+    config === undefined ? null : json(config),
+    tenantId,
+  ]);
   await tx.query("update runs set superseded_by_run_id = $3, updated_at = now() where tenant_id = $1 and run_id = $2", [
     tenantId,
     runId,
@@ -693,18 +706,18 @@ export async function moveRunCheckpoints(tx: Queryable, tenantId: string, fromRu
   await tx.query("update checkpoints set thread_id = $3 where tenant_id = $1 and thread_id = $2", [tenantId, fromRunId, toRunId]);
 }
 
+const LOCK_ABANDONED_CANCELS = `select ${RUN_COLUMNS} from runs r
+      where r.status = 'cancelling' and r.lease_expires_at < now()
+        and (r.thread_id is null or ${THREAD_LOCKED_UNLESS_HELD})
+      for update skip locked`;
+
 /**
  * Cancelling runs whose worker died (the lease expired), locked: thread before run, skipping what
  * others hold, as the claim does, so a late settle of the same run and the reaper cannot deadlock.
  * A sweep over every tenant (docs/architecture.md, "Distributing by tenant").
  */
 export async function lockAbandonedCancels(tx: Queryable): Promise<ClaimedRun[]> {
-  const rows = await tx.query<RunRow>(
-    `select ${RUN_COLUMNS} from runs r
-      where r.status = 'cancelling' and r.lease_expires_at < now()
-        and (r.thread_id is null or ${THREAD_LOCKED_UNLESS_HELD})
-      for update skip locked`,
-  );
+  const rows = await tx.query<RunRow>(LOCK_ABANDONED_CANCELS);
   return rows.map(toClaimed);
 }
 

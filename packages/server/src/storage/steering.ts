@@ -104,12 +104,11 @@ function supersededEvent(
   };
 }
 
+const SELECT_STEERING_BY_KEY = `select ${COLUMNS} from steering_events where tenant_id = $1 and run_id = $2 and idempotency_key = $3`;
+
 /** The steering event a (tenant, run, idempotency key) already names. */
 export async function findSteeringByKey(db: Queryable, tenantId: string, runId: string, key: string): Promise<SteeringEvent | undefined> {
-  const [row] = await db.query<SteeringRow>(
-    `select ${COLUMNS} from steering_events where tenant_id = $1 and run_id = $2 and idempotency_key = $3`,
-    [tenantId, runId, key],
-  );
+  const [row] = await db.query<SteeringRow>(SELECT_STEERING_BY_KEY, [tenantId, runId, key]);
   return row && toEvent(row);
 }
 
@@ -130,22 +129,31 @@ export async function lockRunForSteering(
   return run;
 }
 
-/** A new steering row with the run's next steering sequence, and its run.steer.accepted event. */
-export async function insertSteeringEvent(tx: Queryable, tenantId: string, runId: string, request: SteerRequest): Promise<SteeringEvent> {
-  const [row] = await tx.query<SteeringRow>(
-    `with seq as (
+const INSERT_STEERING_EVENT = `with seq as (
        update runs set last_steering_sequence = last_steering_sequence + 1 where tenant_id = $1 and run_id = $2
        returning last_steering_sequence
      )
      insert into steering_events (id, tenant_id, run_id, sequence, kind, payload, metadata, idempotency_key)
      select $3, $1, $2, seq.last_steering_sequence, $4, $5::jsonb, $6::jsonb, $7 from seq
-     returning ${COLUMNS}`,
-    [tenantId, runId, randomUUID(), request.kind, json(request.payload), json(request.metadata), request.idempotencyKey ?? null],
-  );
+     returning ${COLUMNS}`;
+
+/** A new steering row with the run's next steering sequence, and its run.steer.accepted event. */
+export async function insertSteeringEvent(tx: Queryable, tenantId: string, runId: string, request: SteerRequest): Promise<SteeringEvent> {
+  const [row] = await tx.query<SteeringRow>(INSERT_STEERING_EVENT, [
+    tenantId,
+    runId,
+    randomUUID(),
+    request.kind,
+    json(request.payload),
+    json(request.metadata),
+    request.idempotencyKey ?? null,
+  ]);
   const event = toEvent(row!);
   await appendEvents(tx, tenantId, runId, [acceptedEvent(event)]);
   return event;
 }
+
+const LIST_STEERING = `select ${COLUMNS} from steering_events where tenant_id = $1 and run_id = $2 order by sequence`;
 
 export class SteeringRepository {
   constructor(private readonly db: Db) {}
@@ -182,10 +190,7 @@ export class SteeringRepository {
   }
 
   async list(tenantId: string, runId: string): Promise<SteeringEvent[]> {
-    const rows = await this.db.query<SteeringRow>(
-      `select ${COLUMNS} from steering_events where tenant_id = $1 and run_id = $2 order by sequence`,
-      [tenantId, runId],
-    );
+    const rows = await this.db.query<SteeringRow>(LIST_STEERING, [tenantId, runId]);
     return rows.map(toEvent);
   }
 }
@@ -212,17 +217,16 @@ function closeAdmissionsStatement(
   return { sql, params };
 }
 
+const SUPERSEDE_UNCONSUMED = `update steering_events set status = 'superseded'
+      where tenant_id = $1 and run_id = $2 and status in ('pending', 'delivered') returning ${COLUMNS}`;
+
 /**
  * At the final boundary, inside the transaction that writes the run's final state: every row the
  * run still holds becomes superseded. Returns their run.steer.superseded events, in sequence
  * order, for the caller to append with the run's last events.
  */
 export async function supersedeAtFinalBoundary(tx: Queryable, tenantId: string, runId: string): Promise<PendingEvent[]> {
-  const rows = await tx.query<SteeringRow>(
-    `update steering_events set status = 'superseded'
-      where tenant_id = $1 and run_id = $2 and status in ('pending', 'delivered') returning ${COLUMNS}`,
-    [tenantId, runId],
-  );
+  const rows = await tx.query<SteeringRow>(SUPERSEDE_UNCONSUMED, [tenantId, runId]);
   const events = rows.map(toEvent).sort((a, b) => a.sequence - b.sequence);
   return events.map((row) => supersededEvent(row, "unconsumed_at_final_boundary", null));
 }
@@ -241,13 +245,7 @@ export async function migrateToSuccessor(tx: Queryable, tenantId: string, oldRun
       where tenant_id = $1 and replay_run_id = $2 and status = 'consumed' and settled_at is null`,
     [tenantId, oldRunId, newRunId],
   );
-  const rows = (
-    await tx.query<SteeringRow>(
-      `update steering_events set status = 'superseded'
-        where tenant_id = $1 and run_id = $2 and status in ('pending', 'delivered') returning ${COLUMNS}`,
-      [tenantId, oldRunId],
-    )
-  )
+  const rows = (await tx.query<SteeringRow>(SUPERSEDE_UNCONSUMED, [tenantId, oldRunId]))
     .map(toEvent)
     .sort((a, b) => a.sequence - b.sequence);
   if (rows.length === 0) return 0;
@@ -325,21 +323,7 @@ const READ_COLUMNS =
 
 type ReadRow = SteeringRow & { is_new: boolean; latency?: number | null };
 
-/**
- * A drain, inside the caller's transaction and fenced by the lease (the run row lock also orders
- * parallel drains, so each row goes to one task): first the rows consumed before that this reader
- * gets again (its task's on the first read of an execution, and those of tasks that can never run
- * again), in the order they were consumed; then every pending row, in sequence order, turned
- * `consumed` by this task now. Only the new ones need a run.steer.consumed (`consumedEvents`).
- * A run that is not `running` under this lease gets nothing: cancel wins.
- */
-export async function takeSteering(
-  tx: Queryable,
-  holder: SteeringHolder,
-  reader: SteeringReader,
-): Promise<{ again: SteeringEvent[]; consumed: ConsumedRow[] }> {
-  const rows = await tx.query<ReadRow>(
-    `with fence as (
+const TAKE_STEERING = `with fence as (
        select tenant_id, run_id from runs where ${HOLDS_RUN} for update
      ), again as (
        update steering_events s set ${TAKEN_BY}
@@ -356,28 +340,46 @@ export async function takeSteering(
      select ${READ_COLUMNS}, false as is_new, null::float8 as latency from again
      union all
      select ${READ_COLUMNS}, true as is_new, latency from taken
-     order by is_new, consumed_at, sequence`,
-    [...readParams(holder, reader), reader.node, reader.namespace.join("|"), reader.step, reader.checkpointId],
-  );
+     order by is_new, consumed_at, sequence`;
+
+/**
+ * A drain, inside the caller's transaction and fenced by the lease (the run row lock also orders
+ * parallel drains, so each row goes to one task): first the rows consumed before that this reader
+ * gets again (its task's on the first read of an execution, and those of tasks that can never run
+ * again), in the order they were consumed; then every pending row, in sequence order, turned
+ * `consumed` by this task now. Only the new ones need a run.steer.consumed (`consumedEvents`).
+ * A run that is not `running` under this lease gets nothing: cancel wins.
+ */
+export async function takeSteering(
+  tx: Queryable,
+  holder: SteeringHolder,
+  reader: SteeringReader,
+): Promise<{ again: SteeringEvent[]; consumed: ConsumedRow[] }> {
+  const rows = await tx.query<ReadRow>(TAKE_STEERING, [
+    ...readParams(holder, reader),
+    reader.node,
+    reader.namespace.join("|"),
+    reader.step,
+    reader.checkpointId,
+  ]);
   return {
     again: rows.filter((row) => !row.is_new).map(toEvent),
     consumed: rows.filter((row) => row.is_new).map((row) => ({ ...toEvent(row), latencySeconds: Math.max(0, Number(row.latency)) })),
   };
 }
 
-/** What a drain by this reader would return now, in the same order, without taking anything. */
-export async function peekSteering(db: Queryable, holder: SteeringHolder, reader: SteeringReader): Promise<SteeringEvent[]> {
-  const rows = await db.query<ReadRow>(
-    `select ${steeringColumns("s")}, s.consumed_at, false as is_new from steering_events s
+const PEEK_STEERING = `select ${steeringColumns("s")}, s.consumed_at, false as is_new from steering_events s
       where s.tenant_id = $1 and s.replay_run_id = $2 and s.status = 'consumed' and s.settled_at is null and ${HANDED_AGAIN}
         and exists (select 1 from runs where ${HOLDS_RUN})
      union all
      select ${steeringColumns("s")}, s.consumed_at, true as is_new from steering_events s
       where s.tenant_id = $1 and s.run_id = $2 and s.status in ('pending', 'delivered')
         and exists (select 1 from runs where ${HOLDS_RUN})
-     order by is_new, consumed_at, sequence`,
-    readParams(holder, reader),
-  );
+     order by is_new, consumed_at, sequence`;
+
+/** What a drain by this reader would return now, in the same order, without taking anything. */
+export async function peekSteering(db: Queryable, holder: SteeringHolder, reader: SteeringReader): Promise<SteeringEvent[]> {
+  const rows = await db.query<ReadRow>(PEEK_STEERING, readParams(holder, reader));
   return rows.map(toEvent);
 }
 

@@ -31,23 +31,24 @@ const toThread = (row: ThreadRow): Thread => ({
 
 // Threads, always scoped by tenant: another tenant's thread is indistinguishable from none.
 
+const INSERT_THREAD = `insert into threads (thread_id, tenant_id, metadata)
+     select $1::uuid, $2::text, $3::jsonb where not exists (select 1 from runs where tenant_id = $2 and run_id = $1::uuid)
+     on conflict (tenant_id, thread_id) do nothing
+     returning ${COLUMNS}`;
+
 /**
  * Inserts the thread; undefined when the tenant already has the id: as a thread, or as a run's id
  * (a stateless run keeps its checkpoints under its own id, which a thread of that id would share).
  */
 export async function insertThread(db: Queryable, tenantId: string, threadId: string, metadata: JsonObject): Promise<Thread | undefined> {
-  const [row] = await db.query<ThreadRow>(
-    `insert into threads (thread_id, tenant_id, metadata)
-     select $1::uuid, $2::text, $3::jsonb where not exists (select 1 from runs where tenant_id = $2 and run_id = $1::uuid)
-     on conflict (tenant_id, thread_id) do nothing
-     returning ${COLUMNS}`,
-    [threadId, tenantId, json(metadata)],
-  );
+  const [row] = await db.query<ThreadRow>(INSERT_THREAD, [threadId, tenantId, json(metadata)]);
   return row && toThread(row);
 }
 
+const SELECT_THREAD = `select ${COLUMNS} from threads where tenant_id = $1 and thread_id = $2`;
+
 export async function findThread(db: Queryable, tenantId: string, threadId: string): Promise<Thread | undefined> {
-  const [row] = await db.query<ThreadRow>(`select ${COLUMNS} from threads where tenant_id = $1 and thread_id = $2`, [tenantId, threadId]);
+  const [row] = await db.query<ThreadRow>(SELECT_THREAD, [tenantId, threadId]);
   return row && toThread(row);
 }
 
