@@ -220,15 +220,20 @@ function closeAdmissionsStatement(
 const SUPERSEDE_UNCONSUMED = `update steering_events set status = 'superseded'
       where tenant_id = $1 and run_id = $2 and status in ('pending', 'delivered') returning ${COLUMNS}`;
 
+/** The run's rows not consumed yet, now superseded, in sequence order. */
+async function supersedeUnconsumed(tx: Queryable, tenantId: string, runId: string): Promise<SteeringEvent[]> {
+  const rows = await tx.query<SteeringRow>(SUPERSEDE_UNCONSUMED, [tenantId, runId]);
+  return rows.map(toEvent).sort((a, b) => a.sequence - b.sequence);
+}
+
 /**
  * At the final boundary, inside the transaction that writes the run's final state: every row the
  * run still holds becomes superseded. Returns their run.steer.superseded events, in sequence
  * order, for the caller to append with the run's last events.
  */
 export async function supersedeAtFinalBoundary(tx: Queryable, tenantId: string, runId: string): Promise<PendingEvent[]> {
-  const rows = await tx.query<SteeringRow>(SUPERSEDE_UNCONSUMED, [tenantId, runId]);
-  const events = rows.map(toEvent).sort((a, b) => a.sequence - b.sequence);
-  return events.map((row) => supersededEvent(row, "unconsumed_at_final_boundary", null));
+  const superseded = await supersedeUnconsumed(tx, tenantId, runId);
+  return superseded.map((row) => supersededEvent(row, "unconsumed_at_final_boundary", null));
 }
 
 /**
@@ -245,9 +250,7 @@ export async function migrateToSuccessor(tx: Queryable, tenantId: string, oldRun
       where tenant_id = $1 and replay_run_id = $2 and status = 'consumed' and settled_at is null`,
     [tenantId, oldRunId, newRunId],
   );
-  const rows = (await tx.query<SteeringRow>(SUPERSEDE_UNCONSUMED, [tenantId, oldRunId]))
-    .map(toEvent)
-    .sort((a, b) => a.sequence - b.sequence);
+  const rows = await supersedeUnconsumed(tx, tenantId, oldRunId);
   if (rows.length === 0) return 0;
   const moved = rows.map((row, index) => ({
     ...row,
