@@ -107,8 +107,17 @@ export async function threadHasActiveRun(db: Queryable, tenantId: string, thread
   return active.length > 0;
 }
 
-/** The thread with its runs, checkpoints and pending writes (its runs' events and steering go with the runs). */
+/**
+ * The thread with its runs, their events, checkpoints and pending writes (its runs' steering goes
+ * with the runs, by its foreign key). Events have no foreign key (migration 000015): they are
+ * deleted here, before the runs that name them.
+ */
 export async function deleteThread(tx: Queryable, tenantId: string, threadId: string): Promise<void> {
+  await tx.query(
+    `delete from run_events e using runs r
+      where r.tenant_id = $1 and r.thread_id = $2 and e.tenant_id = r.tenant_id and e.run_id = r.run_id`,
+    [tenantId, threadId],
+  );
   await tx.query("delete from threads where tenant_id = $1 and thread_id = $2", [tenantId, threadId]);
   await tx.query("delete from checkpoint_writes where tenant_id = $1 and thread_id = $2", [tenantId, threadId]);
   await tx.query("delete from checkpoints where tenant_id = $1 and thread_id = $2", [tenantId, threadId]);
