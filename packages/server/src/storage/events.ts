@@ -65,7 +65,7 @@ export interface AppendedRun {
   run_id: string;
   base: number;
   count: number;
-  /** The time the log gives the run's events (only when asked for). */
+  /** The time the log gives the run's events (only when asked for): one for every run of an append, its transaction's. */
   created_at?: Date | string;
 }
 
@@ -187,12 +187,10 @@ interface LogRow {
 
 /** A log row as the API shows it. */
 export function toRunEvent(row: LogRow): RunEvent {
-  return {
-    id: `${row.run_id}:${row.sequence}`,
-    run_id: row.run_id,
-    sequence: row.sequence,
-    kind: row.kind,
-    data: row.data as RunEvent["data"],
-    created_at: iso(row.created_at),
-  };
+  return loggedEvent(row.run_id, row.sequence, row.kind, row.data, iso(row.created_at));
+}
+
+/** A logged event as the API shows it, its time already in ISO form (shared by a batch's events). */
+export function loggedEvent(runId: string, sequence: number, kind: string, data: unknown, createdAt: string): RunEvent {
+  return { id: `${runId}:${sequence}`, run_id: runId, sequence, kind, data: data as RunEvent["data"], created_at: createdAt };
 }

@@ -1,8 +1,9 @@
 import type { RunEvent } from "@rudder/api";
 import type { Notice, Notifier } from "../notify/notifier.ts";
 import { isConnectWait, type Db } from "../storage/db.ts";
-import { appendEventBatches, toRunEvent, type AppendedRun, type EventBatch, type PendingEvent } from "../storage/events.ts";
+import { appendEventBatches, loggedEvent, type AppendedRun, type EventBatch, type PendingEvent } from "../storage/events.ts";
 import type { Lease } from "../storage/lease.ts";
+import { iso } from "../storage/rows.ts";
 
 /** Where a worker hands the events it committed to streams of its own process (`rudder dev`). */
 export interface EventHandoff {
@@ -172,6 +173,8 @@ function flushedNotices(runs: [string, number][], perNotice: number): Notice[] {
 function deliver(handoff: EventHandoff, batches: readonly FlushBatch[], appended: readonly AppendedRun[]): void {
   const byRun = new Map<string, FlushBatch>();
   for (const batch of batches) byRun.set(batch.lease.runId, batch);
+  // One time for all: the statement's transaction time, which its every row carries.
+  const createdAt = appended.length > 0 ? iso(appended[0]!.created_at!) : "";
   for (const row of appended) {
     const batch = byRun.get(row.run_id);
     if (!batch || !handoff.follows(row.run_id)) continue;
@@ -179,7 +182,7 @@ function deliver(handoff: EventHandoff, batches: readonly FlushBatch[], appended
       const text = batch.dataJson[i];
       // The data as written, parsed again: the graph may change its object after emitting it.
       const data: unknown = text === undefined ? null : JSON.parse(text);
-      return toRunEvent({ run_id: row.run_id, sequence: row.base + i + 1, kind: event.kind, data, created_at: row.created_at! });
+      return loggedEvent(row.run_id, row.base + i + 1, event.kind, data, createdAt);
     });
     handoff.deliver(row.run_id, events);
   }
