@@ -12,8 +12,8 @@
  *   --concurrency LIST    client concurrencies, comma-separated (default 50)
  *   --rounds R            times each variant is measured, interleaved (default 3)
  *   --worker-concurrency  the in-process worker's slots (default 25)
- *   --variants LIST       pglite-worker (RUDDER_PGLITE_THREAD=worker, the default), pglite-main
- *                         (=main), postgres (a private database rudder_bench_<uuid> on --database-url)
+ *   --variants LIST       pglite-worker (RUDDER_PGLITE_THREAD=worker), pglite-main (=main, the
+ *                         default), postgres (a private database rudder_bench_<uuid> on --database-url)
  *
  * Per measurement: runs/s, p50/p99 create → join, the server process's CPU per run (all threads,
  * so PGlite's thread counts too) and its main thread's alone (/proc/self/task/<pid>/stat: the

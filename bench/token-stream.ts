@@ -16,7 +16,11 @@
  *   the events span (`rates`, below), and "window" the earlier passes' events / (last read - first
  *   emitted); "steady" the rate the readers got events at while every stream ran (1 s after the
  *   first tick was due to 1 s before the last, `steadyRate`); emit lag p95 says how late the graphs'
- *   timers fired (a busy server's event loop);
+ *   timers fired (a busy server's event loop); "last tick lag max" how late the latest last tick
+ *   left: K runs that end together run LangGraph's end-of-run work one after another on the event
+ *   loop, each before the next run's last timer fires, so the last one's tick waits for K - 1 of
+ *   them; that stretches the span of the emits, so the offered and whole-span rates fall short of
+ *   K x 1000 / interval however fast the events travel (docs/benchmarks.md, fifteenth pass);
  * - emit -> SSE p50/p95/max: the graph stamps each event with its process's clock (`t`), the client
  *   (a forked child process, bench/client.ts) its read time, corrected by the measured clock offset;
  * - commits per event, reads included: PostgreSQL `pg_stat_database.xact_commit` of the private
@@ -175,6 +179,8 @@ interface Row {
   steadyPerSecond: number;
   /** p95 of emitted - scheduled: how late the graphs' timers fired. */
   lagP95: number;
+  /** The latest any run's last tick left (emitted - scheduled): K runs ending at once finish one after another. */
+  lastTickLagMax: number;
   p50: number;
   p95: number;
   max: number;
@@ -255,7 +261,17 @@ function delivery(
   offset: number,
 ): Pick<
   Row,
-  "events" | "seconds" | "eventsPerSecond" | "offeredPerSecond" | "windowPerSecond" | "steadyPerSecond" | "p50" | "p95" | "max" | "lagP95"
+  | "events"
+  | "seconds"
+  | "eventsPerSecond"
+  | "offeredPerSecond"
+  | "windowPerSecond"
+  | "steadyPerSecond"
+  | "p50"
+  | "p95"
+  | "max"
+  | "lagP95"
+  | "lastTickLagMax"
 > {
   const emitToSse = latencies(result, offset);
   const lag = result.events.flatMap((event) =>
@@ -267,6 +283,13 @@ function delivery(
     p95: percentile(emitToSse, 95),
     max: largest(emitToSse),
     lagP95: percentile(lag, 95),
+    lastTickLagMax: largest(
+      result.events.flatMap((event) =>
+        event.index === EVENTS - 1 && event.emittedAt !== undefined && event.scheduledAt !== undefined
+          ? [event.emittedAt - event.scheduledAt]
+          : [],
+      ),
+    ),
   };
 }
 
@@ -521,6 +544,7 @@ async function main(): Promise<void> {
         "window",
         "steady",
         "emit lag p95 ms",
+        "last tick lag max ms",
         "emit->SSE p50 ms",
         "p95 ms",
         "max ms",
@@ -539,6 +563,7 @@ async function main(): Promise<void> {
         fixed(row.windowPerSecond, 0),
         fixed(row.steadyPerSecond, 0),
         fixed(row.lagP95, 1),
+        fixed(row.lastTickLagMax, 1),
         fixed(row.p50),
         fixed(row.p95),
         fixed(row.max),
