@@ -306,6 +306,29 @@ describe("hostile input", () => {
     assert.equal(JSON.parse(garbage.slice(garbage.indexOf("\r\n\r\n") + 4)).code, "invalid_request");
   });
 
+  test("row 9: state serde cannot write (a BigInt) is refused, not stored as serde's placeholder: the thread's state still reads", async () => {
+    // LangGraph's serde answers a value JSON cannot hold with a placeholder string instead of
+    // throwing; stored, that string became the thread's newest checkpoint and every state read a 500.
+    const thread = (await server.request("POST", "/v1/threads", { body: {} })).body.thread_id;
+    const first = await server.request("POST", `/v1/threads/${thread}/runs`, {
+      body: { assistant_id: "unstorable", input: { mode: "ok" } },
+    });
+    assert.equal((await server.request("GET", `/v1/runs/${first.body.run_id}/join?timeout=20`)).body.status, "succeeded");
+    const created = await server.request("POST", `/v1/threads/${thread}/runs`, {
+      body: { assistant_id: "unstorable", input: { mode: "bigint" } },
+    });
+    const done = (await server.request("GET", `/v1/runs/${created.body.run_id}/join?timeout=20`)).body;
+    assert.deepEqual([done.status, done.attempt, done.error.code], ["failed", 1, "run_failed"]);
+    assert.match(done.error.message, /is not JSON/);
+    const state = await server.request("GET", `/v1/threads/${thread}/state`);
+    assert.equal(state.status, 200, JSON.stringify(state.body));
+    assert.equal(state.body.values.result.text, "fine", "the state before the refused step");
+    const next = await server.request("POST", `/v1/threads/${thread}/runs`, {
+      body: { assistant_id: "unstorable", input: { mode: "ok" } },
+    });
+    assert.equal((await server.request("GET", `/v1/runs/${next.body.run_id}/join?timeout=20`)).body.status, "succeeded");
+  });
+
   test("row 9: graph output the database cannot store fails the run once, saying what and where; it is not retried", async () => {
     // Whichever event carries the value first names it: the node's update or the new state.
     const at = String.raw`"(?:updates|values)" event at \/(?:updates\/produce|values)\/result`;

@@ -491,9 +491,19 @@ function isPlainJson(value: unknown, depth = 0): boolean {
  */
 function assertStorableState(type: string, bytes: Uint8Array, what: string): void {
   if (type !== "json") return;
-  const fault = serializedFault(new TextDecoder().decode(bytes));
+  const text = new TextDecoder().decode(bytes);
+  if (text === SERDE_PLACEHOLDER)
+    throw new UnstorableOutputError(`the graph's state cannot be stored: ${what} is not JSON (a BigInt, or a value serde cannot write)`);
+  const fault = serializedFault(text);
   if (fault) throw new UnstorableOutputError(`the graph's state cannot be stored: ${what} at ${fault.path || "/"} ${fault.problem}`);
 }
+
+/**
+ * What LangGraph's serde (fast-safe-stringify) writes, instead of throwing, for a value
+ * `JSON.stringify` refuses (a BigInt, a throwing `toJSON`). Stored, it replaced the whole
+ * checkpoint or write with this string, and every later read of the thread failed.
+ */
+const SERDE_PLACEHOLDER = JSON.stringify("[unable to serialize, circular reference is too complex to analyze]");
 
 function stripNulEscapes(json: string): string {
   return json.replace(/(?<!\\)((?:\\\\)*)\\u0000/g, "$1");
