@@ -10,6 +10,7 @@ import type { Notice, Notifier } from "../notify/notifier.ts";
 import { wakeups, type Wakeup } from "../notify/wakeups.ts";
 import type { Metrics } from "../observability/metrics.ts";
 import { withoutTransaction, type Db, type Queryable, type Transaction } from "../storage/db.ts";
+import { readEvents } from "../storage/events.ts";
 import { RunInserts } from "../storage/run-inserts.ts";
 import * as runRows from "../storage/runs.ts";
 import { publicRun, type ClaimedRun, type NewRun } from "../storage/runs.ts";
@@ -271,7 +272,7 @@ export class RunService {
     const end = this.feed.awaitEnd(runId);
     /** The next page after the cursor: from the shared tail, or from the log while behind it. */
     const nextPage = async (): Promise<RunEvent[]> => {
-      const events = tail.since(cursor) ?? (await runRows.readEvents(this.db, tenantId, runId, cursor, EVENT_PAGE));
+      const events = tail.since(cursor) ?? (await readEvents(this.db, tenantId, runId, cursor, EVENT_PAGE));
       if (events.length) tail.moved((cursor = events.at(-1)!.sequence));
       return events;
     };
@@ -431,7 +432,7 @@ export class RunService {
 
   async events(tenantId: string, runId: string, after: number, limit: number): Promise<RunEvent[]> {
     await this.assertOwn(tenantId, runId);
-    return runRows.readEvents(this.db, tenantId, runId, after, limit);
+    return readEvents(this.db, tenantId, runId, after, limit);
   }
 
   /**

@@ -156,6 +156,15 @@ export interface LogCursor {
   readonly after: number;
 }
 
+const READ_EVENTS = `select run_id::text as run_id, sequence, kind, data, created_at from run_events
+      where tenant_id = $1 and run_id = $2 and sequence > $3 order by sequence limit $4`;
+
+/** One run's events after `after`, at most `limit`, in sequence order. */
+export async function readEvents(db: Queryable, tenantId: string, runId: string, after: number, limit: number): Promise<RunEvent[]> {
+  const rows = await db.query<LogRow>(READ_EVENTS, [tenantId, runId, after, limit]);
+  return rows.map(toRunEvent);
+}
+
 /**
  * The events after each cursor, up to `limit` per run, in one statement (a process's streams
  * share it: one read per wake-up for all the runs it follows). By run, in sequence order.

@@ -1,4 +1,4 @@
-import type { ResumeBody, Run, RunEvent, ThreadStatus } from "@rudder/api";
+import type { ResumeBody, Run, ThreadStatus } from "@rudder/api";
 import type { Usage } from "../domain/budget.ts";
 import { LEASED_STATUSES, type Durability, type MultitaskStrategy, type RunError, type RunStatus } from "../domain/runs.ts";
 import type { Queryable } from "./db.ts";
@@ -87,23 +87,6 @@ export function publicRun(run: ClaimedRun): Run {
   delete rest.request_hash;
   return rest as unknown as Run;
 }
-
-interface EventRow {
-  run_id: string;
-  sequence: number;
-  kind: string;
-  data: Record<string, unknown>;
-  created_at: Timestamp;
-}
-
-const toEvent = (row: EventRow): RunEvent => ({
-  id: `${row.run_id}:${row.sequence}`,
-  run_id: row.run_id,
-  sequence: row.sequence,
-  kind: row.kind,
-  data: row.data,
-  created_at: iso(row.created_at),
-});
 
 /**
  * The runs table's statements. Each takes the executor it runs on (the pool, or the transaction a
@@ -719,15 +702,6 @@ const LOCK_ABANDONED_CANCELS = `select ${RUN_COLUMNS} from runs r
 export async function lockAbandonedCancels(tx: Queryable): Promise<ClaimedRun[]> {
   const rows = await tx.query<RunRow>(LOCK_ABANDONED_CANCELS);
   return rows.map(toClaimed);
-}
-
-export async function readEvents(db: Queryable, tenantId: string, runId: string, after: number, limit: number): Promise<RunEvent[]> {
-  const rows = await db.query<EventRow>(
-    `select run_id::text as run_id, sequence, kind, data, created_at from run_events
-      where tenant_id = $1 and run_id = $2 and sequence > $3 order by sequence limit $4`,
-    [tenantId, runId, after, limit],
-  );
-  return rows.map(toEvent);
 }
 
 /** Status only, for a follower's re-checks. */
