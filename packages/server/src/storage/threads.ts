@@ -108,19 +108,23 @@ export async function threadHasActiveRun(db: Queryable, tenantId: string, thread
 }
 
 /**
- * The thread with its runs, their events, checkpoints and pending writes (its runs' steering goes
- * with the runs, by its foreign key). Events have no foreign key (migration 000015): they are
- * deleted here, before the runs that name them.
+ * Deletes the thread, its runs' events, its checkpoints and pending writes (none has a foreign key
+ * to it: checkpoints are keyed by thread id alone, and events lost theirs in migration 000015),
+ * then, by the keys' cascade, its runs and their steering. One statement: the events are found
+ * through the runs as the statement's snapshot sees them, before the cascade removes the runs.
  */
+const DELETE_THREAD = `with events as (
+       delete from run_events e using runs r
+        where r.tenant_id = $1 and r.thread_id = $2::text::uuid and e.tenant_id = r.tenant_id and e.run_id = r.run_id
+     ), writes as (
+       delete from checkpoint_writes where tenant_id = $1 and thread_id = $2::text
+     ), checkpoints as (
+       delete from checkpoints where tenant_id = $1 and thread_id = $2::text
+     )
+     delete from threads where tenant_id = $1 and thread_id = $2::text::uuid`;
+
 export async function deleteThread(tx: Queryable, tenantId: string, threadId: string): Promise<void> {
-  await tx.query(
-    `delete from run_events e using runs r
-      where r.tenant_id = $1 and r.thread_id = $2 and e.tenant_id = r.tenant_id and e.run_id = r.run_id`,
-    [tenantId, threadId],
-  );
-  await tx.query("delete from threads where tenant_id = $1 and thread_id = $2", [tenantId, threadId]);
-  await tx.query("delete from checkpoint_writes where tenant_id = $1 and thread_id = $2", [tenantId, threadId]);
-  await tx.query("delete from checkpoints where tenant_id = $1 and thread_id = $2", [tenantId, threadId]);
+  await tx.query(DELETE_THREAD, [tenantId, threadId]);
 }
 
 /** Newest first; `metadata` matches by containment (`@>`), served by the GIN index. */
