@@ -465,3 +465,19 @@ test("a saver that needs a tenant serves a thread that passes between graphs: La
     await database.drop();
   }
 });
+
+test("a value serde cannot write (a BigInt) is refused in a checkpoint, its metadata or a write, and nothing is stored", async () => {
+  await withSaver(async (saver) => {
+    const config = { configurable: { thread_id: "big", checkpoint_ns: "", [TENANT_KEY]: "t1" } };
+    const checkpoint = { ...emptyCheckpoint(), id: uuid6(-1), channel_values: { n: 10n } };
+    await assert.rejects(saver.put(config, checkpoint, INPUT, {}), /the checkpoint is not JSON \(a BigInt/);
+    await assert.rejects(
+      saver.put(config, { ...emptyCheckpoint(), id: uuid6(-1) }, { ...LOOP, big: 10n } as CheckpointMetadata, {}),
+      /the checkpoint's metadata is not JSON/,
+    );
+    assert.equal(await saver.getTuple(config), undefined, "no checkpoint was stored");
+    const stored = await saver.put(config, { ...emptyCheckpoint(), id: uuid6(-1) }, INPUT, {});
+    await assert.rejects(saver.putWrites(stored, [["n", 10n]], "task-1"), /the write to channel "n" is not JSON/);
+    assert.deepEqual((await saver.getTuple(config))?.pendingWrites, [], "no write was stored");
+  });
+});

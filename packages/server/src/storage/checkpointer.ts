@@ -323,7 +323,7 @@ export class RudderCheckpointSaver extends BaseCheckpointSaver {
   /** Metadata goes through serde (so LangChain objects survive) and is stored as jsonb text. */
   private async dumpMetadata(metadata: Record<string, unknown>): Promise<string> {
     const [, bytes] = await this.serde.dumpsTyped(metadata);
-    return stripNulEscapes(new TextDecoder().decode(bytes));
+    return stripNulEscapes(serdeWrote(new TextDecoder().decode(bytes), "the checkpoint's metadata"));
   }
 
   private async toTuples(tenantId: string, rows: CheckpointRow[], named: TenantNamed): Promise<CheckpointTuple[]> {
@@ -491,9 +491,7 @@ function isPlainJson(value: unknown, depth = 0): boolean {
  */
 function assertStorableState(type: string, bytes: Uint8Array, what: string): void {
   if (type !== "json") return;
-  const text = new TextDecoder().decode(bytes);
-  if (text === SERDE_PLACEHOLDER)
-    throw new UnstorableOutputError(`the graph's state cannot be stored: ${what} is not JSON (a BigInt, or a value serde cannot write)`);
+  const text = serdeWrote(new TextDecoder().decode(bytes), what);
   const fault = serializedFault(text);
   if (fault) throw new UnstorableOutputError(`the graph's state cannot be stored: ${what} at ${fault.path || "/"} ${fault.problem}`);
 }
@@ -504,6 +502,13 @@ function assertStorableState(type: string, bytes: Uint8Array, what: string): voi
  * checkpoint or write with this string, and every later read of the thread failed.
  */
 const SERDE_PLACEHOLDER = JSON.stringify("[unable to serialize, circular reference is too complex to analyze]");
+
+/** `text`, serde's JSON of `what`, unless it is serde's placeholder for a value it could not write. */
+function serdeWrote(text: string, what: string): string {
+  if (text === SERDE_PLACEHOLDER)
+    throw new UnstorableOutputError(`the graph's state cannot be stored: ${what} is not JSON (a BigInt, or a value serde cannot write)`);
+  return text;
+}
 
 function stripNulEscapes(json: string): string {
   return json.replace(/(?<!\\)((?:\\\\)*)\\u0000/g, "$1");
