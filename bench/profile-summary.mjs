@@ -13,6 +13,7 @@
  * call are left out: they are the profiler stopping itself (bench/runs.ts profiles in process).
  */
 import fs from "node:fs";
+import { functionOf, packageOf } from "./profile-names.mjs";
 
 const args = process.argv.slice(2);
 const inclusive = args.includes("--inclusive");
@@ -36,19 +37,6 @@ for (let i = 0; i < profile.samples.length; i++) {
   const id = profile.samples[i];
   selfTime.set(id, (selfTime.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0));
 }
-
-const repositoryPath = (url) => url.replace(/^file:\/\//, "").replace(/^.*?\/(packages|bench|examples)\//, "$1/");
-const packageOf = ({ url, functionName }) => {
-  if (!url) return functionName || "(native)";
-  const module = url.match(/node_modules\/((@[^/]+\/)?[^/]+)/);
-  if (module) return module[1];
-  if (url.startsWith("node:")) return `node:${url.slice(5).split("/")[0]}`;
-  return repositoryPath(url).split("/").slice(0, 4).join("/");
-};
-const functionOf = ({ url, functionName, lineNumber }) => {
-  const where = url.replace(/^.*node_modules\//, "").replace(/^file:\/\//, "");
-  return `${functionName || "(anonymous)"} ${where ? `${repositoryPath(where)}:${lineNumber + 1}` : ""}`.trim();
-};
 
 let total = 0;
 let idle = 0;

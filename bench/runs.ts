@@ -28,6 +28,10 @@
  *                         measurement at --cpu-prof-concurrency (default 10) only (not start-up, schema
  *                         compilation or warm-up) to DIR/runs-<driver>-w<worker concurrency>-c<client
  *                         concurrency>.cpuprofile; summarise one with `node bench/profile-summary.mjs FILE`
+ *   --heap-prof DIR       the same measurement's allocations instead (V8's sampling heap profiler, objects the
+ *                         collector freed included): DIR/runs-<driver>-w<worker concurrency>-c<client
+ *                         concurrency>.heapprofile; `node bench/heap-summary.mjs FILE RUNS` prints bytes
+ *                         allocated per run by package and by function (what the garbage collector pays for)
  *
  * What each section measures, and the figures of a full run, are in docs/benchmarks.md.
  *
@@ -42,6 +46,7 @@ import { randomUUID } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { Session } from "node:inspector/promises";
 import os from "node:os";
+import path from "node:path";
 import { performance, type EventLoopUtilization } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
@@ -81,6 +86,7 @@ const { values: args } = parseArgs({
     "quiet-wait": { type: "string", default: "60" },
     "cpu-prof": { type: "string" },
     "cpu-prof-concurrency": { type: "string", default: "10" },
+    "heap-prof": { type: "string" },
     statements: { type: "boolean", default: false },
     "client-concurrency": { type: "string", default: "1,10,100" },
     help: { type: "boolean", default: false },
@@ -88,7 +94,7 @@ const { values: args } = parseArgs({
 });
 exitWithUsage(
   args.help,
-  "node --import tsx bench/runs.ts [--driver pglite|postgres|both] [--runs N] [--worker-concurrency 10,25] [--count-runs N] [--database-url URL] [--skip reference,throughput,sse,count,thread] [--quiet-wait S] [--cpu-prof DIR] [--cpu-prof-concurrency 10] [--client-concurrency 1,10,100] [--statements]",
+  "node --import tsx bench/runs.ts [--driver pglite|postgres|both] [--runs N] [--worker-concurrency 10,25] [--count-runs N] [--database-url URL] [--skip reference,throughput,sse,count,thread] [--quiet-wait S] [--cpu-prof DIR] [--heap-prof DIR] [--cpu-prof-concurrency 10] [--client-concurrency 1,10,100] [--statements]",
 );
 const DRIVERS = drivers(args.driver);
 const RUNS = positive(args.runs, "--runs");
@@ -99,6 +105,7 @@ const DATABASE_URL = args["database-url"];
 const SKIP = new Set(args.skip.split(",").filter(Boolean));
 const QUIET_WAIT_S = Number(args["quiet-wait"]);
 const CPU_PROF_DIR = args["cpu-prof"];
+const HEAP_PROF_DIR = args["heap-prof"];
 const CPU_PROF_CONCURRENCY = positive(args["cpu-prof-concurrency"], "--cpu-prof-concurrency");
 const STATEMENTS = args.statements;
 const CLIENT_CONCURRENCIES = positiveList(args["client-concurrency"], "--client-concurrency");
@@ -151,34 +158,56 @@ function cpuSince(from: CpuMark): { machine: number; server: number; serverMs: n
   };
 }
 
+/** What to profile over one measurement: this process's CPU, its allocations, or neither. */
+type ProfileTarget = { kind: "cpu" | "heap"; file: string } | undefined;
+
 /**
- * A V8 CPU profile of this process (the server; the client is a child process) while `action`
- * runs, written to `file`: only the steady state, unlike `node --cpu-prof`, whose profile is
+ * A V8 profile of this process (the server; the client is a child process) while `action` runs,
+ * written to `target.file`: only the steady state, unlike `node --cpu-prof`, whose profile is
  * dominated by start-up (schema compilation, module loading) when the measured window is short.
+ * A CPU profile samples every 200 µs; a heap profile samples one allocation per 4 KB, including
+ * the objects the collector freed meanwhile (V8 leaves those out unless asked), so it shows what
+ * each run allocates rather than what it keeps.
  */
-async function profiled<T>(file: string | undefined, action: () => Promise<T>): Promise<T> {
-  if (!file) return action();
+async function profiled<T>(target: ProfileTarget, action: () => Promise<T>): Promise<T> {
+  if (!target) return action();
   const session = new Session();
   session.connect();
+  const cpu = target.kind === "cpu";
   try {
-    await session.post("Profiler.enable");
-    await session.post("Profiler.setSamplingInterval", { interval: 200 });
-    await session.post("Profiler.start");
+    if (cpu) {
+      await session.post("Profiler.enable");
+      await session.post("Profiler.setSamplingInterval", { interval: 200 });
+      await session.post("Profiler.start");
+    } else {
+      await session.post("HeapProfiler.enable");
+      // Node's bundled protocol types predate the two include flags; V8 11 honours them.
+      const freedToo = { includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true };
+      await session.post("HeapProfiler.startSampling", { samplingInterval: 4096, ...freedToo });
+    }
     let stopped = false;
     try {
       const result = await action();
-      const { profile } = await session.post("Profiler.stop");
+      const { profile } = cpu ? await session.post("Profiler.stop") : await session.post("HeapProfiler.stopSampling");
       stopped = true;
-      mkdirSync(CPU_PROF_DIR!, { recursive: true });
-      writeFileSync(file, JSON.stringify(profile));
-      console.log(`  CPU profile written to ${file}`);
+      mkdirSync(path.dirname(target.file), { recursive: true });
+      writeFileSync(target.file, JSON.stringify(profile));
+      console.log(`  ${cpu ? "CPU" : "heap"} profile written to ${target.file}`);
       return result;
     } finally {
-      if (!stopped) await session.post("Profiler.stop").catch(() => undefined);
+      if (!stopped) await session.post(cpu ? "Profiler.stop" : "HeapProfiler.stopSampling").catch(() => undefined);
     }
   } finally {
     session.disconnect();
   }
+}
+
+/** The profile `--cpu-prof` or `--heap-prof` asks for of a measurement, when `chosen`. */
+function profileTarget(chosen: boolean, name: string): ProfileTarget {
+  if (!chosen) return undefined;
+  if (CPU_PROF_DIR) return { kind: "cpu", file: path.join(CPU_PROF_DIR, `${name}.cpuprofile`) };
+  if (HEAP_PROF_DIR) return { kind: "heap", file: path.join(HEAP_PROF_DIR, `${name}.heapprofile`) };
+  return undefined;
 }
 
 /** Waits (up to --quiet-wait) until the machine is nearly idle; our own server idles meanwhile. */
@@ -453,10 +482,10 @@ async function throughput(
     await client.request<RunsResult>({ kind: "runs", ...base, concurrency: 5, runs: 30, body: ECHO });
     const measure = async (kind: string, concurrency: number, runs: number, threadIds?: string[]) => {
       await waitForQuiet(`${kind} c=${concurrency}`);
-      const profile =
-        CPU_PROF_DIR && kind === "stateless" && concurrency === CPU_PROF_CONCURRENCY
-          ? `${CPU_PROF_DIR}/runs-${driver}-w${workerConcurrency}-c${concurrency}.cpuprofile`
-          : undefined;
+      const profile = profileTarget(
+        kind === "stateless" && concurrency === CPU_PROF_CONCURRENCY,
+        `runs-${driver}-w${workerConcurrency}-c${concurrency}`,
+      );
       const mark = cpuMark();
       pdb.counter.reset();
       wire.take();
