@@ -16,17 +16,28 @@ export const STORE_LIST_NAMESPACES_DEFAULT_LIMIT = 100;
 /** UTF-8 bytes of a namespace's segments joined by "/" plus its key: the database indexes them together. */
 export const STORE_MAX_ADDRESS_BYTES = 2048;
 
-/** One segment of a namespace: non-empty, no "/" (the GET route joins segments with it). */
-export const NamespaceSegment = Type.String({ minLength: 1, maxLength: 256, pattern: "^[^/]+$" });
+/** Characters (code points) a namespace segment may hold. */
+export const STORE_MAX_SEGMENT_LENGTH = 256;
+/** Segments a namespace may have. */
+export const STORE_MAX_SEGMENTS = 32;
+/** Characters (code points) a key may hold. */
+export const STORE_MAX_KEY_LENGTH = 1024;
+
+/**
+ * One segment of a namespace: non-empty, no "/" (segments are stored joined by it, and the GET
+ * route joins them with it). The store service holds graph code to the same rules
+ * (server domain/store.ts: `checkNamespace`, `checkKey`).
+ */
+export const NamespaceSegment = Type.String({ minLength: 1, maxLength: STORE_MAX_SEGMENT_LENGTH, pattern: "^[^/]+$" });
 /** A namespace of one or more segments (put, get, delete). */
-export const Namespace = Type.Array(NamespaceSegment, { minItems: 1, maxItems: 32 });
+export const Namespace = Type.Array(NamespaceSegment, { minItems: 1, maxItems: STORE_MAX_SEGMENTS });
 export type Namespace = Static<typeof Namespace>;
 /** A namespace prefix: `[]` is the whole store. */
-export const NamespacePrefix = Type.Array(NamespaceSegment, { maxItems: 32 });
+export const NamespacePrefix = Type.Array(NamespaceSegment, { maxItems: STORE_MAX_SEGMENTS });
 /** A pattern of list_namespaces: segments, each may be "*" (any one segment). */
-export const NamespacePattern = Type.Array(NamespaceSegment, { maxItems: 32 });
+export const NamespacePattern = Type.Array(NamespaceSegment, { maxItems: STORE_MAX_SEGMENTS });
 
-export const StoreKey = Type.String({ minLength: 1, maxLength: 1024 });
+export const StoreKey = Type.String({ minLength: 1, maxLength: STORE_MAX_KEY_LENGTH });
 /** Minutes an item lives after its put (or its last refreshing read); fractional allowed; null: for ever. */
 export const StoreTtl = Type.Union([Type.Number({ exclusiveMinimum: 0, maximum: 5_256_000 }), Type.Null()]);
 

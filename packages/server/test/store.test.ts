@@ -409,6 +409,34 @@ describe(`store (${TEST_DRIVER})`, () => {
     const mine = await run("graph-a", { user_id: "ada", message: "which mode do I prefer?" });
     assert.deepEqual(mine.recalled, ["I prefer dark mode"]);
   });
+
+  test("graph code is held to the API's address rules: no segment with a /, none too long; the run fails, nothing is stored or aliased", async () => {
+    const tenant = "graph-rules";
+    const remember = async (userId: string) => {
+      const created = await server.request("POST", "/v1/runs", {
+        tenant,
+        body: { assistant_id: "memory", input: { user_id: userId, message: "remember my hint is blue" } },
+      });
+      assert.equal(created.status, 202, JSON.stringify(created.body));
+      const joined = await server.request("GET", `/v1/runs/${created.body.run_id}/join?timeout=30`, { tenant });
+      return joined.body as { status: string; error?: { message?: string } };
+    };
+    // ["memories", "alice/x"] would be stored as ["memories", "alice", "x"]: another user's namespace.
+    const slashed = await remember("alice/x");
+    assert.notEqual(slashed.status, "succeeded");
+    assert.match(JSON.stringify(slashed.error), /cannot contain \\"\/\\"/);
+    const long = await remember("u".repeat(257));
+    assert.notEqual(long.status, "succeeded");
+    assert.match(JSON.stringify(long.error), /at most 256 characters/);
+    const [everything, namespaces] = await results(server, [search([]), { kind: "list_namespaces" }], { tenant });
+    assert.deepEqual(everything, []);
+    assert.deepEqual(namespaces, []);
+    // At the limit it is stored, and the API can name it.
+    const edge = await remember("u".repeat(256));
+    assert.equal(edge.status, "succeeded", JSON.stringify(edge.error));
+    const [hits] = await results(server, [search(["memories", "u".repeat(256)])], { tenant });
+    assert.equal((hits as unknown[]).length, 1);
+  });
 });
 
 describe(`store semantic search (${TEST_DRIVER})`, () => {

@@ -1,5 +1,6 @@
-import { STORE_MAX_ADDRESS_BYTES, type StoreFilter } from "@rudder/api";
+import { STORE_MAX_ADDRESS_BYTES, STORE_MAX_KEY_LENGTH, STORE_MAX_SEGMENT_LENGTH, STORE_MAX_SEGMENTS, type StoreFilter } from "@rudder/api";
 import { ApiError } from "./errors.ts";
+import { findJsonFault, textProblem } from "./storable-json.ts";
 
 /**
  * The store's pure rules (DESIGN.md "Store"): namespace paths, filter parsing, TTL, vector
@@ -22,8 +23,67 @@ export function parseNamespaceParam(raw: string | undefined): string[] {
   return segments;
 }
 
+/**
+ * The rules the API's schema holds a namespace to (packages/api `Namespace`, `NamespacePrefix`,
+ * `NamespacePattern`), for callers no schema checks: graph code, through its run's store. They are
+ * not tidiness: segments are stored joined by "/", so a segment holding "/" would alias another
+ * namespace (["a/b"] is ["a", "b"]), and an item the API cannot name could never be read or
+ * deleted over HTTP. `minSegments` 0: a prefix or a pattern, where `[]` is the whole store.
+ */
+export function checkNamespace(namespace: unknown, where: string, minSegments: 0 | 1): asserts namespace is string[] {
+  if (!Array.isArray(namespace)) throw new ApiError("validation_error", `${where}: a namespace is an array of strings`);
+  if (namespace.length < minSegments) throw new ApiError("validation_error", `${where}: a namespace needs at least one segment`);
+  if (namespace.length > STORE_MAX_SEGMENTS) {
+    throw new ApiError("validation_error", `${where}: a namespace has at most ${STORE_MAX_SEGMENTS} segments`);
+  }
+  namespace.forEach((segment: unknown, index) => {
+    const problem = segmentProblem(segment);
+    if (problem) throw new ApiError("validation_error", `${where}/${index}: ${problem}`);
+  });
+}
+
+function segmentProblem(segment: unknown): string | undefined {
+  if (typeof segment !== "string" || segment === "") return "a namespace segment is a non-empty string";
+  if (segment.includes("/")) return 'a namespace segment cannot contain "/" (segments are joined by it)';
+  if (codePoints(segment) > STORE_MAX_SEGMENT_LENGTH) return `a namespace segment has at most ${STORE_MAX_SEGMENT_LENGTH} characters`;
+  return textProblem(segment);
+}
+
+/** An item's key, as the API's `StoreKey` has it. */
+export function checkKey(key: unknown, where: string): asserts key is string {
+  if (typeof key !== "string" || key === "") throw new ApiError("validation_error", `${where}: a key is a non-empty string`);
+  if (codePoints(key) > STORE_MAX_KEY_LENGTH) {
+    throw new ApiError("validation_error", `${where}: a key has at most ${STORE_MAX_KEY_LENGTH} characters`);
+  }
+  const problem = textProblem(key);
+  if (problem) throw new ApiError("validation_error", `${where}: ${problem}`);
+}
+
+/** An item's value, as the API's `JsonObject` has it, and storable (no U+0000, no lone surrogate). */
+export function checkValue(value: unknown, where: string): asserts value is Record<string, unknown> {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw new ApiError("validation_error", `${where}: an item's value is a JSON object`);
+  }
+  const fault = findJsonFault(value);
+  if (fault) throw new ApiError("validation_error", `${where}${fault.path}: ${fault.problem}`);
+}
+
+/** An item's address (put, get, delete): its namespace and key by their rules, then together by size. */
+export function checkItemAddress(operation: { readonly namespace: unknown; readonly key: unknown }, where: string): void {
+  checkNamespace(operation.namespace, `${where}/namespace`, 1);
+  checkKey(operation.key, `${where}/key`);
+  checkAddressSize(operation.namespace, operation.key, where);
+}
+
+/** Characters as JSON Schema's maxLength counts them: code points, not UTF-16 units. */
+const codePoints = (text: string): number => {
+  let count = 0;
+  for (const _ of text) count += 1;
+  return count;
+};
+
 /** The database indexes namespace and key together: refuse an address too long to index. */
-export function checkAddressSize(namespace: readonly string[], key: string, where: string): void {
+function checkAddressSize(namespace: readonly string[], key: string, where: string): void {
   const bytes = new TextEncoder().encode(namespacePath(namespace)).length + new TextEncoder().encode(key).length;
   if (bytes > STORE_MAX_ADDRESS_BYTES) {
     throw new ApiError(

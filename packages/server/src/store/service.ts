@@ -8,8 +8,10 @@ import {
 } from "@rudder/api";
 import { ApiError } from "../domain/errors.ts";
 import {
-  checkAddressSize,
   checkEmbeddings,
+  checkItemAddress,
+  checkNamespace,
+  checkValue,
   effectiveTtl,
   parseFilter,
   textsAtPath,
@@ -104,7 +106,8 @@ export class StoreService {
   private prepare(operation: StoreOperation, where: string): Prepared {
     switch (operation.kind) {
       case "put":
-        checkAddressSize(operation.namespace, operation.key, where);
+        checkItemAddress(operation, where);
+        checkValue(operation.value, `${where}/value`);
         return {
           kind: "put",
           row: {
@@ -118,7 +121,7 @@ export class StoreService {
           },
         };
       case "get":
-        checkAddressSize(operation.namespace, operation.key, where);
+        checkItemAddress(operation, where);
         return {
           kind: "get",
           namespace: operation.namespace,
@@ -126,9 +129,10 @@ export class StoreService {
           refresh: operation.refresh_ttl ?? this.settings.refreshOnRead,
         };
       case "delete":
-        checkAddressSize(operation.namespace, operation.key, where);
+        checkItemAddress(operation, where);
         return { kind: "delete", namespace: operation.namespace, key: operation.key };
       case "search":
+        checkNamespace(operation.namespace, `${where}/namespace`, 0);
         return {
           kind: "search",
           prefix: operation.namespace,
@@ -139,6 +143,8 @@ export class StoreService {
           refresh: operation.refresh_ttl ?? this.settings.refreshOnRead,
         };
       case "list_namespaces":
+        checkNamespace(operation.prefix ?? [], `${where}/prefix`, 0);
+        checkNamespace(operation.suffix ?? [], `${where}/suffix`, 0);
         return {
           kind: "list_namespaces",
           prefix: operation.prefix ?? [],
