@@ -5,6 +5,7 @@ import { ContentTypeNotSupportedError, RequestMalformedError } from "@a2a-js/sdk
 import { RUN_STATUSES, type RunStatus } from "../src/domain/runs.ts";
 import { agentCard, legacyAgentCard } from "../src/gateways/a2a/card.ts";
 import { inputFromParts, outputText, resumeValueFromParts, tokenText } from "../src/gateways/a2a/parts.ts";
+import { MAX_PARAMS_DEPTH, isMethodOf, paramsProblem } from "../src/gateways/a2a/request-rules.ts";
 import { TaskEventMapper, runStatusesOf, stateLabel, taskOf, taskStateOf } from "../src/gateways/a2a/task-view.ts";
 import type { TaskRun } from "../src/runs/a2a-tasks.ts";
 import type { RunEvent } from "@rudder/api";
@@ -248,5 +249,28 @@ describe("A2A agent card", () => {
       description: "A Rudder token of the tenant: viewer reads tasks, operator sends and cancels",
     });
     assert.match(legacy.skills[0]!.description, /messages channel/);
+  });
+});
+
+describe("A2A request rules", () => {
+  test("each version's methods, and no other", () => {
+    assert.ok(isMethodOf("SendMessage", false) && isMethodOf("message/send", true));
+    assert.ok(!isMethodOf("message/send", false) && !isMethodOf("SendMessage", true));
+    assert.ok(!isMethodOf("tasks/list", true) && !isMethodOf("foo", false) && !isMethodOf("toString", false));
+  });
+
+  test("params that cannot be stored, or ids that are not strings, are a problem; absent params are not", () => {
+    assert.equal(paramsProblem(undefined), undefined);
+    assert.equal(paramsProblem({ message: { messageId: "m", parts: [{ data: { a: "b" } }] } }), undefined);
+    assert.match(paramsProblem({ id: "a\u0000b" })!, /^params\/id contains U\+0000/);
+    assert.match(paramsProblem({ message: { parts: [{ text: "\udc00" }] } })!, /^params\/message\/parts\/0\/text .*lone surrogate/);
+    assert.match(paramsProblem({ n: Number.POSITIVE_INFINITY })!, /finite/);
+    let deep: unknown = {};
+    for (let level = 1; level < MAX_PARAMS_DEPTH; level++) deep = { a: deep };
+    assert.equal(paramsProblem(deep), undefined);
+    assert.match(paramsProblem({ a: deep })!, /deeper than 131 levels/);
+    assert.equal(paramsProblem({ id: { a: 1 } }), "params.id must be a string");
+    assert.equal(paramsProblem({ message: { context_id: 5 } }), "params.message.context_id must be a string");
+    assert.equal(paramsProblem({ id: null, message: { taskId: null } }), undefined);
   });
 });

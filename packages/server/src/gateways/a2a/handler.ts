@@ -15,6 +15,7 @@ import type {
   Task,
   TaskPushNotificationConfig,
 } from "@a2a-js/sdk";
+import { TaskState } from "@a2a-js/sdk";
 import {
   A2AError,
   ExtendedAgentCardNotConfiguredError,
@@ -54,6 +55,8 @@ const INTERNAL_ERROR_CODE = -32603;
 const CANCEL_WAIT_MS = 5000;
 const DEFAULT_PAGE_SIZE = 50;
 const MAX_PAGE_SIZE = 100;
+/** A message id is the run's Idempotency-Key, held to that header's limit. */
+const MAX_MESSAGE_ID_LENGTH = 255;
 
 /** Rudder errors that mean the request's params were wrong. */
 const INVALID_PARAMS: ReadonlySet<ErrorCode> = new Set(["validation_error", "invalid_request", "payload_too_large"]);
@@ -104,13 +107,16 @@ export class RudderA2AHandler implements A2ARequestHandler {
       if (!Number.isInteger(limit) || limit < 1 || limit > MAX_PAGE_SIZE)
         throw new RequestMalformedError(`pageSize must be 1 to ${MAX_PAGE_SIZE}`);
       const offset = decodePageToken(params.pageToken);
+      if (params.status === TaskState.UNRECOGNIZED)
+        throw new RequestMalformedError("status must be a TaskState, such as TASK_STATE_WORKING");
+      if (params.contextId && !UUID.test(params.contextId))
+        throw new RequestMalformedError(`contextId ${params.contextId} is not a context id (a UUID)`);
       const statuses = params.status ? runStatusesOf(params.status) : undefined;
       const since = params.statusTimestampAfter;
       if (since !== undefined && since !== "" && Number.isNaN(Date.parse(since)))
         throw new RequestMalformedError("statusTimestampAfter must be an ISO 8601 timestamp");
-      // An id that is no context's, or a state no run is in, matches nothing.
-      if ((params.contextId && !UUID.test(params.contextId)) || statuses?.length === 0)
-        return { tasks: [], nextPageToken: "", pageSize: limit, totalSize: 0 };
+      // A state no run is in matches nothing.
+      if (statuses?.length === 0) return { tasks: [], nextPageToken: "", pageSize: limit, totalSize: 0 };
       const { runs, total } = await this.tasks.list(
         this.call.tenantId,
         this.call.assistant.assistant_id,
@@ -190,6 +196,8 @@ export class RudderA2AHandler implements A2ARequestHandler {
     const message = params.message;
     if (!message) throw new RequestMalformedError("params.message is required");
     if (!message.messageId) throw new RequestMalformedError("message.messageId is required");
+    if (message.messageId.length > MAX_MESSAGE_ID_LENGTH)
+      throw new RequestMalformedError(`message.messageId is longer than ${MAX_MESSAGE_ID_LENGTH} characters`);
     if (params.configuration?.taskPushNotificationConfig) throw pushNotSupported();
     if (message.taskId) return this.answer(message);
     if (message.contextId && !UUID.test(message.contextId))

@@ -1,6 +1,7 @@
 import { A2A_PROTOCOL_VERSION, AgentCard, SSE_HEADERS, formatSSEErrorEvent, formatSSEEvent } from "@a2a-js/sdk";
 import { A2A_LEGACY_PROTOCOL_VERSION } from "@a2a-js/sdk/compat/v0_3";
 import { LegacyJsonRpcTransportHandler } from "@a2a-js/sdk/compat/v0_3/server";
+import { RequestMalformedError } from "@a2a-js/sdk/errors";
 import { JsonRpcTransportHandler, ServerCallContext, validateVersion } from "@a2a-js/sdk/server";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import type { FastifyReply, FastifyRequest } from "fastify";
@@ -11,6 +12,7 @@ import type { AppServices } from "../../http/services.ts";
 import { endOnShutdown } from "../../http/shutdown.ts";
 import { agentCard, legacyAgentCard } from "./card.ts";
 import { RudderA2AHandler, type A2ACall } from "./handler.ts";
+import { isMethodOf, paramsProblem } from "./request-rules.ts";
 
 /** One JSON-RPC 2.0 response, as both SDK transport handlers produce it. */
 interface JsonRpcResponse {
@@ -22,6 +24,7 @@ interface JsonRpcResponse {
 
 const PARSE_ERROR = -32700;
 const INVALID_REQUEST = -32600;
+const METHOD_NOT_FOUND = -32601;
 const CONTENT_TYPE_NOT_SUPPORTED = -32005;
 
 const AssistantParam = Type.Object({ assistant_id: Type.String({ minLength: 1 }) }, { additionalProperties: false });
@@ -84,7 +87,8 @@ export const a2aRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
     },
     async (request, reply) => {
       const { assistant, card, target } = await describe(request, request.params.assistant_id);
-      const requestedVersion = headerValue(request.headers["a2a-version"]) ?? A2A_LEGACY_PROTOCOL_VERSION;
+      // An empty header is no header, as in the SDK's own server.
+      const requestedVersion = headerValue(request.headers["a2a-version"]) || A2A_LEGACY_PROTOCOL_VERSION;
       const legacy = requestedVersion === A2A_LEGACY_PROTOCOL_VERSION;
       const mapError = legacy ? LegacyJsonRpcTransportHandler.mapToLegacyJSONRPCError : JsonRpcTransportHandler.mapToJSONRPCError;
       const parsed = parseJsonRpc(request);
@@ -94,6 +98,15 @@ export const a2aRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
       } catch (error) {
         return reply.send({ jsonrpc: "2.0", id: parsed.id, error: mapError(error) });
       }
+      // Checked before the SDK sees the request: it checks params before it looks the method up.
+      const method = parsed.request.method as string;
+      if (!isMethodOf(method, legacy)) {
+        const error = { code: METHOD_NOT_FOUND, message: `${method} is not a method of A2A ${requestedVersion}` };
+        return reply.send({ jsonrpc: "2.0", id: parsed.id, error });
+      }
+      const problem = paramsProblem(parsed.request.params);
+      // As the SDK shapes -32602 for the version (1.0 adds its ErrorInfo).
+      if (problem) return reply.send({ jsonrpc: "2.0", id: parsed.id, error: mapError(new RequestMalformedError(problem)) });
       const closed = new AbortController();
       // A closing server ends the call's wait (clients resubscribe elsewhere).
       const release = endOnShutdown(request, closed);
@@ -123,7 +136,12 @@ export const a2aRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
 
 const isVersion1 = (request: FastifyRequest) => headerValue(request.headers["a2a-version"]) === A2A_PROTOCOL_VERSION;
 
-/** The body as a JSON-RPC request, or the JSON-RPC error that answers it: -32700 unparsable, -32600 not a request. */
+/**
+ * The body as a JSON-RPC request, or the JSON-RPC error that answers it: -32700 unparsable, -32600
+ * not a request. A notification (no `id`) is refused too, before anything runs: A2A defines no
+ * notifications, every method answers, and a send whose answer nobody reads would start a task
+ * its sender cannot find.
+ */
 function parseJsonRpc(
   request: FastifyRequest,
 ): { ok: true; request: Record<string, unknown>; id: string | number | null } | { ok: false; response: JsonRpcResponse } {
@@ -152,6 +170,8 @@ function parseJsonRpc(
   ) {
     return failure(INVALID_REQUEST, 'a JSON-RPC request needs jsonrpc "2.0", a method name and a string, integer or null id', id);
   }
+  if (!("id" in candidate))
+    return failure(INVALID_REQUEST, "notifications (requests without an id) are not supported: every A2A method answers, so send an id");
   return { ok: true, request: candidate, id };
 }
 
