@@ -1,7 +1,7 @@
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import type { Assistant, Run } from "@rudder/api";
-import { elicitationFor, parseElicitationId, resumeValueOf } from "../src/gateways/mcp/elicitation.ts";
+import { answerProblem, elicitationFor, parseElicitationId, resumeValueOf } from "../src/gateways/mcp/elicitation.ts";
 import { failure, resultOfRun, toolOutputSchema } from "../src/gateways/mcp/results.ts";
 import { callRunId, newSession, sessionOf } from "../src/gateways/mcp/session.ts";
 import { assignToolNames, decodeCursor, encodeCursor, isExposed, preferredName, validName } from "../src/gateways/mcp/tools.ts";
@@ -136,6 +136,16 @@ describe("MCP elicitation", () => {
     assert.deepEqual(form.params.requestedSchema, schema);
     assert.deepEqual(resumeValueOf("content", { action: "accept", content: { ok: true } }), { value: { ok: true } });
     assert.equal(elicitationFor(paused({ draft: 1 }))!.params.message, '{"draft":1}');
+  });
+
+  test("an answer is held to the storage rules and the resume body's nesting limit", () => {
+    assert.equal(answerProblem("answer", "fine"), undefined);
+    assert.equal(answerProblem("content", { ok: true, note: "ok" }), undefined);
+    assert.match(answerProblem("answer", "a\u0000b")!, /^result\.content\/answer contains U\+0000/);
+    assert.match(answerProblem("content", { note: "\udc00" })!, /^result\.content\/note contains a lone surrogate/);
+    const nested = (depth: number): unknown => (depth === 0 ? 1 : [nested(depth - 1)]);
+    assert.equal(answerProblem("answer", nested(127)), undefined, "as deep as POST /v1/runs/{id}/resume takes");
+    assert.match(answerProblem("answer", nested(128))!, /nests objects and arrays deeper than 127 levels/);
   });
 
   test("declines, dismissals and several interrupts are not answers", () => {

@@ -70,6 +70,57 @@ async function firstRunIdIn(file: string): Promise<string> {
   }
 }
 
+/**
+ * A raw tools/call in a new session that answers elicitation: resolves once the server asks
+ * (`elicitation/create` on the call's stream), with the request's id and the call's final message
+ * to come. The call gives up after 30 s, so a call that never answers fails the test instead of hanging it.
+ */
+async function elicitingCall(
+  server: TestServer,
+  token: string,
+  name: string,
+  args: Record<string, unknown>,
+): Promise<{ headers: Record<string, string>; elicitationId: string; final: Promise<Record<string, unknown>> }> {
+  const init = await rawMcp(server.url, initializeRequest("2025-11-25", { elicitation: { form: {} } }), { token });
+  const headers = { "mcp-session-id": init.headers.get("mcp-session-id")!, "mcp-protocol-version": "2025-11-25" };
+  const response = await fetch(`${server.url}/mcp`, {
+    method: "POST",
+    headers: {
+      "content-type": "application/json",
+      accept: "application/json, text/event-stream",
+      authorization: `Bearer ${token}`,
+      ...headers,
+    },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name, arguments: args } }),
+    signal: AbortSignal.timeout(30_000),
+  });
+  assert.equal(response.status, 200);
+  const messages = (async function* () {
+    const decoder = new TextDecoder();
+    let buffered = "";
+    for await (const chunk of response.body!) {
+      buffered += decoder.decode(chunk as Uint8Array, { stream: true });
+      for (let end = buffered.indexOf("\n"); end >= 0; end = buffered.indexOf("\n")) {
+        const line = buffered.slice(0, end);
+        buffered = buffered.slice(end + 1);
+        if (line.startsWith("data: ")) yield JSON.parse(line.slice(6)) as Record<string, unknown>;
+      }
+    }
+  })();
+  // Read by hand: leaving a for-await loop would close the stream.
+  for (let next = await messages.next(); !next.done; next = await messages.next()) {
+    const message = next.value;
+    if (message.method !== "elicitation/create") continue;
+    const final = (async () => {
+      for await (const later of messages) if (later.id === 1) return later;
+      throw new Error("the call's stream ended without its answer");
+    })();
+    final.catch(() => undefined);
+    return { headers, elicitationId: message.id as string, final };
+  }
+  throw new Error("the call answered without asking");
+}
+
 describe(`MCP endpoint on ${TEST_DRIVER}`, () => {
   let server: TestServer;
   let scratch: string;
@@ -417,6 +468,149 @@ describe(`MCP endpoint on ${TEST_DRIVER}`, () => {
       assert.match(text(declined), /run_cancelled/);
     } finally {
       await declining.client.close();
+    }
+  });
+  test("an elicitation answer that cannot be stored (U+0000, a lone surrogate, too deep) is a 400 -32602, and the call ends run_cancelled", async () => {
+    const token = await server.token();
+    const deep = JSON.parse(`${"[".repeat(3000)}${"]".repeat(3000)}`) as unknown;
+    const answers: [string, unknown, RegExp][] = [
+      ["U+0000", "a\u0000b", /result\.content\/answer contains U\+0000/],
+      ["a lone surrogate", "\ud800", /result\.content\/answer contains a lone surrogate/],
+      ["3000 levels", deep, /result\.content\/answer.* nests objects and arrays deeper than/],
+    ];
+    for (const [label, answer, reason] of answers) {
+      const call = await elicitingCall(server, token, "hops", {});
+      const refused = await rawMcp(
+        server.url,
+        { jsonrpc: "2.0", id: call.elicitationId, result: { action: "accept", content: { answer } } },
+        { token, headers: call.headers },
+      );
+      assert.equal(refused.status, 400, `${label}: ${refused.text}`);
+      const error = refused.messages[0]!.error as { code: number; message: string };
+      assert.equal(error.code, -32602, label);
+      assert.match(error.message, reason, label);
+      const final = (await call.final).result as CallToolResult;
+      assert.equal(final.isError, true, label);
+      assert.match(text(final), /^run_cancelled/, label);
+      assert.equal((await joinRun(server, runIdOf(final))).status, "cancelled", label);
+    }
+    // A form's answer is held to the same rules.
+    const form = await elicitingCall(server, token, "form", { request: "nul" });
+    const refused = await rawMcp(
+      server.url,
+      { jsonrpc: "2.0", id: form.elicitationId, result: { action: "accept", content: { approved: true, note: "a\u0000" } } },
+      { token, headers: form.headers },
+    );
+    assert.equal(refused.status, 400);
+    assert.match((refused.messages[0]!.error as { message: string }).message, /result\.content\/note contains U\+0000/);
+    assert.match(text((await form.final).result as CallToolResult), /^run_cancelled/);
+  });
+
+  test("an SDK client whose elicitation answer cannot be stored gets a cancelled result, not a hang", async () => {
+    const { client } = await mcpClient(server, { elicitation: () => ({ action: "accept", content: { answer: "a\u0000b" } }) });
+    try {
+      const result = (await client.callTool({ name: "hops", arguments: {} }, undefined, { timeout: 30_000 })) as CallToolResult;
+      assert.equal(result.isError, true);
+      assert.match(text(result), /^run_cancelled/);
+    } finally {
+      await client.close();
+    }
+  });
+
+  test("a JSON-RPC batch (an array body) is -32600 Invalid Request, and nothing in it runs", async () => {
+    const token = await server.token();
+    const file = join(scratch, "batch.log");
+    const call = {
+      jsonrpc: "2.0",
+      id: 1,
+      method: "tools/call",
+      params: { name: "count_steps_", arguments: { steps: 1, sideEffectFile: file } },
+    };
+    for (const body of [[call], [call, { jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: 5 } }], [], [1]]) {
+      const batch = await rawMcp(server.url, body, { token });
+      assert.equal(batch.status, 400, JSON.stringify(body));
+      const error = batch.messages[0]!.error as { code: number; message: string };
+      assert.equal(error.code, -32600, JSON.stringify(body));
+      assert.equal(existsSync(file), false, "no run was made");
+    }
+  });
+
+  test("valid JSON that is not a JSON-RPC message is -32600 Invalid Request (-32700 is for invalid JSON only)", async () => {
+    const token = await server.token();
+    const bodies: unknown[] = [
+      { id: 1, method: "tools/list" },
+      { jsonrpc: "1.0", id: 1, method: "tools/list" },
+      { jsonrpc: "2.0", id: 1, method: 5 },
+      { jsonrpc: "2.0", id: { a: 1 }, method: "tools/list" },
+      { jsonrpc: "2.0", id: 1.5, method: "tools/list" },
+      { jsonrpc: "2.0", id: 1 },
+      { jsonrpc: "2.0", id: 1, method: "tools/list", extra: true },
+      { jsonrpc: "2.0", id: 1, method: "resources/list", params: 5 },
+      { hello: "world" },
+      "tools/list",
+      5,
+      null,
+    ];
+    for (const body of bodies) {
+      const answer = await rawMcp(server.url, body, { token });
+      assert.equal(answer.status, 400, JSON.stringify(body));
+      assert.equal((answer.messages[0]!.error as { code: number }).code, -32600, JSON.stringify(body));
+    }
+  });
+
+  test("malformed params of a known method are -32602 with a readable message", async () => {
+    const token = await server.token();
+    const calls: [string, unknown][] = [
+      ["tools/call", { name: 5 }],
+      ["tools/call", 5],
+      ["tools/call", []],
+      ["tools/call", { name: "count_steps_", arguments: [] }],
+      ["tools/list", { cursor: 5 }],
+      ["initialize", { protocolVersion: 2025 }],
+    ];
+    for (const [method, params] of calls) {
+      const answer = await rawMcp(server.url, { jsonrpc: "2.0", id: 3, method, params }, { token });
+      const error = answer.messages[0]!.error as { code: number; message: string };
+      assert.equal(error.code, -32602, `${method} ${JSON.stringify(params)}`);
+      assert.equal(answer.messages[0]!.id, 3);
+      assert.doesNotMatch(error.message, /\n/, "a sentence, not a dump");
+    }
+    const named = await rawMcp(server.url, { jsonrpc: "2.0", id: 4, method: "tools/call", params: { name: 5 } }, { token });
+    assert.match(
+      (named.messages[0]!.error as { message: string }).message,
+      /^Invalid params for tools\/call: params\.name: /,
+      "names the field",
+    );
+  });
+
+  test("a task-augmented tools/call (2025-11-25) is an ordinary call: this server declares no tasks", async () => {
+    const token = await server.token();
+    const answer = await rawMcp(
+      server.url,
+      { jsonrpc: "2.0", id: 4, method: "tools/call", params: { name: "count_steps_", arguments: { steps: 2 }, task: { ttl: 1000 } } },
+      { token },
+    );
+    assert.equal(answer.status, 200);
+    const result = answer.messages.at(-1)!.result as CallToolResult;
+    assert.equal(result.isError, undefined, JSON.stringify(answer.messages));
+    assert.equal((result.structuredContent as { count: number }).count, 2);
+  });
+
+  test('error messages carry no "MCP error <code>:" prefix on the wire (the SDK client adds it once)', async () => {
+    const token = await server.token();
+    const unknownTool = await rawMcp(server.url, { jsonrpc: "2.0", id: 5, method: "tools/call", params: { name: "nope" } }, { token });
+    assert.deepEqual(unknownTool.messages[0]!.error, { code: -32602, message: "Unknown tool: nope" });
+    const badCursor = await rawMcp(server.url, { jsonrpc: "2.0", id: 6, method: "tools/list", params: { cursor: "bm9wZQ" } }, { token });
+    assert.doesNotMatch((badCursor.messages[0]!.error as { message: string }).message, /MCP error/);
+    const { client } = await mcpClient(server);
+    try {
+      await assert.rejects(client.callTool({ name: "nope", arguments: {} }), (error: unknown) => {
+        assert.ok(error instanceof McpError);
+        assert.equal(error.message, "MCP error -32602: Unknown tool: nope");
+        return true;
+      });
+    } finally {
+      await client.close();
     }
   });
 });

@@ -1,5 +1,7 @@
 import type { ElicitRequest } from "@modelcontextprotocol/sdk/types.js";
 import type { Run } from "@rudder/api";
+import { MAX_REQUEST_JSON_DEPTH } from "../../domain/limits.ts";
+import { findJsonFault } from "../../domain/storable-json.ts";
 import type { JsonSchema } from "../../graphs/schemas.ts";
 import { isObject } from "../a2a/parts.ts";
 
@@ -66,6 +68,16 @@ export function resumeValueOf(mode: AnswerMode, result: unknown): { value: unkno
   if (!isObject(result) || result.action !== "accept") return undefined;
   const content = isObject(result.content) ? result.content : {};
   return { value: mode === "answer" ? (content.answer ?? null) : content };
+}
+
+/**
+ * Why an accepted answer's resume value cannot resume a run, or undefined: the storage rules
+ * every input follows (no U+0000, no lone surrogates, finite numbers), and the nesting limit as
+ * `POST /v1/runs/{id}/resume` has it (its body, `{"resume": <value>}`, is one level more).
+ */
+export function answerProblem(mode: AnswerMode, value: unknown): string | undefined {
+  const fault = findJsonFault(value, MAX_REQUEST_JSON_DEPTH - 1);
+  return fault && `result.content${mode === "answer" ? "/answer" : ""}${fault.path} ${fault.problem}`;
 }
 
 function isFormSchema(schema: unknown): schema is JsonSchema {

@@ -5,7 +5,6 @@ import {
   ErrorCode,
   InitializeRequestSchema,
   ListToolsRequestSchema,
-  McpError,
   type CallToolResult,
   type InitializeResult,
   type JSONRPCRequest,
@@ -38,6 +37,22 @@ const CATALOG_PAGE = 1000;
 const MAX_RESUME_HOPS = 100;
 
 type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
+
+/**
+ * A JSON-RPC error a handler answers with. Not the SDK's `McpError`, whose message is prefixed
+ * "MCP error <code>: " for local use: the SDK sends a thrown error's `message` as is, and the
+ * client's `McpError` adds the prefix again.
+ */
+export class RpcError extends Error {
+  override readonly name = "RpcError";
+  constructor(
+    readonly code: number,
+    message: string,
+    readonly data?: unknown,
+  ) {
+    super(message);
+  }
+}
 
 /** What a tool-call needs from the backend. */
 export interface McpServices {
@@ -108,11 +123,11 @@ async function guard<T>(call: McpCall, work: () => Promise<T>): Promise<T> {
   try {
     return await work();
   } catch (error) {
-    if (error instanceof McpError) throw error;
+    if (error instanceof RpcError) throw error;
     if (error instanceof ApiError)
-      throw new McpError(ErrorCode.InternalError, `${error.code}: ${error.message}`, { code: error.code, retryable: error.retryable });
+      throw new RpcError(ErrorCode.InternalError, `${error.code}: ${error.message}`, { code: error.code, retryable: error.retryable });
     call.log.error({ err: error }, "MCP request failed");
-    throw new McpError(ErrorCode.InternalError, "the server failed to handle this request");
+    throw new RpcError(ErrorCode.InternalError, "the server failed to handle this request");
   }
 }
 
@@ -163,7 +178,7 @@ function byCreation(a: Assistant, b: Assistant): number {
 async function listTools(services: McpServices, call: McpCall, cursor: string | undefined): Promise<ListToolsResult> {
   const offset = decodeCursor(cursor);
   if (offset === undefined)
-    throw new McpError(ErrorCode.InvalidParams, "the cursor is not one this server gave; list again without a cursor");
+    throw new RpcError(ErrorCode.InvalidParams, "the cursor is not one this server gave; list again without a cursor");
   const tools = await allTools(services, call.tenantId);
   const page = tools.slice(offset, offset + TOOLS_PAGE_SIZE);
   const next = offset + page.length;
@@ -182,7 +197,7 @@ async function callTool(
   extra: Extra,
 ): Promise<CallToolResult> {
   const entry = (await allTools(services, call.tenantId)).find((candidate) => candidate.name === params.name);
-  if (!entry) throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${params.name}`);
+  if (!entry) throw new RpcError(ErrorCode.InvalidParams, `Unknown tool: ${params.name}`);
   const args = params.arguments ?? {};
   const problem = argumentProblem(entry.input, args);
   if (problem) return failure({ code: "validation_error", message: problem, retryable: false });

@@ -1,5 +1,11 @@
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
-import { CallToolRequestSchema, ErrorCode, InitializeRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
+import {
+  CallToolRequestSchema,
+  ErrorCode,
+  InitializeRequestSchema,
+  JSONRPCMessageSchema,
+  ListToolsRequestSchema,
+} from "@modelcontextprotocol/sdk/types.js";
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { Type } from "typebox";
@@ -9,12 +15,13 @@ import { problems } from "../../http/responses.ts";
 import type { AppServices } from "../../http/services.ts";
 import { endOnShutdown } from "../../http/shutdown.ts";
 import { isObject } from "../a2a/parts.ts";
-import { parseElicitationId, resumeValueOf } from "./elicitation.ts";
+import { answerProblem, parseElicitationId, resumeValueOf } from "./elicitation.ts";
 import { cancelChain, MCP_PROTOCOL_VERSIONS, mcpServer, type McpCall } from "./handler.ts";
 import { callRunId, newSession, sessionOf, type McpSession } from "./session.ts";
 
 const PARSE_ERROR = -32700;
 const INVALID_REQUEST = -32600;
+const INVALID_PARAMS = -32602;
 const SERVER_ERROR = -32000;
 
 /**
@@ -62,32 +69,38 @@ export const mcpRoutes: FastifyPluginAsyncTypebox<{ services: AppServices; versi
           `Bad Request: Unsupported protocol version: ${protocolVersion} (supported versions: ${MCP_PROTOCOL_VERSIONS.join(", ")})`,
         );
       }
-      const messages = Array.isArray(parsed.value) ? parsed.value : [parsed.value];
-      if (messages.length === 0 || !messages.every(isObject))
-        return rpcError(reply, 400, INVALID_REQUEST, "Invalid Request: expected JSON-RPC messages");
+      // One message a body: MCP (2025-06-18 on) has no JSON-RPC batches. Refused before anything runs.
+      if (Array.isArray(parsed.value))
+        return rpcError(reply, 400, INVALID_REQUEST, "Invalid Request: the body must be one JSON-RPC message (MCP has no batches)");
+      const notMessage = envelopeProblem(parsed.value);
+      if (notMessage) return rpcError(reply, 400, INVALID_REQUEST, `Invalid Request: ${notMessage}`);
+      const message = withoutTask(parsed.value as Record<string, unknown>);
       const tenantId = request.principal.tenantId;
       const canOperate = grants(request.principal.roles, "operate");
-      if (!canOperate && messages.some((message) => message.method === "tools/call" || isResponse(message))) {
+      if (!canOperate && (message.method === "tools/call" || isResponse(message))) {
         throw new ApiError("forbidden", 'calling tools (and answering their questions) needs a role that grants "operate"');
       }
-      const initialize = messages.find((message) => message.method === "initialize");
+      // Params the method's schema refuses are the protocol's invalid-params error (the SDK would call it internal).
+      const invalid = invalidParams(message);
+      if (invalid) return reply.type("application/json").send(JSON.stringify(invalid));
+      // The rest of what the SDK's transport would refuse (members JSON-RPC does not define, params not an object).
+      if (!JSONRPCMessageSchema.safeParse(message).success)
+        return rpcError(reply, 400, INVALID_REQUEST, "Invalid Request: not a JSON-RPC request, notification or response");
+      const initialize = message.method === "initialize" ? message : undefined;
       const session: McpSession | undefined = initialize
         ? newSession(isObject(initialize.params) ? initialize.params.capabilities : undefined)
         : sessionOf(headerValue(request.headers["mcp-session-id"]));
 
       // Answers to elicitation requests and cancellations act on runs here; the rest goes to the SDK.
-      const rest: Record<string, unknown>[] = [];
-      for (const message of messages) {
-        const elicited = isResponse(message) ? parseElicitationId(message.id) : undefined;
-        if (elicited) await answerElicitation(services, tenantId, session, elicited, message.result);
-        else if (message.method === "notifications/cancelled") await cancelCall(services, tenantId, session, canOperate, message.params);
-        else if (!isResponse(message)) rest.push(message);
+      const elicited = isResponse(message) ? parseElicitationId(message.id) : undefined;
+      if (elicited) {
+        const refused = await answerElicitation(services, tenantId, session, elicited, message.result);
+        if (refused) return rpcError(reply, 400, INVALID_PARAMS, refused);
+      } else if (message.method === "notifications/cancelled") {
+        await cancelCall(services, tenantId, session, canOperate, message.params);
       }
       // Accepted, with no body (as the transport answers notifications and responses).
-      if (rest.length === 0) return reply.code(202).send("");
-      // Params the method's schema refuses are the protocol's invalid-params error (the SDK would call it internal).
-      const invalid = rest.length === 1 ? invalidParams(rest[0]!) : undefined;
-      if (invalid) return reply.type("application/json").send(JSON.stringify(invalid));
+      if (isResponse(message) || message.method === "notifications/cancelled") return reply.code(202).send("");
 
       const disconnected = new AbortController();
       const shutdown = new AbortController();
@@ -111,7 +124,7 @@ export const mcpRoutes: FastifyPluginAsyncTypebox<{ services: AppServices; versi
         void server.close().catch(() => undefined);
       });
       await server.connect(transport);
-      const response = await transport.handleRequest(webRequest(request), { parsedBody: Array.isArray(parsed.value) ? rest : rest[0] });
+      const response = await transport.handleRequest(webRequest(request), { parsedBody: message });
       if (initialize && session && response.ok) response.headers.set("mcp-session-id", session.id);
       return reply.send(response);
     },
@@ -133,26 +146,35 @@ export const mcpRoutes: FastifyPluginAsyncTypebox<{ services: AppServices; versi
   }
 };
 
-/** The user's answer (or refusal) to a paused run's question: an accepted answer resumes the run, anything else cancels it. */
+/**
+ * The user's answer (or refusal) to a paused run's question: an accepted answer resumes the run,
+ * anything else cancels it. An accepted answer that breaks the storage rules every input follows
+ * (U+0000, a lone surrogate, too deep) cannot resume it: the run is cancelled too (the client has
+ * answered its request, and will not answer again; the call would wait for nothing), so the call
+ * ends `run_cancelled`, and the refusal's message says why (the route answers it with a 400).
+ */
 async function answerElicitation(
   services: AppServices,
   tenantId: string,
   session: McpSession | undefined,
   elicited: NonNullable<ReturnType<typeof parseElicitationId>>,
   result: unknown,
-): Promise<void> {
+): Promise<string | undefined> {
+  const answer = resumeValueOf(elicited.mode, result);
+  const problem = answer && answerProblem(elicited.mode, answer.value);
+  const refusal = problem && `Invalid params: the answer cannot resume the run, so the question is closed: ${problem}`;
   const run = await services.runService.get(tenantId, elicited.runId).catch(() => undefined);
   // Only the session that was asked answers: another run, or another tenant's, is left alone.
   const tag = run && isObject(run.metadata.mcp) ? run.metadata.mcp : undefined;
-  if (!run || !session || tag?.session !== session.id || run.status !== "paused" || run.superseded_by_run_id) return;
-  const answer = resumeValueOf(elicited.mode, result);
+  if (!run || !session || tag?.session !== session.id || run.status !== "paused" || run.superseded_by_run_id) return refusal;
   try {
-    if (answer) await services.runService.resume(tenantId, run.run_id, { resume: answer.value });
+    if (answer && !problem) await services.runService.resume(tenantId, run.run_id, { resume: answer.value });
     else await services.runService.cancel(tenantId, run.run_id);
   } catch (error) {
     // Answered twice, or cancelled meanwhile: the first decision stands.
     if (!(error instanceof ApiError && error.status === 409)) throw error;
   }
+  return refusal;
 }
 
 /** `notifications/cancelled`: the call's run (or the one resuming it) is cancelled, cooperatively. */
@@ -169,7 +191,10 @@ async function cancelCall(
 }
 
 /** The methods whose params are checked before the SDK sees them. */
-const REQUEST_SCHEMAS: Record<string, { safeParse(value: unknown): { success: boolean; error?: { message: string } } }> = {
+const REQUEST_SCHEMAS: Record<
+  string,
+  { safeParse(value: unknown): { success: boolean; error?: { issues: readonly { path: readonly PropertyKey[]; message: string }[] } } }
+> = {
   initialize: InitializeRequestSchema,
   "tools/list": ListToolsRequestSchema,
   "tools/call": CallToolRequestSchema,
@@ -180,11 +205,40 @@ function invalidParams(message: Record<string, unknown>): Record<string, unknown
   const schema = typeof message.method === "string" && "id" in message ? REQUEST_SCHEMAS[message.method] : undefined;
   const checked = schema?.safeParse(message);
   if (!checked || checked.success) return undefined;
+  const issues = (checked.error?.issues ?? []).slice(0, 5).map(({ path, message: problem }) => `${path.map(String).join(".")}: ${problem}`);
   return {
     jsonrpc: "2.0",
     id: message.id,
-    error: { code: ErrorCode.InvalidParams, message: `Invalid params for ${String(message.method)}`, data: checked.error?.message },
+    error: {
+      code: ErrorCode.InvalidParams,
+      message: `Invalid params for ${String(message.method)}${issues.length ? `: ${issues.join("; ")}` : ""}`,
+    },
   };
+}
+
+/**
+ * Why a parsed body is not a JSON-RPC message (JSON-RPC 2.0 and MCP's rules for its members), or
+ * undefined. Only the envelope: a request's params are its method's business (-32602).
+ */
+function envelopeProblem(value: unknown): string | undefined {
+  if (!isObject(value)) return "the body must be a JSON-RPC message (an object)";
+  if (value.jsonrpc !== "2.0") return 'a JSON-RPC message has "jsonrpc": "2.0"';
+  if ("id" in value && typeof value.id !== "string" && !Number.isSafeInteger(value.id)) return '"id" must be a string or an integer';
+  if ("method" in value) return typeof value.method === "string" ? undefined : '"method" must be a string';
+  if (!("result" in value) && !("error" in value))
+    return "a message needs a method (a request or notification), or a result or error (a response)";
+  if (!("id" in value) && "result" in value) return 'a response needs the "id" of the request it answers';
+  return undefined;
+}
+
+/**
+ * A request without its `task` augmentation (MCP 2025-11-25): this server declares no `tasks`
+ * capability, so, as the specification asks, a task-augmented request is processed normally.
+ */
+function withoutTask(message: Record<string, unknown>): Record<string, unknown> {
+  if (typeof message.method !== "string" || !("id" in message) || !isObject(message.params) || !("task" in message.params)) return message;
+  const { task: _ignored, ...params } = message.params;
+  return { ...message, params };
 }
 
 function isResponse(message: Record<string, unknown>): boolean {
