@@ -22,6 +22,13 @@ export const Pagination = {
   offset: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_INT32, default: 0 })),
 };
 
+/**
+ * The query of a route that takes no query parameters: any parameter is a 422 (DESIGN.md "Status
+ * codes": an unknown field in the query is a schema violation like one in the body).
+ */
+export const NoQuery = Type.Object({}, { additionalProperties: false });
+export type NoQuery = Static<typeof NoQuery>;
+
 /** A position in a run's event log (`after`, `Last-Event-ID`): 0 is before the first event. */
 export const EventCursor = (options: { description?: string } = {}) => Type.Integer({ minimum: 0, maximum: MAX_INT32, ...options });
 

@@ -71,6 +71,9 @@ export const LgAssistant = Type.Object(
 );
 export type LgAssistant = Static<typeof LgAssistant>;
 
+/** What an assistant search may sort by (the SDK's `AssistantSortBy`); anything else is a 422. */
+export const LG_ASSISTANT_SORT_FIELDS = ["assistant_id", "graph_id", "name", "created_at", "updated_at"] as const;
+
 export const LgAssistantSearchBody = Type.Object(
   {
     graph_id: Opt(Type.String()),
@@ -78,7 +81,7 @@ export const LgAssistantSearchBody = Type.Object(
     metadata: Opt(JsonObject),
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 10 })),
     offset: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_INT32, default: 0 })),
-    sort_by: Opt(Type.String()),
+    sort_by: Opt(literals(LG_ASSISTANT_SORT_FIELDS)),
     sort_order: Opt(literals(["asc", "desc"])),
     select: Opt(Type.Array(Type.String())),
   },
@@ -162,6 +165,9 @@ export const LgThreadPatchBody = Type.Object(
 );
 export type LgThreadPatchBody = Static<typeof LgThreadPatchBody>;
 
+/** What a thread search may sort by (the SDK's `ThreadSortBy`); anything else is a 422. */
+export const LG_THREAD_SORT_FIELDS = ["thread_id", "status", "created_at", "updated_at", "state_updated_at"] as const;
+
 export const LgThreadSearchBody = Type.Object(
   {
     metadata: Opt(JsonObject),
@@ -169,7 +175,7 @@ export const LgThreadSearchBody = Type.Object(
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 10 })),
     offset: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_INT32, default: 0 })),
     status: Opt(LgThreadStatus),
-    sort_by: Opt(Type.String()),
+    sort_by: Opt(literals(LG_THREAD_SORT_FIELDS)),
     sort_order: Opt(literals(["asc", "desc"])),
     select: Opt(Type.Array(Type.String())),
     values: Opt(JsonObject),

@@ -148,7 +148,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     threads,
     runService,
     steeringService: new SteeringService(db, notifier, undefined, metrics),
-    schedules: new ScheduleService(db, assistants, notifier, options.clock),
+    schedules: new ScheduleService(db, runService, notifier, options.clock),
     a2aTasks: new A2ATaskService(db, runService, threads, graphs),
     graphs,
     store,
@@ -159,7 +159,15 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     authorizeScrape: createScrapeAuthorizer(authenticate, config.metricsToken),
   };
   const serveApi = options.api ?? true;
-  const app = serveApi ? await buildApp({ services, bodyLimitBytes: config.bodyLimitBytes, logger: log, version: VERSION }) : undefined;
+  const app = serveApi
+    ? await buildApp({
+        services,
+        bodyLimitBytes: config.bodyLimitBytes,
+        requestTimeoutMs: config.requestTimeoutMs,
+        logger: log,
+        version: VERSION,
+      })
+    : undefined;
   const worker = options.worker
     ? new Worker(
         // Streams of this process get the worker's committed events without reading them back.

@@ -356,7 +356,8 @@ describe("hostile input", () => {
     }
     // The refused value never became the thread's state, so the thread goes on working.
     const state = await server.request("GET", `/v1/threads/${threadId}/state`);
-    assert.doesNotMatch(JSON.stringify(state.body), /before|bad/, "the thread's state holds none of it");
+    // Its values only: the body also holds ids, and a random hex id can spell "bad".
+    assert.doesNotMatch(JSON.stringify(state.body.values), /before|bad/, "the thread's state holds none of it");
     const next = await server.request("POST", `/v1/threads/${threadId}/runs`, {
       body: { assistant_id: "unstorable", input: { mode: "ok" } },
     });
@@ -371,6 +372,192 @@ describe("hostile input", () => {
     );
     const fine = await server.request("POST", "/v1/runs", { body: { assistant_id: "unstorable", input: { mode: "ok" } } });
     assert.equal((await server.request("GET", `/v1/runs/${fine.body.run_id}/join?timeout=20`)).body.status, "succeeded");
+  });
+
+  test("row 10: an unknown query parameter is a 422 on every /v1 route, not ignored", async () => {
+    const scheduleId = (await server.request("POST", "/v1/schedules", { body: { assistant_id: "echo", cron: "0 0 1 1 *" } })).body
+      .schedule_id;
+    const cases: [string, string, unknown][] = [
+      ["POST", "/v1/threads?bogus=1", {}],
+      ["GET", `/v1/threads/${threadId}?bogus=1`, undefined],
+      ["PATCH", `/v1/threads/${threadId}?bogus=1`, { metadata: { kept: true } }],
+      ["DELETE", `/v1/threads/${threadId}?bogus=1`, undefined],
+      ["POST", `/v1/threads/${threadId}/fork?bogus=1`, {}],
+      ["POST", `/v1/threads/${threadId}/runs?bogus=1`, { assistant_id: "echo", input: { message: "x" } }],
+      ["POST", "/v1/runs?bogus=1", { assistant_id: "echo", input: { message: "x" } }],
+      ["GET", `/v1/runs/${runId}?bogus=1`, undefined],
+      ["GET", `/v1/runs/${runId}/stream?bogus=1`, undefined],
+      ["GET", `/v1/runs/${runId}/stream?after=5`, undefined],
+      ["POST", `/v1/runs/${runId}/cancel?bogus=1`, undefined],
+      ["POST", `/v1/runs/${runId}/resume?bogus=1`, {}],
+      ["POST", `/v1/runs/${runId}/redrive?bogus=1`, undefined],
+      ["POST", `/v1/runs/${runId}/steer?bogus=1`, { kind: "note", payload: {} }],
+      ["POST", "/v1/assistants?bogus=1", { graph_id: "echo" }],
+      ["GET", "/v1/assistants/echo?bogus=1", undefined],
+      ["PATCH", "/v1/assistants/echo?bogus=1", { name: "x" }],
+      ["DELETE", "/v1/assistants/echo?bogus=1", undefined],
+      ["POST", "/v1/schedules?bogus=1", { assistant_id: "echo", cron: "0 0 1 1 *" }],
+      ["GET", `/v1/schedules/${scheduleId}?bogus=1`, undefined],
+      ["PATCH", `/v1/schedules/${scheduleId}?bogus=1`, { enabled: false }],
+      ["DELETE", `/v1/schedules/${scheduleId}?bogus=1`, undefined],
+      ["POST", "/v1/store/batch?bogus=1", { operations: [{ kind: "get", namespace: ["a"], key: "k" }] }],
+    ];
+    const threadsBefore = (await server.request("GET", "/v1/threads?limit=1000")).body.length;
+    for (const [method, path, body] of cases) {
+      const answer = await server.request(method, path, body === undefined ? {} : { body });
+      assertProblem(answer, 422, "validation_error");
+      assert.match(answer.body.detail, /^querystring has unknown property "(bogus|after)"/, `${method} ${path}: ${answer.body.detail}`);
+    }
+    assert.equal((await server.request("GET", "/v1/threads?limit=1000")).body.length, threadsBefore, "no thread was created");
+    assert.equal((await server.request("GET", `/v1/threads/${threadId}`)).status, 200, "nor deleted");
+    assert.equal((await server.request("GET", `/v1/schedules/${scheduleId}`)).body.enabled, true, "nor a schedule changed");
+    assert.equal((await server.request("DELETE", `/v1/schedules/${scheduleId}`)).status, 204);
+  });
+
+  test("row 11: numbers in a query or Last-Event-ID are decimal digits: hex, exponents, signs and fractions are 422", async () => {
+    for (const loose of ["0x3", "1e0", "%2B3", "%203", "3.0", "0b1", "Infinity"]) {
+      assertFieldRefused(await server.request("GET", `/v1/threads?limit=${loose}`), "querystring", "/limit", /decimal digits/);
+      assertFieldRefused(await server.request("GET", `/v1/runs/${runId}/events?after=${loose}`), "querystring", "/after", /decimal/);
+    }
+    for (const loose of ["0x3", "1e2", "+3", "3.5", "three"]) {
+      assertFieldRefused(
+        await server.request("GET", `/v1/runs/${runId}/stream`, { headers: { "last-event-id": loose } }),
+        "headers",
+        "/last-event-id",
+        /decimal digits/,
+      );
+    }
+    assertFieldRefused(await server.request("GET", `/v1/runs/${runId}/join?timeout=0x10`), "querystring", "/timeout", /decimal/);
+    // Plain decimal text still works, fractions where the field is a number.
+    assert.equal((await server.request("GET", "/v1/threads?limit=3&offset=007")).status, 200);
+    assert.equal((await server.request("GET", `/v1/runs/${runId}/join?timeout=0.5`)).body.status, "succeeded");
+    const events = (await server.request("GET", `/v1/runs/${runId}/events?after=1&limit=1`)).body;
+    assert.deepEqual(
+      events.map((e: { sequence: number }) => e.sequence),
+      [2],
+    );
+    const stream = await fetch(`${server.url}/v1/runs/${runId}/stream`, {
+      headers: { authorization: `Bearer ${await server.token()}`, "last-event-id": "2" },
+      signal: AbortSignal.timeout(20_000),
+    });
+    assert.equal(stream.status, 200);
+    assert.match(await stream.text(), /^id: 3$/m, "a finished run's stream replays from after Last-Event-ID");
+  });
+
+  test("row 12: LangGraph searches sort only by the SDK's fields; anything else is a 422", async () => {
+    for (const [path, fields] of [
+      ["/threads/search", ["thread_id", "status", "created_at", "updated_at", "state_updated_at"]],
+      ["/assistants/search", ["assistant_id", "graph_id", "name", "created_at", "updated_at"]],
+    ] as const) {
+      for (const sortBy of fields) assert.equal((await server.request("POST", path, { body: { sort_by: sortBy } })).status, 200, sortBy);
+      const answer = await server.request("POST", path, { body: { sort_by: "bogus" } });
+      assertProblem(answer, 422, "validation_error");
+      assert.match(answer.body.detail, /^body\/sort_by /);
+    }
+  });
+
+  test("row 13: config.configurable keys reserved for LangGraph and Rudder are a 422 wherever a config is given", async () => {
+    const runsBefore = await runsOfThread();
+    const assistant = (await server.request("POST", "/v1/assistants", { body: { graph_id: "echo" } })).body.assistant_id;
+    for (const key of ["__pregel_checkpointer", "__pregel_send", "__rudder_tenant_id", "__rudder_checkpoint_hook"]) {
+      const config = { configurable: { [key]: null } };
+      const run = { assistant_id: "echo", input: { message: "x" }, config };
+      for (const [method, path, body] of [
+        ["POST", `/v1/threads/${threadId}/runs`, run],
+        ["POST", "/v1/runs", run],
+        ["POST", `/threads/${threadId}/runs`, run],
+        ["POST", "/runs/wait", run],
+        ["POST", "/v1/assistants", { graph_id: "echo", config }],
+        ["PATCH", `/v1/assistants/${assistant}`, { config }],
+      ] as const) {
+        const answer = await server.request(method, path, { body });
+        assertProblem(answer, 422, "validation_error");
+        assert.match(answer.body.detail, new RegExp(`config/configurable/${key} is reserved`), `${method} ${path}: ${answer.body.detail}`);
+      }
+    }
+    assert.equal(await runsOfThread(), runsBefore, "no run was created");
+    // Other configurable keys, double underscores included, are the graph's to read.
+    const fine = await server.request("POST", `/v1/threads/${threadId}/runs`, {
+      body: { assistant_id: "echo", input: { message: "x" }, config: { configurable: { __mine: 1, pregel: 2 } } },
+    });
+    assert.equal(fine.status, 202, JSON.stringify(fine.body));
+    assert.equal((await server.request("GET", `/v1/runs/${fine.body.run_id}/join?timeout=20`)).body.status, "succeeded");
+  });
+
+  test("row 14: a schedule's input is checked against its graph at create and update, as a run's is", async () => {
+    const refused = await server.request("POST", "/v1/schedules", { body: { assistant_id: "echo", cron: "* * * * *", input: { zzz: 1 } } });
+    assertProblem(refused, 422, "validation_error");
+    assert.match(refused.body.detail, /input has unknown key\(s\) zzz/);
+    const refusedCron = await server.request("POST", "/runs/crons", {
+      body: { assistant_id: "echo", schedule: "* * * * *", input: { zzz: 1 } },
+    });
+    assertProblem(refusedCron, 422, "validation_error");
+    const created = await server.request("POST", "/v1/schedules", {
+      body: { assistant_id: "echo", cron: "0 0 1 1 *", input: { message: "hi" } },
+    });
+    assert.equal(created.status, 201);
+    const patched = await server.request("PATCH", `/v1/schedules/${created.body.schedule_id}`, { body: { input: { zzz: 1 } } });
+    assertProblem(patched, 422, "validation_error");
+    assert.deepEqual((await server.request("GET", `/v1/schedules/${created.body.schedule_id}`)).body.input, { message: "hi" });
+    // A cron is a schedule under LangGraph's names.
+    const cronPatch = await server.request("PATCH", `/runs/crons/${created.body.schedule_id}`, { body: { input: { zzz: 1 } } });
+    assertProblem(cronPatch, 422, "validation_error");
+    assert.equal((await server.request("DELETE", `/v1/schedules/${created.body.schedule_id}`)).status, 204);
+  });
+
+  test("row 15: a __proto__ member is refused saying so (400); a compressed body is a 415", async () => {
+    for (const raw of ['{"__proto__":{"x":1}}', '{"metadata":{"constructor":{"prototype":{"x":1}}}}']) {
+      const answer = await server.request("POST", "/v1/threads", { rawBody: raw });
+      assertProblem(answer, 400, "invalid_request");
+      assert.match(answer.body.detail, /"__proto__" member, or a "constructor" member holding "prototype"/);
+    }
+    assert.match((await server.request("POST", "/v1/threads", { rawBody: '{"metadata":' })).body.detail, /not valid JSON/);
+    for (const encoding of ["gzip", "deflate", "br", "GZIP"]) {
+      const answer = await server.request("POST", "/v1/threads", { rawBody: "{}", headers: { "content-encoding": encoding } });
+      assertProblem(answer, 415, "unsupported_media_type");
+      assert.match(answer.body.detail, /Content-Encoding/);
+    }
+    const identity = await server.request("POST", "/v1/threads", { rawBody: "{}", headers: { "content-encoding": "identity" } });
+    assert.equal(identity.status, 201);
+  });
+});
+
+describe("a request that does not arrive in time", () => {
+  let server: TestServer;
+  before(async () => {
+    server = await startTestServer({ configFile: TESTING_CONFIG, config: { requestTimeoutMs: 500 } });
+  });
+  after(() => server.close());
+
+  test("row 16: a body shorter than its Content-Length is a 408 problem after the request timeout, not a hang", async () => {
+    const token = await server.token();
+    const started = Date.now();
+    const answer = await rawHttp(
+      server.url,
+      `POST /v1/threads HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{}`,
+    );
+    assert.match(answer, /^HTTP\/1\.1 408 /);
+    assert.match(answer, /content-type: application\/problem\+json/i);
+    assert.equal(JSON.parse(answer.slice(answer.indexOf("\r\n\r\n") + 4)).code, "request_timeout");
+    assert.ok(Date.now() - started < 5_000, `answered after ${Date.now() - started} ms`);
+    // Headers that never end are bounded too.
+    assert.match(await rawHttp(server.url, "GET /v1/threads HTTP/1.1\r\nHost: x\r\n"), /^HTTP\/1\.1 408 /);
+  });
+
+  test("row 16: the timeout bounds receiving a request, not answering it: streams and joins last longer", async () => {
+    const created = await server.request("POST", "/v1/runs", { body: { assistant_id: "steps", input: { steps: 8, delayMs: 200 } } });
+    assert.equal(created.status, 202);
+    const started = Date.now();
+    const stream = await fetch(`${server.url}/v1/runs/${created.body.run_id}/stream`, {
+      headers: { authorization: `Bearer ${await server.token()}` },
+      signal: AbortSignal.timeout(30_000),
+    });
+    const text = await stream.text();
+    assert.match(text, /run_succeeded/);
+    assert.ok(Date.now() - started > 1_000, "the stream outlived the request timeout");
+    const slow = await server.request("POST", "/v1/runs", { body: { assistant_id: "steps", input: { steps: 6, delayMs: 200 } } });
+    const joined = await server.request("GET", `/v1/runs/${slow.body.run_id}/join?timeout=20`);
+    assert.equal(joined.body.status, "succeeded");
   });
 });
 

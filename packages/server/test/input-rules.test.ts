@@ -4,7 +4,7 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ConfigError, resolveConfig } from "../src/config/config.ts";
-import { isRetryableError, runErrorOf } from "../src/domain/runs.ts";
+import { configProblem, isRetryableError, runErrorOf } from "../src/domain/runs.ts";
 import { MAX_REQUEST_JSON_DEPTH, MAX_TENANT_ID_LENGTH } from "../src/domain/limits.ts";
 import { findJsonFault, serializedFault, storableText, textProblem, UnstorableOutputError } from "../src/domain/storable-json.ts";
 import { tenantIdProblem } from "../src/domain/tenants.ts";
@@ -65,6 +65,26 @@ describe("storable JSON", () => {
   test("unstorable output is not retryable, and graph error messages are stored as text", () => {
     assert.equal(isRetryableError(new UnstorableOutputError("x")), false);
     assert.equal(runErrorOf(new Error("bad \u0000 \udfff")).message, "bad \ufffd \ufffd");
+  });
+});
+
+describe("run configs", () => {
+  test("configurable keys LangGraph and Rudder reserve are refused; others, and configs without configurable, pass", () => {
+    for (const key of ["__pregel_checkpointer", "__pregel_send", "__pregel_", "__rudder_tenant_id", "__rudder"])
+      assert.match(
+        configProblem({ configurable: { ok: 1, [key]: null } }) ?? "",
+        new RegExp(`^config/configurable/${key} is reserved`),
+        key,
+      );
+    for (const fine of [
+      undefined,
+      {},
+      { configurable: {} },
+      { configurable: { __mine: 1, pregel: 2, thread_id: "t" } },
+      { tags: ["__pregel_x"] },
+    ])
+      assert.equal(configProblem(fine as Record<string, unknown> | undefined), undefined, JSON.stringify(fine));
+    assert.equal(configProblem({ configurable: "__pregel_x" }), undefined, "a configurable that is not an object holds no key");
   });
 });
 
@@ -171,6 +191,13 @@ describe("configuration of tokens and shutdown", () => {
     assert.equal(resolveConfig({}, { RUDDER_JWT_REQUIRE_EXP: "false" }, NO_FILE).auth.requireExp, false);
     assert.equal(resolveConfig({}, { RUDDER_JWT_REQUIRE_EXP: "1" }, NO_FILE).auth.requireExp, true);
     assert.throws(() => resolveConfig({}, { RUDDER_JWT_REQUIRE_EXP: "maybe" }, NO_FILE), ConfigError);
+  });
+
+  test("RUDDER_REQUEST_TIMEOUT_MS bounds how long a request may take to arrive (default 30 s)", () => {
+    assert.equal(resolveConfig({}, {}, NO_FILE).requestTimeoutMs, 30_000);
+    assert.equal(resolveConfig({}, { RUDDER_REQUEST_TIMEOUT_MS: "5000" }, NO_FILE).requestTimeoutMs, 5000);
+    for (const bad of ["0", "-1", "1.5", "soon"])
+      assert.throws(() => resolveConfig({}, { RUDDER_REQUEST_TIMEOUT_MS: bad }, NO_FILE), ConfigError, bad);
   });
 
   test("RUDDER_SHUTDOWN_GRACE_MS sets the worker's grace period (0 hands runs back at once)", () => {

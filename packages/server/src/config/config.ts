@@ -86,6 +86,8 @@ export interface RudderConfig {
   readonly port: number;
   readonly auth: AuthConfig;
   readonly bodyLimitBytes: number;
+  /** A request (headers and body) still arriving after this is answered 408 (RUDDER_REQUEST_TIMEOUT_MS). */
+  readonly requestTimeoutMs: number;
   readonly logLevel: string;
   /** json (pino lines) or pretty (readable); undefined: the command's default (dev pretty, else json). */
   readonly logFormat: "json" | "pretty" | undefined;
@@ -160,6 +162,7 @@ export function resolveConfig(flags: ConfigFlags, env: Env = process.env, cwd = 
     port,
     auth: parseAuth(file.auth, env),
     bodyLimitBytes: 1 * MIB,
+    requestTimeoutMs: positiveInteger(env, "RUDDER_REQUEST_TIMEOUT_MS", 30 * SECOND),
     logLevel: logLevel(nonEmpty(env.RUDDER_LOG_LEVEL) ?? "info"),
     logFormat: logFormat(flags.logFormat ?? nonEmpty(env.RUDDER_LOG_FORMAT)),
     metricsPort: metricsPort(flags.metricsPort ?? nonEmpty(env.RUDDER_METRICS_PORT) ?? "off"),

@@ -55,6 +55,22 @@ export function runErrorOf(error: unknown): RunError {
   return { code, message, retryable: isRetryableError(error) };
 }
 
+/**
+ * Prefixes of the `config.configurable` keys that LangGraph (`__pregel_`: its checkpointer, send,
+ * scratchpad …) and Rudder (`__rudder`: the tenant, the checkpoint hook, the usage meter) put
+ * there for a run: a request that set one would replace the machinery with data.
+ */
+export const RESERVED_CONFIGURABLE_PREFIXES = ["__pregel_", "__rudder"] as const;
+
+/** Why a request's config may not be used (a reserved `configurable` key), or undefined when it may. */
+export function configProblem(config: Record<string, unknown> | undefined, where = "config"): string | undefined {
+  const configurable = config?.configurable;
+  if (typeof configurable !== "object" || configurable === null || Array.isArray(configurable)) return undefined;
+  const reserved = Object.keys(configurable).find((key) => RESERVED_CONFIGURABLE_PREFIXES.some((prefix) => key.startsWith(prefix)));
+  if (reserved === undefined) return undefined;
+  return `${where}/configurable/${reserved} is reserved: keys starting with ${RESERVED_CONFIGURABLE_PREFIXES.join(" or ")} are set by the server`;
+}
+
 /** Exponential backoff between delivery attempts, bounded: base, 2×base, 4×base … at most 60 s. */
 export function retryDelayMs(attempt: number, baseMs = 1000): number {
   return Math.min(60_000, baseMs * 2 ** Math.max(0, attempt - 1));

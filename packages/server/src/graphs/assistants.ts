@@ -3,6 +3,7 @@ import type { Assistant, CreateAssistantBody, JsonObject, PatchAssistantBody } f
 import type { DeclaredAssistant } from "../config/config.ts";
 import { contains } from "../domain/containment.ts";
 import { ApiError, notFound } from "../domain/errors.ts";
+import { configProblem } from "../domain/runs.ts";
 import type { AssistantRepository } from "../storage/assistants.ts";
 import type { Queryable } from "../storage/db.ts";
 import type { GraphRegistry } from "./registry.ts";
@@ -62,6 +63,7 @@ export class AssistantCatalog {
 
   async create(tenantId: string, input: CreateAssistantBody): Promise<Assistant> {
     this.requireGraph(input.graph_id);
+    requireUsableConfig(input.config);
     const assistantId = input.assistant_id ?? randomUUID();
     if (this.declared.has(assistantId)) throw declaredConflict(assistantId);
     const created = await this.repository.create(tenantId, assistantId, {
@@ -80,6 +82,7 @@ export class AssistantCatalog {
   async update(tenantId: string, assistantId: string, patch: PatchAssistantBody): Promise<Assistant> {
     if (this.declared.has(assistantId)) throw declaredConflict(assistantId);
     if (patch.graph_id !== undefined) this.requireGraph(patch.graph_id);
+    requireUsableConfig(patch.config);
     const current = await this.repository.get(tenantId, assistantId);
     if (!current) throw notFound("assistant", assistantId);
     const updated = await this.repository.update(tenantId, assistantId, { ...current, ...definedOnly(patch) });
@@ -97,6 +100,12 @@ export class AssistantCatalog {
       throw new ApiError("validation_error", `graph_id "${graphId}" names no loaded graph (loaded: ${this.graphs.ids().join(", ")})`);
     }
   }
+}
+
+/** An assistant's config becomes its runs' config: it may set no key a run may not (`configProblem`). */
+function requireUsableConfig(config: Record<string, unknown> | undefined): void {
+  const problem = configProblem(config);
+  if (problem) throw new ApiError("validation_error", problem);
 }
 
 function fromDeclaration(entry: DeclaredAssistant, loadedAt: string): Assistant {

@@ -34,6 +34,12 @@ import { buildCachedSerializer, buildStrictValidator, storableJsonParser } from 
 export interface AppOptions {
   readonly services: AppServices;
   readonly bodyLimitBytes: number;
+  /**
+   * How long a request may take to arrive, headers and body (a body shorter than its
+   * Content-Length would otherwise hold its connection for ever): then 408. The response is not
+   * bounded by it (streams and joins last as long as they need).
+   */
+  readonly requestTimeoutMs: number;
   /** The process's pino logger; request logs carry `request_id`. */
   readonly logger: FastifyBaseLogger;
   readonly version: string;
@@ -59,11 +65,22 @@ const REQUEST_ID = /^[\w.:-]{1,128}$/;
  */
 const MAX_PARAM_LENGTH = 2048;
 
+/** Node checks for requests that timed out this often (its default, 30 s, would double a 30 s timeout). */
+const checkEveryMs = (requestTimeoutMs: number): number => Math.min(Math.max(Math.floor(requestTimeoutMs / 4), 50), 5_000);
+
 export async function buildApp(options: AppOptions): Promise<App> {
   const app = Fastify({
     loggerInstance: options.logger,
     logController: new RequestLogController(),
     bodyLimit: options.bodyLimitBytes,
+    // Node answers a request still arriving after this with 408 (clientErrorHandler shapes it);
+    // its headers get the same bound, and it is checked often enough to be near it.
+    requestTimeout: options.requestTimeoutMs,
+    http: {
+      requestTimeout: options.requestTimeoutMs,
+      headersTimeout: options.requestTimeoutMs,
+      connectionsCheckingInterval: checkEveryMs(options.requestTimeoutMs),
+    },
     genReqId: (request) => {
       const incoming = request.headers["x-request-id"];
       return typeof incoming === "string" && REQUEST_ID.test(incoming) ? incoming : randomUUID();
@@ -88,6 +105,14 @@ export async function buildApp(options: AppOptions): Promise<App> {
   const parseJson = storableJsonParser(app.getDefaultJsonParser("error", "error"));
   app.removeContentTypeParser("application/json");
   app.addContentTypeParser("application/json", { parseAs: "string" }, parseJson);
+  // Bodies are read as sent: a compressed one is refused, not parsed as garbled JSON.
+  app.addHook("preParsing", async (request, _reply, payload) => {
+    const encoding = request.headers["content-encoding"]?.trim().toLowerCase();
+    if (encoding && encoding !== "identity" && hasBody(request.headers)) {
+      throw new ApiError("unsupported_media_type", `Content-Encoding "${encoding}" is not accepted: send the body uncompressed`);
+    }
+    return payload;
+  });
   const { metrics } = options.services;
   // Every request is counted when its connection's response ends, streams and refusals included,
   // by route pattern (never the raw URL: ids would make a series per run).
@@ -167,4 +192,9 @@ export async function buildApp(options: AppOptions): Promise<App> {
     app.server.once("close", () => clearInterval(sweep));
   });
   return app;
+}
+
+/** Whether a request carries a body (a length above 0, or a chunked one). */
+function hasBody(headers: { "content-length"?: string; "transfer-encoding"?: string }): boolean {
+  return headers["transfer-encoding"] !== undefined || (headers["content-length"] !== undefined && headers["content-length"] !== "0");
 }

@@ -25,11 +25,29 @@ type JsonParser = (request: FastifyRequest, body: string, done: (error: Error | 
 export function storableJsonParser(parse: JsonParser): JsonParser {
   return (request, body, done) =>
     parse(request, body, (error, value) => {
-      if (error) return done(error);
+      if (error) return done(isValidJson(body) ? poisoningError() : error);
       const fault = findJsonFault(value);
       if (fault) return done(faultError("body", fault));
       done(null, value);
     });
+}
+
+/** Whether the text is JSON: when Fastify's parser refused JSON, it refused a prototype-poisoning member. */
+function isValidJson(text: string): boolean {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Fastify's parser refuses these members (they could reach an object's prototype); its own message says the JSON is invalid. */
+function poisoningError(): ApiError {
+  return new ApiError(
+    "invalid_request",
+    'the body has a "__proto__" member, or a "constructor" member holding "prototype": these are refused (rename the key)',
+  );
 }
 
 /** A storage-rule fault as the 422 a schema violation gives, with the same `errors` shape. */
@@ -95,7 +113,7 @@ function compilersFor(externalSchemas: readonly AnySchema[]): Compilers {
 function compileFor({ bodyAjv, textAjv }: Compilers, schema: AnySchema, httpPart: string | undefined): ValidateFunction {
   if (httpPart === "body") return bodyAjv.compile(schema);
   const validate = textAjv.compile(schema);
-  return httpPart === "headers" ? validate : storableFirst(validate);
+  return guardText(validate, numericFields(schema), httpPart !== "headers");
 }
 
 function withCanonicalUuids(ajv: Ajv): Ajv {
@@ -106,12 +124,31 @@ function withCanonicalUuids(ajv: Ajv): Ajv {
   return ajv;
 }
 
-/** A validator that first holds every string of the (query or path) object to the storage rules. */
-function storableFirst(validate: ValidateFunction): ValidateFunction {
+/** Decimal text, as a number field of a query, path or header must be written: no hex, exponent, sign or spaces. */
+const DECIMAL_INTEGER = /^-?[0-9]+$/;
+const DECIMAL_NUMBER = /^-?[0-9]+(\.[0-9]+)?$/;
+
+/** The top-level fields of a (query, path or header) schema typed integer or number, by name. */
+function numericFields(schema: AnySchema): ReadonlyMap<string, RegExp> {
+  const fields = new Map<string, RegExp>();
+  const properties = typeof schema === "object" ? (schema as { properties?: Record<string, { type?: unknown }> }).properties : undefined;
+  for (const [name, property] of Object.entries(properties ?? {})) {
+    if (property.type === "integer") fields.set(name.toLowerCase(), DECIMAL_INTEGER);
+    else if (property.type === "number") fields.set(name.toLowerCase(), DECIMAL_NUMBER);
+  }
+  return fields;
+}
+
+/**
+ * A validator of text (a query, path parameters or headers) that first holds the text to the
+ * rules Ajv's coercion would not: every string of a query or path to the storage rules
+ * (`storable`), and a number field to plain decimal digits, since coercion reads `0x3`, `1e2` and
+ * `+3` as numbers too.
+ */
+function guardText(validate: ValidateFunction, numeric: ReadonlyMap<string, RegExp>, storable: boolean): ValidateFunction {
   const guarded = ((data: unknown, context?: Parameters<ValidateFunction>[1]) => {
-    const fault = findJsonFault(data);
-    if (fault) {
-      const error: ErrorObject = { instancePath: fault.path, schemaPath: "#", keyword: "storable", params: {}, message: fault.problem };
+    const error = (storable ? storableError(data) : undefined) ?? numberTextError(data, numeric);
+    if (error) {
       guarded.errors = [error];
       return false;
     }
@@ -121,6 +158,29 @@ function storableFirst(validate: ValidateFunction): ValidateFunction {
   }) as ValidateFunction;
   // Fastify hands Ajv validators (known by their schemaEnv) the parent object, for root coercion.
   return Object.assign(guarded, { schemaEnv: validate.schemaEnv, schema: validate.schema });
+}
+
+function storableError(data: unknown): ErrorObject | undefined {
+  const fault = findJsonFault(data);
+  return fault && { instancePath: fault.path, schemaPath: "#", keyword: "storable", params: {}, message: fault.problem };
+}
+
+function numberTextError(data: unknown, numeric: ReadonlyMap<string, RegExp>): ErrorObject | undefined {
+  if (numeric.size === 0 || typeof data !== "object" || data === null) return undefined;
+  for (const [name, pattern] of numeric) {
+    const value = (data as Record<string, unknown>)[name];
+    if (typeof value === "string" && !pattern.test(value)) {
+      const what = pattern === DECIMAL_INTEGER ? "an integer" : "a number";
+      return {
+        instancePath: `/${name}`,
+        schemaPath: `#/properties/${name}/type`,
+        keyword: "type",
+        params: {},
+        message: `must be ${what} in decimal digits`,
+      };
+    }
+  }
+  return undefined;
 }
 
 type Serializer = ReturnType<SerializerCompiler>;

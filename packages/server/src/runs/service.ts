@@ -1,8 +1,8 @@
 import { randomUUID } from "node:crypto";
-import type { CreateRunBody, JsonObject, ResumeBody, Run, RunEvent } from "@rudder/api";
+import type { Assistant, CreateRunBody, JsonObject, ResumeBody, Run, RunEvent } from "@rudder/api";
 import { ApiError, notFound } from "../domain/errors.ts";
 import { isRefusal, transitionFor, type RunTrigger } from "../domain/run-lifecycle.ts";
-import { ACTIVE_STATUSES, isSettled, requestFingerprint, type MultitaskStrategy } from "../domain/runs.ts";
+import { ACTIVE_STATUSES, configProblem, isSettled, requestFingerprint, type MultitaskStrategy } from "../domain/runs.ts";
 import type { AssistantCatalog } from "../graphs/assistants.ts";
 import { validateGraphInput } from "../graphs/input.ts";
 import type { GraphRegistry } from "../graphs/registry.ts";
@@ -98,16 +98,7 @@ export class RunService {
     options: CreateRunOptions = {},
   ): Promise<{ run: Run; replayed: boolean }> {
     const { idempotencyKey, tx, runId = randomUUID() } = options;
-    const assistant = await this.assistants.get(tenantId, request.assistant_id, tx).catch((error: unknown) => {
-      // An unknown assistant is a fault in the body, not a missing resource at this URL.
-      if (error instanceof ApiError && error.code === "not_found") {
-        throw new ApiError("validation_error", `assistant_id "${request.assistant_id}" names no assistant`);
-      }
-      throw error;
-    });
-    const graph = await this.graphs.get(assistant.graph_id);
-    if (!graph) throw new ApiError("validation_error", `the graph of assistant ${assistant.assistant_id} is not loaded`);
-    await validateGraphInput(graph, request.input);
+    const assistant = await this.checkRequest(tenantId, request, tx);
     const hasCommand = request.resume !== undefined || request.update != null || request.goto != null;
     const run: NewRun = {
       tenantId,
@@ -146,6 +137,32 @@ export class RunService {
         ? withoutTransaction(this.db, (direct) => create(direct, true))
         : this.db.transaction(create));
     return { run: publicRun(created.run), replayed: created.replayed };
+  }
+
+  /**
+   * The checks of a run's request that need no thread or queue: its assistant exists and its
+   * graph is loaded, its input fits the graph, its config sets no reserved key. Run creation
+   * makes them first; a schedule makes them when it is created or changed, so its fires are not
+   * refused for what could be told then. Answers the assistant.
+   */
+  async checkRequest(
+    tenantId: string,
+    request: Pick<CreateRunBody, "assistant_id" | "input" | "config">,
+    tx?: Transaction,
+  ): Promise<Assistant> {
+    const assistant = await this.assistants.get(tenantId, request.assistant_id, tx).catch((error: unknown) => {
+      // An unknown assistant is a fault in the body, not a missing resource at this URL.
+      if (error instanceof ApiError && error.code === "not_found") {
+        throw new ApiError("validation_error", `assistant_id "${request.assistant_id}" names no assistant`);
+      }
+      throw error;
+    });
+    const graph = await this.graphs.get(assistant.graph_id);
+    if (!graph) throw new ApiError("validation_error", `the graph of assistant ${assistant.assistant_id} is not loaded`);
+    const problem = configProblem(request.config);
+    if (problem) throw new ApiError("validation_error", problem);
+    await validateGraphInput(graph, request.input);
+    return assistant;
   }
 
   /**

@@ -2,8 +2,8 @@ import { randomUUID } from "node:crypto";
 import type { CreateScheduleBody, PatchScheduleBody, Schedule } from "@rudder/api";
 import { ApiError, notFound } from "../domain/errors.ts";
 import { cronProblem, nextDueAfter } from "../domain/schedules.ts";
-import type { AssistantCatalog } from "../graphs/assistants.ts";
 import type { Notifier } from "../notify/notifier.ts";
+import type { RunService } from "../runs/service.ts";
 import type { Db } from "../storage/db.ts";
 import * as scheduleRows from "../storage/schedules.ts";
 import { findThread } from "../storage/threads.ts";
@@ -18,7 +18,8 @@ export type { ScheduleFilter, ScheduleSortColumn } from "../storage/schedules.ts
 export class ScheduleService {
   constructor(
     private readonly db: Db,
-    private readonly assistants: AssistantCatalog,
+    /** Checks a schedule's run request as run creation does, so its fires are not refused for what can be told now. */
+    private readonly runs: Pick<RunService, "checkRequest">,
     private readonly notifier: Notifier,
     /** The clock next due times are computed from (tests move it). */
     private readonly clock: () => Date = () => new Date(),
@@ -27,11 +28,7 @@ export class ScheduleService {
   async create(tenantId: string, body: CreateScheduleBody): Promise<Schedule> {
     const timezone = body.timezone ?? "UTC";
     requireValid(body.cron, timezone);
-    await this.assistants.get(tenantId, body.assistant_id).catch((error: unknown) => {
-      if (error instanceof ApiError && error.code === "not_found")
-        throw new ApiError("validation_error", `assistant_id "${body.assistant_id}" names no assistant`);
-      throw error;
-    });
+    await this.runs.checkRequest(tenantId, { assistant_id: body.assistant_id, input: body.input ?? {} });
     const threadId = body.thread_id ?? null;
     if (threadId !== null && !(await findThread(this.db, tenantId, threadId))) {
       throw new ApiError("validation_error", `thread_id "${threadId}" names no thread`);
@@ -85,6 +82,7 @@ export class ScheduleService {
       const timezone = patch.timezone ?? current.timezone;
       const enabled = patch.enabled ?? current.enabled;
       if (patch.cron !== undefined || patch.timezone !== undefined) requireValid(cron, timezone);
+      if (patch.input !== undefined) await this.runs.checkRequest(tenantId, { assistant_id: current.assistant_id, input: patch.input }, tx);
       const retimed = cron !== current.cron || timezone !== current.timezone || (enabled && !current.enabled);
       let nextRunAt: Date | null = current.next_run_at === null ? null : new Date(current.next_run_at);
       if (!enabled) nextRunAt = null;

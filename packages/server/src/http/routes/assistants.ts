@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
-import { Assistant, AssistantIdParams, CreateAssistantBody, ListAssistantsQuery, PatchAssistantBody } from "@rudder/api";
+import { Assistant, AssistantIdParams, CreateAssistantBody, ListAssistantsQuery, NoQuery, PatchAssistantBody } from "@rudder/api";
 import { parseJsonObjectParam } from "../query.ts";
 import { problems } from "../responses.ts";
 import type { AppServices } from "../services.ts";
@@ -19,6 +19,7 @@ export const assistantRoutes: FastifyPluginAsyncTypebox<{ services: AppServices 
         tags,
         summary: "Create an assistant",
         body: CreateAssistantBody,
+        querystring: NoQuery,
         response: { 201: Type.Ref("Assistant"), ...problems(400, 401, 403, 409, 413, 422) },
       },
     },
@@ -53,6 +54,7 @@ export const assistantRoutes: FastifyPluginAsyncTypebox<{ services: AppServices 
         tags,
         summary: "Get an assistant",
         params: AssistantIdParams,
+        querystring: NoQuery,
         response: { 200: Type.Ref("Assistant"), ...problems(401, 403, 404, 422) },
       },
     },
@@ -68,6 +70,7 @@ export const assistantRoutes: FastifyPluginAsyncTypebox<{ services: AppServices 
         summary: "Update an assistant's fields (those given replace the stored ones)",
         params: AssistantIdParams,
         body: PatchAssistantBody,
+        querystring: NoQuery,
         response: { 200: Type.Ref("Assistant"), ...problems(400, 401, 403, 404, 409, 413, 422) },
       },
     },
@@ -82,6 +85,7 @@ export const assistantRoutes: FastifyPluginAsyncTypebox<{ services: AppServices 
         tags,
         summary: "Delete an assistant",
         params: AssistantIdParams,
+        querystring: NoQuery,
         response: { 204: Type.Null(), ...problems(401, 403, 404, 409, 422) },
       },
     },

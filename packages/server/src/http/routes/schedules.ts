@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
-import { CreateScheduleBody, ListSchedulesQuery, PatchScheduleBody, Schedule, ScheduleIdParams } from "@rudder/api";
+import { CreateScheduleBody, ListSchedulesQuery, NoQuery, PatchScheduleBody, Schedule, ScheduleIdParams } from "@rudder/api";
 import { problems } from "../responses.ts";
 import type { AppServices } from "../services.ts";
 
@@ -18,6 +18,7 @@ export const scheduleRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }
         tags,
         summary: "Create a schedule (422 for a bad cron or time zone, an unknown assistant or thread)",
         body: CreateScheduleBody,
+        querystring: NoQuery,
         response: { 201: Type.Ref("Schedule"), ...problems(400, 401, 403, 413, 422) },
       },
     },
@@ -46,6 +47,7 @@ export const scheduleRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }
         tags,
         summary: "Get a schedule",
         params: ScheduleIdParams,
+        querystring: NoQuery,
         response: { 200: Type.Ref("Schedule"), ...problems(401, 403, 404, 422) },
       },
     },
@@ -61,6 +63,7 @@ export const scheduleRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }
         summary: "Update any of cron, timezone, input, enabled, metadata (a new cron, time zone or enabling recomputes next_run_at)",
         params: ScheduleIdParams,
         body: PatchScheduleBody,
+        querystring: NoQuery,
         response: { 200: Type.Ref("Schedule"), ...problems(400, 401, 403, 404, 413, 422) },
       },
     },
@@ -75,6 +78,7 @@ export const scheduleRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }
         tags,
         summary: "Delete a schedule (no further fires)",
         params: ScheduleIdParams,
+        querystring: NoQuery,
         response: { 204: Type.Null(), ...problems(401, 403, 404, 422) },
       },
     },

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import { Type } from "typebox";
-import { StoreBatchAnswer, StoreBatchBody, StoreSearchHit, StoreSearchQuery } from "@rudder/api";
+import { NoQuery, StoreBatchAnswer, StoreBatchBody, StoreSearchHit, StoreSearchQuery } from "@rudder/api";
 import { ApiError } from "../../domain/errors.ts";
 import { grants } from "../../domain/roles.ts";
 import { parseNamespaceParam } from "../../domain/store.ts";
@@ -28,6 +28,7 @@ export const storeRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> =
           "Each operation's `kind` picks its shape: put, get, delete, search, list_namespaces. A later operation sees an earlier one's writes. " +
           "One result per operation, in order. A batch with put or delete needs the operator role.",
         body: StoreBatchBody,
+        querystring: NoQuery,
         response: { 200: StoreBatchAnswer, ...problems(400, 401, 403, 413, 422, 503) },
       },
     },
