@@ -1,11 +1,11 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { Writable } from "node:stream";
 import { fileURLToPath } from "node:url";
 import { TaskState } from "@a2a-js/sdk";
 import { RequestMalformedError } from "@a2a-js/sdk/errors";
 import { createLogger } from "../src/observability/logger.ts";
 import { a2aClient, asTask, cardUrl, data, rpc, sendRequest, sseData, userMessage } from "./support/a2a.ts";
+import { logLines } from "./support/log-lines.ts";
 import { startTestServer, type TestServer } from "./support/server.ts";
 
 const TESTING_CONFIG = fileURLToPath(new URL("./fixtures/testing.rudder.json", import.meta.url));
@@ -25,14 +25,8 @@ const nested = (levels: number, value: unknown = 1): unknown => {
  */
 describe("A2A gateway input rules", () => {
   let server: TestServer;
-  const lines: string[] = [];
+  const { lines, destination } = logLines();
   before(async () => {
-    const destination = new Writable({
-      write(chunk: Buffer, _encoding, done) {
-        lines.push(...chunk.toString("utf8").split("\n").filter(Boolean));
-        done();
-      },
-    });
     server = await startTestServer({ configFile: TESTING_CONFIG, logger: createLogger({ level: "warn", format: "json", destination }) });
   });
   after(() => server.close());

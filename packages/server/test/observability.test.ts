@@ -1,6 +1,5 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { Writable } from "node:stream";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { mintToken } from "../src/auth/authenticator.ts";
@@ -11,6 +10,7 @@ import { createTestDatabase, TEST_DATABASE_URL, TEST_DRIVER } from "./support/db
 import { startTestServer, TEST_SECRET, type TestServer } from "./support/server.ts";
 import { openSse } from "./support/sse.ts";
 import { runRudder, startRudder, waitForOutput } from "./support/cli.ts";
+import { logLines } from "./support/log-lines.ts";
 
 const TESTING_CONFIG = fileURLToPath(new URL("./fixtures/testing.rudder.json", import.meta.url));
 const SCRAPE_TOKEN = "scrape-token-0123456789abcdef";
@@ -106,15 +106,9 @@ const DOCUMENTED: Record<string, string> = {
 
 describe("observability: GET /metrics", () => {
   let server: TestServer;
-  const lines: string[] = [];
+  const { lines, destination } = logLines();
 
   before(async () => {
-    const destination = new Writable({
-      write(chunk: Buffer, _encoding, done) {
-        lines.push(...chunk.toString("utf8").split("\n").filter(Boolean));
-        done();
-      },
-    });
     server = await startTestServer({
       configFile: TESTING_CONFIG,
       worker: { retryBaseMs: 10, maxAttempts: 2 },
@@ -442,32 +436,23 @@ describe("observability: /ready and the notifier", () => {
 
 describe("observability: log formats", () => {
   test("pretty prints readable lines; json prints one JSON object per line", () => {
-    const capture = () => {
-      const chunks: string[] = [];
-      const destination = new Writable({
-        write(chunk: Buffer, _encoding, done) {
-          chunks.push(chunk.toString("utf8"));
-          done();
-        },
-      });
-      return { chunks, destination };
-    };
-    const pretty = capture();
+    const pretty = logLines();
     createLogger({ level: "info", format: "pretty", destination: pretty.destination }).info(
       { run_id: "r1", authorization: "Bearer x" },
       "attempt settled",
     );
-    const text = pretty.chunks.join("");
+    const text = pretty.lines.join("\n");
     assert.match(text, /INFO.*attempt settled/);
     assert.match(text, /"run_id":"r1"/);
     assert.doesNotMatch(text, /Bearer x/);
     assert.throws(() => JSON.parse(text));
-    const json = capture();
+    const json = logLines();
     createLogger({ level: "info", format: "json", destination: json.destination }).info(
       { run_id: "r1", token: "t0ken" },
       "attempt settled",
     );
-    const line = JSON.parse(json.chunks.join("")) as Record<string, unknown>;
+    assert.equal(json.lines.length, 1);
+    const line = JSON.parse(json.lines[0]!) as Record<string, unknown>;
     assert.equal(line.msg, "attempt settled");
     assert.equal(line.level, "info");
     assert.equal(line.run_id, "r1");
