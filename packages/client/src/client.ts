@@ -25,7 +25,9 @@ import type {
   StoreSearchQuery,
   SteerBody,
   Thread,
+  ThreadHistoryQuery,
   ThreadState,
+  ThreadStateQuery,
 } from "@rudder/api";
 import { RudderError, type ProblemBody } from "./errors.ts";
 import { DEFAULT_RETRY, shouldRetry, sleep, backoffMs, withRetries, type RetryOptions } from "./retry.ts";
@@ -247,10 +249,11 @@ class ThreadsResource {
   delete(threadId: string, options?: CallOptions): Promise<void> {
     return this.client.request("DELETE", `/v1/threads/${id(threadId)}`, { replayable: false, ...signalOf(options) });
   }
-  getState(threadId: string, query: { checkpoint_id?: string } = {}, options?: CallOptions): Promise<ThreadState> {
+  getState(threadId: string, query: ThreadStateQuery = {}, options?: CallOptions): Promise<ThreadState> {
     return this.client.request("GET", `/v1/threads/${id(threadId)}/state`, { query, replayable: true, ...signalOf(options) });
   }
-  getHistory(threadId: string, query: { limit?: number; offset?: number } = {}, options?: CallOptions): Promise<ThreadState[]> {
+  /** Newest first; `before` pages on from a checkpoint id (the server has no offset here). */
+  getHistory(threadId: string, query: ThreadHistoryQuery = {}, options?: CallOptions): Promise<ThreadState[]> {
     return this.client.request("GET", `/v1/threads/${id(threadId)}/history`, { query, replayable: true, ...signalOf(options) });
   }
   /** A new lineage from a checkpoint, optionally with values written as a node (POST /fork). */

@@ -135,7 +135,14 @@ describe("@rudder/client against a real server", () => {
     assert.equal(run.status, "succeeded");
     const state = await client.threads.getState(thread.thread_id);
     assert.ok(state.values);
-    assert.ok((await client.threads.getHistory(thread.thread_id)).length >= 1);
+    const history = await client.threads.getHistory(thread.thread_id);
+    assert.ok(history.length >= 2, "the input's checkpoint and the run's");
+    const [newest] = await client.threads.getHistory(thread.thread_id, { limit: 1 });
+    const older = await client.threads.getHistory(thread.thread_id, { before: newest!.checkpoint!.checkpoint_id });
+    assert.deepEqual(
+      older.map((entry) => entry.checkpoint?.checkpoint_id),
+      history.slice(1).map((entry) => entry.checkpoint?.checkpoint_id),
+    );
     assert.ok((await client.threads.updateState(thread.thread_id, {})).configurable);
     await client.threads.delete(thread.thread_id);
     await assert.rejects(
