@@ -16,6 +16,7 @@ import type {
   ResumeBody,
   Run,
   RunEvent,
+  RunEventsQuery,
   Schedule,
   SteerAccepted,
   StoreBatchAnswer,
@@ -363,7 +364,7 @@ class RunsResource {
       ...signalOf(options),
     });
   }
-  events(runId: string, query: { after?: number; limit?: number } = {}, options?: CallOptions): Promise<RunEvent[]> {
+  events(runId: string, query: RunEventsQuery = {}, options?: CallOptions): Promise<RunEvent[]> {
     return this.client.request("GET", `/v1/runs/${id(runId)}/events`, { query, replayable: true, ...signalOf(options) });
   }
   /**
