@@ -519,6 +519,49 @@ describe("hostile input", () => {
     }
     const identity = await server.request("POST", "/v1/threads", { rawBody: "{}", headers: { "content-encoding": "identity" } });
     assert.equal(identity.status, 201);
+    // A body is read as UTF-8: another charset is refused, not decoded as if it were UTF-8.
+    for (const charset of ["utf-16", "ISO-8859-1", '"latin1"']) {
+      const answer = await server.request("POST", "/v1/threads", {
+        rawBody: "{}",
+        headers: { "content-type": `application/json; charset=${charset}` },
+      });
+      assertProblem(answer, 415, "unsupported_media_type");
+      assert.match(answer.body.detail, /send the body as UTF-8/);
+    }
+    for (const charset of ["utf-8", "UTF-8", '"utf-8"', "utf8"]) {
+      const answer = await server.request("POST", "/v1/threads", {
+        rawBody: "{}",
+        headers: { "content-type": `application/json; charset=${charset}` },
+      });
+      assert.equal(answer.status, 201, charset);
+    }
+  });
+
+  test("row 17: a goto that names no node of the graph is a 422, at creation and at resume; the paused run still resumes", async () => {
+    const atCreation = await server.request("POST", "/v1/runs", {
+      body: { assistant_id: "approval", input: { request: "x" }, goto: "nowhere" },
+    });
+    assertProblem(atCreation, 422, "validation_error");
+    assert.match(atCreation.body.detail, /goto "nowhere" names no node of the graph; its nodes are plan, review, act, __end__/);
+    const created = await server.request("POST", "/v1/runs", { body: { assistant_id: "approval", input: { request: "x" } } });
+    assert.equal(created.status, 202);
+    const paused = await server.request("GET", `/v1/runs/${created.body.run_id}/join?timeout=30`);
+    assert.equal(paused.body.status, "paused");
+    const refused = await server.request("POST", `/v1/runs/${created.body.run_id}/resume`, { body: { resume: {}, goto: "nowhere" } });
+    assertProblem(refused, 422, "validation_error");
+    const rootRefused = await server.request("POST", `/runs/wait`, {
+      body: { assistant_id: "approval", input: { request: "x" }, command: { goto: "nowhere" } },
+    });
+    assertProblem(rootRefused, 422, "validation_error");
+    assert.match(rootRefused.body.detail, /goto "nowhere" names no node/);
+    // Nothing changed: the run is still paused, and a resume to a real node goes on from there.
+    assert.equal((await server.request("GET", `/v1/runs/${created.body.run_id}`)).body.status, "paused");
+    const resumed = await server.request("POST", `/v1/runs/${created.body.run_id}/resume`, {
+      body: { resume: { approved: true }, goto: "act" },
+    });
+    assert.equal(resumed.status, 202, JSON.stringify(resumed.body));
+    const done = await server.request("GET", `/v1/runs/${resumed.body.run_id}/join?timeout=30`);
+    assert.equal(done.body.status, "succeeded", JSON.stringify(done.body.error));
   });
 });
 

@@ -1,3 +1,4 @@
+import { END, START } from "@langchain/langgraph";
 import { ApiError } from "../domain/errors.ts";
 import type { RunnableGraph } from "./registry.ts";
 
@@ -41,4 +42,24 @@ export async function validateGraphInput(graph: RunnableGraph, input: unknown): 
 export function graphInputChannels(graph: RunnableGraph): string[] | undefined {
   const definition = (graph as unknown as InputDescribed).builder?._inputDefinition;
   return definition && typeof definition === "object" && !Array.isArray(definition) ? Object.keys(definition) : undefined;
+}
+
+/** The node names a `goto` may take (a graph that lists none takes any): its nodes, and END. */
+function gotoTargets(graph: RunnableGraph): string[] | undefined {
+  const nodes = (graph as unknown as { nodes?: unknown }).nodes;
+  if (typeof nodes !== "object" || nodes === null) return undefined;
+  return [...Object.keys(nodes).filter((name) => name !== START), END];
+}
+
+/**
+ * Checks a command's `goto` against the graph's nodes before the run is accepted: LangGraph
+ * ignores a goto that names no node, so the run would quietly do something else (a paused run
+ * paused again where it was).
+ */
+export function validateGoto(graph: RunnableGraph, goto: string | null | undefined, where = "goto"): void {
+  if (goto === null || goto === undefined) return;
+  const targets = gotoTargets(graph);
+  if (targets && !targets.includes(goto)) {
+    throw new ApiError("validation_error", `${where} "${goto}" names no node of the graph; its nodes are ${targets.join(", ")}`);
+  }
 }

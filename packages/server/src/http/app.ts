@@ -105,11 +105,17 @@ export async function buildApp(options: AppOptions): Promise<App> {
   const parseJson = storableJsonParser(app.getDefaultJsonParser("error", "error"));
   app.removeContentTypeParser("application/json");
   app.addContentTypeParser("application/json", { parseAs: "string" }, parseJson);
-  // Bodies are read as sent: a compressed one is refused, not parsed as garbled JSON.
+  // Bodies are read as sent, as UTF-8: a compressed one, or one in another charset, is refused,
+  // not parsed as garbled JSON.
   app.addHook("preParsing", async (request, _reply, payload) => {
+    if (!hasBody(request.headers)) return payload;
     const encoding = request.headers["content-encoding"]?.trim().toLowerCase();
-    if (encoding && encoding !== "identity" && hasBody(request.headers)) {
+    if (encoding && encoding !== "identity") {
       throw new ApiError("unsupported_media_type", `Content-Encoding "${encoding}" is not accepted: send the body uncompressed`);
+    }
+    const charset = CHARSET.exec(request.headers["content-type"] ?? "")?.[1]?.toLowerCase();
+    if (charset !== undefined && charset !== "utf-8" && charset !== "utf8") {
+      throw new ApiError("unsupported_media_type", `charset "${charset}" is not accepted: send the body as UTF-8`);
     }
     return payload;
   });
@@ -193,6 +199,9 @@ export async function buildApp(options: AppOptions): Promise<App> {
   });
   return app;
 }
+
+/** The charset parameter of a Content-Type, quoted or not. */
+const CHARSET = /;\s*charset\s*=\s*"?([^";\s]+)"?/i;
 
 /** Whether a request carries a body (a length above 0, or a chunked one). */
 function hasBody(headers: { "content-length"?: string; "transfer-encoding"?: string }): boolean {

@@ -4,7 +4,7 @@ import { ApiError, notFound } from "../domain/errors.ts";
 import { isRefusal, transitionFor, type RunTrigger } from "../domain/run-lifecycle.ts";
 import { ACTIVE_STATUSES, configProblem, isSettled, requestFingerprint, type MultitaskStrategy } from "../domain/runs.ts";
 import type { AssistantCatalog } from "../graphs/assistants.ts";
-import { validateGraphInput } from "../graphs/input.ts";
+import { validateGoto, validateGraphInput } from "../graphs/input.ts";
 import type { GraphRegistry } from "../graphs/registry.ts";
 import type { Notice, Notifier } from "../notify/notifier.ts";
 import { wakeups, type Wakeup } from "../notify/wakeups.ts";
@@ -141,13 +141,13 @@ export class RunService {
 
   /**
    * The checks of a run's request that need no thread or queue: its assistant exists and its
-   * graph is loaded, its input fits the graph, its config sets no reserved key. Run creation
-   * makes them first; a schedule makes them when it is created or changed, so its fires are not
-   * refused for what could be told then. Answers the assistant.
+   * graph is loaded, its input fits the graph, its goto names one of its nodes, its config sets no
+   * reserved key. Run creation makes them first; a schedule makes them when it is created or
+   * changed, so its fires are not refused for what could be told then. Answers the assistant.
    */
   async checkRequest(
     tenantId: string,
-    request: Pick<CreateRunBody, "assistant_id" | "input" | "config">,
+    request: Pick<CreateRunBody, "assistant_id" | "input" | "config" | "goto">,
     tx?: Transaction,
   ): Promise<Assistant> {
     const assistant = await this.assistants.get(tenantId, request.assistant_id, tx).catch((error: unknown) => {
@@ -162,6 +162,7 @@ export class RunService {
     const problem = configProblem(request.config);
     if (problem) throw new ApiError("validation_error", problem);
     await validateGraphInput(graph, request.input);
+    validateGoto(graph, request.goto);
     return assistant;
   }
 
@@ -418,6 +419,8 @@ export class RunService {
   ): Promise<Run> {
     return this.db.transaction(async (tx) => {
       const old = await this.lockOwn(tx, tenantId, runId);
+      const graph = command.goto == null ? undefined : await this.graphs.get(old.graph_id);
+      if (graph) validateGoto(graph, command.goto);
       if (options.threadMetadata && old.thread_id !== null) await this.recordOnThread(tx, tenantId, old.thread_id, options.threadMetadata);
       await this.transition(tx, old, "resume");
       const successor = await runRows.insertSuccessor(
