@@ -138,14 +138,17 @@ describe("MCP elicitation", () => {
     assert.equal(elicitationFor(paused({ draft: 1 }))!.params.message, '{"draft":1}');
   });
 
-  test("an answer is held to the storage rules and the resume body's nesting limit", () => {
+  test("an answer is the string a free-text question asks for, held to the storage rules and the resume body's nesting limit", () => {
     assert.equal(answerProblem("answer", "fine"), undefined);
     assert.equal(answerProblem("content", { ok: true, note: "ok" }), undefined);
     assert.match(answerProblem("answer", "a\u0000b")!, /^result\.content\/answer contains U\+0000/);
     assert.match(answerProblem("content", { note: "\udc00" })!, /^result\.content\/note contains a lone surrogate/);
     const nested = (depth: number): unknown => (depth === 0 ? 1 : [nested(depth - 1)]);
-    assert.equal(answerProblem("answer", nested(127)), undefined, "as deep as POST /v1/runs/{id}/resume takes");
-    assert.match(answerProblem("answer", nested(128))!, /nests objects and arrays deeper than 127 levels/);
+    assert.equal(answerProblem("content", { deep: nested(126) }), undefined, "as deep as POST /v1/runs/{id}/resume takes");
+    assert.match(answerProblem("content", { deep: nested(127) })!, /nests objects and arrays deeper than 127 levels/);
+    // A free-text question asks for a string: a missing or other answer would resume the run with it.
+    assert.match(answerProblem("answer", null)!, /^result\.content\/answer must be a string/);
+    assert.match(answerProblem("answer", { text: "yes" })!, /^result\.content\/answer must be a string/);
   });
 
   test("declines, dismissals and several interrupts are not answers", () => {

@@ -210,7 +210,11 @@ describe(`MCP endpoint on ${TEST_DRIVER}`, () => {
     assert.equal(notification.text, "", "202 without a body");
     const strayAnswer = await rawMcp(
       server.url,
-      { jsonrpc: "2.0", id: "rudder-elicit:00000000-0000-4000-8000-000000000000:answer", result: { action: "accept" } },
+      {
+        jsonrpc: "2.0",
+        id: "rudder-elicit:00000000-0000-4000-8000-000000000000:answer",
+        result: { action: "accept", content: { answer: "yes" } },
+      },
       { token },
     );
     assert.equal(strayAnswer.status, 202, "an answer naming no run of the session changes nothing");
@@ -470,13 +474,15 @@ describe(`MCP endpoint on ${TEST_DRIVER}`, () => {
       await declining.client.close();
     }
   });
-  test("an elicitation answer that cannot be stored (U+0000, a lone surrogate, too deep) is a 400 -32602, and the call ends run_cancelled", async () => {
+  test("an elicitation answer that cannot be stored (U+0000, a lone surrogate, too deep) or is not the string asked for is a 400 -32602, and the call ends run_cancelled", async () => {
     const token = await server.token();
     const deep = JSON.parse(`${"[".repeat(3000)}${"]".repeat(3000)}`) as unknown;
     const answers: [string, unknown, RegExp][] = [
       ["U+0000", "a\u0000b", /result\.content\/answer contains U\+0000/],
       ["a lone surrogate", "\ud800", /result\.content\/answer contains a lone surrogate/],
-      ["3000 levels", deep, /result\.content\/answer.* nests objects and arrays deeper than/],
+      // The free-text question's form asks for a string: anything else would resume the run with it.
+      ["3000 levels", deep, /result\.content\/answer must be a string/],
+      ["no answer", undefined, /result\.content\/answer must be a string/],
     ];
     for (const [label, answer, reason] of answers) {
       const call = await elicitingCall(server, token, "hops", {});
@@ -504,6 +510,18 @@ describe(`MCP endpoint on ${TEST_DRIVER}`, () => {
     assert.equal(refused.status, 400);
     assert.match((refused.messages[0]!.error as { message: string }).message, /result\.content\/note contains U\+0000/);
     assert.match(text((await form.final).result as CallToolResult), /^run_cancelled/);
+    const deepForm = await elicitingCall(server, token, "form", { request: "deep" });
+    const tooDeep = await rawMcp(
+      server.url,
+      { jsonrpc: "2.0", id: deepForm.elicitationId, result: { action: "accept", content: { approved: true, note: deep } } },
+      { token, headers: deepForm.headers },
+    );
+    assert.equal(tooDeep.status, 400);
+    assert.match(
+      (tooDeep.messages[0]!.error as { message: string }).message,
+      /result\.content\/note.* nests objects and arrays deeper than/,
+    );
+    assert.match(text((await deepForm.final).result as CallToolResult), /^run_cancelled/);
   });
 
   test("an SDK client whose elicitation answer cannot be stored gets a cancelled result, not a hang", async () => {

@@ -71,11 +71,14 @@ export function resumeValueOf(mode: AnswerMode, result: unknown): { value: unkno
 }
 
 /**
- * Why an accepted answer's resume value cannot resume a run, or undefined: the storage rules
- * every input follows (no U+0000, no lone surrogates, finite numbers), and the nesting limit as
- * `POST /v1/runs/{id}/resume` has it (its body, `{"resume": <value>}`, is one level more).
+ * Why an accepted answer's resume value cannot resume a run, or undefined: a free-text question's
+ * answer is the string its form requires (ANSWER_SCHEMA; without it the run would resume with
+ * null), and every answer keeps the storage rules every input follows (no U+0000, no lone
+ * surrogates, finite numbers) and the nesting limit as `POST /v1/runs/{id}/resume` has it (its
+ * body, `{"resume": <value>}`, is one level more).
  */
 export function answerProblem(mode: AnswerMode, value: unknown): string | undefined {
+  if (mode === "answer" && typeof value !== "string") return "result.content/answer must be a string: the question asked for one";
   const fault = findJsonFault(value, MAX_REQUEST_JSON_DEPTH - 1);
   return fault && `result.content${mode === "answer" ? "/answer" : ""}${fault.path} ${fault.problem}`;
 }
