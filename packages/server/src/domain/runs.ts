@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import type { RunError, RunStatus } from "@rudder/api";
+import { ApiError } from "./errors.ts";
 import { storableText } from "./storable-json.ts";
 
 // Run states, strategies, durabilities and the run error object are part of the wire contract.
@@ -69,6 +70,12 @@ export function configProblem(config: Record<string, unknown> | undefined, where
   const reserved = Object.keys(configurable).find((key) => RESERVED_CONFIGURABLE_PREFIXES.some((prefix) => key.startsWith(prefix)));
   if (reserved === undefined) return undefined;
   return `${where}/configurable/${reserved} is reserved: keys starting with ${RESERVED_CONFIGURABLE_PREFIXES.join(" or ")} are set by the server`;
+}
+
+/** A config a run (or an assistant, whose config its runs take) may use; else a 422 (`configProblem`). */
+export function requireUsableConfig(config: Record<string, unknown> | undefined): void {
+  const problem = configProblem(config);
+  if (problem) throw new ApiError("validation_error", problem);
 }
 
 /** Exponential backoff between delivery attempts, bounded: base, 2×base, 4×base … at most 60 s. */

@@ -3,7 +3,7 @@ import type { Assistant, CreateAssistantBody, JsonObject, PatchAssistantBody } f
 import type { DeclaredAssistant } from "../config/config.ts";
 import { contains } from "../domain/containment.ts";
 import { ApiError, notFound } from "../domain/errors.ts";
-import { configProblem } from "../domain/runs.ts";
+import { requireUsableConfig } from "../domain/runs.ts";
 import type { AssistantRepository } from "../storage/assistants.ts";
 import type { Queryable } from "../storage/db.ts";
 import type { GraphRegistry } from "./registry.ts";
@@ -100,12 +100,6 @@ export class AssistantCatalog {
       throw new ApiError("validation_error", `graph_id "${graphId}" names no loaded graph (loaded: ${this.graphs.ids().join(", ")})`);
     }
   }
-}
-
-/** An assistant's config becomes its runs' config: it may set no key a run may not (`configProblem`). */
-function requireUsableConfig(config: Record<string, unknown> | undefined): void {
-  const problem = configProblem(config);
-  if (problem) throw new ApiError("validation_error", problem);
 }
 
 function fromDeclaration(entry: DeclaredAssistant, loadedAt: string): Assistant {

@@ -113,7 +113,8 @@ function compilersFor(externalSchemas: readonly AnySchema[]): Compilers {
 function compileFor({ bodyAjv, textAjv }: Compilers, schema: AnySchema, httpPart: string | undefined): ValidateFunction {
   if (httpPart === "body") return bodyAjv.compile(schema);
   const validate = textAjv.compile(schema);
-  return guardText(validate, numericFields(schema), httpPart !== "headers");
+  const headers = httpPart === "headers";
+  return guardText(validate, numericFields(schema, headers), !headers);
 }
 
 function withCanonicalUuids(ajv: Ajv): Ajv {
@@ -128,13 +129,18 @@ function withCanonicalUuids(ajv: Ajv): Ajv {
 const DECIMAL_INTEGER = /^-?[0-9]+$/;
 const DECIMAL_NUMBER = /^-?[0-9]+(\.[0-9]+)?$/;
 
-/** The top-level fields of a (query, path or header) schema typed integer or number, by name. */
-function numericFields(schema: AnySchema): ReadonlyMap<string, RegExp> {
+/**
+ * The top-level fields of a (query, path or header) schema typed integer or number, by the name
+ * the data carries them under: Node lower-cases header names; query and path names keep theirs.
+ */
+function numericFields(schema: unknown, headers: boolean): ReadonlyMap<string, RegExp> {
   const fields = new Map<string, RegExp>();
-  const properties = typeof schema === "object" ? (schema as { properties?: Record<string, { type?: unknown }> }).properties : undefined;
-  for (const [name, property] of Object.entries(properties ?? {})) {
-    if (property.type === "integer") fields.set(name.toLowerCase(), DECIMAL_INTEGER);
-    else if (property.type === "number") fields.set(name.toLowerCase(), DECIMAL_NUMBER);
+  const properties = typeof schema === "object" && schema !== null ? (schema as { properties?: unknown }).properties : undefined;
+  if (typeof properties !== "object" || properties === null) return fields;
+  for (const [name, property] of Object.entries(properties)) {
+    const type = typeof property === "object" && property !== null ? (property as { type?: unknown }).type : undefined;
+    const pattern = type === "integer" ? DECIMAL_INTEGER : type === "number" ? DECIMAL_NUMBER : undefined;
+    if (pattern) fields.set(headers ? name.toLowerCase() : name, pattern);
   }
   return fields;
 }

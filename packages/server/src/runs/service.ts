@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { Assistant, CreateRunBody, JsonObject, ResumeBody, Run, RunEvent } from "@rudder/api";
 import { ApiError, notFound } from "../domain/errors.ts";
 import { isRefusal, transitionFor, type RunTrigger } from "../domain/run-lifecycle.ts";
-import { ACTIVE_STATUSES, configProblem, isSettled, requestFingerprint, type MultitaskStrategy } from "../domain/runs.ts";
+import { ACTIVE_STATUSES, isSettled, requestFingerprint, requireUsableConfig, type MultitaskStrategy } from "../domain/runs.ts";
 import type { AssistantCatalog } from "../graphs/assistants.ts";
 import { validateGoto, validateGraphInput } from "../graphs/input.ts";
 import type { GraphRegistry } from "../graphs/registry.ts";
@@ -159,8 +159,7 @@ export class RunService {
     });
     const graph = await this.graphs.get(assistant.graph_id);
     if (!graph) throw new ApiError("validation_error", `the graph of assistant ${assistant.assistant_id} is not loaded`);
-    const problem = configProblem(request.config);
-    if (problem) throw new ApiError("validation_error", problem);
+    requireUsableConfig(request.config);
     await validateGraphInput(graph, request.input);
     validateGoto(graph, request.goto);
     return assistant;
