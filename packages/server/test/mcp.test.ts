@@ -474,7 +474,7 @@ describe(`MCP endpoint on ${TEST_DRIVER}`, () => {
       await declining.client.close();
     }
   });
-  test("an elicitation answer that cannot be stored (U+0000, a lone surrogate, too deep) or is not the string asked for is a 400 -32602, and the call ends run_cancelled", async () => {
+  test("an elicitation answer that cannot be stored (U+0000, a lone surrogate, too deep) or does not fill in the form asked for is a 400 -32602, and the call ends run_cancelled", async () => {
     const token = await server.token();
     const deep = JSON.parse(`${"[".repeat(3000)}${"]".repeat(3000)}`) as unknown;
     const answers: [string, unknown, RegExp][] = [
@@ -522,6 +522,25 @@ describe(`MCP endpoint on ${TEST_DRIVER}`, () => {
       /result\.content\/note.* nests objects and arrays deeper than/,
     );
     assert.match(text((await deepForm.final).result as CallToolResult), /^run_cancelled/);
+    // And to the form the question asked for: a field of the wrong type, a required field missing.
+    const unfilled: [string, Record<string, unknown>, RegExp][] = [
+      ["a string for a boolean", { approved: "yes" }, /result\.content\/approved must be boolean/],
+      ["no approved", { note: "fine" }, /result\.content must have required property 'approved'/],
+    ];
+    for (const [label, content, reason] of unfilled) {
+      const call = await elicitingCall(server, token, "form", { request: label });
+      const wrong = await rawMcp(
+        server.url,
+        { jsonrpc: "2.0", id: call.elicitationId, result: { action: "accept", content } },
+        { token, headers: call.headers },
+      );
+      assert.equal(wrong.status, 400, `${label}: ${wrong.text}`);
+      assert.equal((wrong.messages[0]!.error as { code: number }).code, -32602, label);
+      assert.match((wrong.messages[0]!.error as { message: string }).message, reason, label);
+      const final = (await call.final).result as CallToolResult;
+      assert.match(text(final), /^run_cancelled/, label);
+      assert.equal((await joinRun(server, runIdOf(final))).status, "cancelled", label);
+    }
   });
 
   test("an SDK client whose elicitation answer cannot be stored gets a cancelled result, not a hang", async () => {

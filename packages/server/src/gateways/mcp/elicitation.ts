@@ -1,4 +1,6 @@
 import type { ElicitRequest } from "@modelcontextprotocol/sdk/types.js";
+import { Ajv } from "ajv";
+import addFormats from "ajv-formats";
 import type { Run } from "@rudder/api";
 import { MAX_REQUEST_JSON_DEPTH } from "../../domain/limits.ts";
 import { findJsonFault } from "../../domain/storable-json.ts";
@@ -81,6 +83,36 @@ export function answerProblem(mode: AnswerMode, value: unknown): string | undefi
   if (mode === "answer" && typeof value !== "string") return "result.content/answer must be a string: the question asked for one";
   const fault = findJsonFault(value, MAX_REQUEST_JSON_DEPTH - 1);
   return fault && `result.content${mode === "answer" ? "/answer" : ""}${fault.path} ${fault.problem}`;
+}
+
+/**
+ * The form's own answers: formats as MCP's string fields name them (email, uri, date, date-time).
+ * Each check compiles the form and forgets it (Ajv would otherwise keep every form it saw: a
+ * run's form is read afresh each time, so it is never the same object twice).
+ */
+const formAjv = new Ajv({ strict: false, allErrors: false, validateSchema: false });
+addFormats.default(formAjv);
+
+/**
+ * Why an accepted answer does not fill in the form the question asked for, or undefined (as the
+ * MCP SDK's own server checks a form's answer before it returns it). A form that does not compile
+ * is the graph's to fix, not the user's: its answer is held to the storage rules alone.
+ */
+export function formProblem(asked: Elicitation, content: unknown): string | undefined {
+  const schema = asked.params.requestedSchema;
+  let validate;
+  try {
+    validate = formAjv.compile(schema);
+  } catch {
+    return undefined;
+  }
+  try {
+    if (validate(content)) return undefined;
+    const error = validate.errors?.[0];
+    return `result.content${error?.instancePath ?? ""} ${error?.message ?? "does not match the form"}: the form the question asked for is not filled in`;
+  } finally {
+    formAjv.removeSchema(schema);
+  }
 }
 
 function isFormSchema(schema: unknown): schema is JsonSchema {

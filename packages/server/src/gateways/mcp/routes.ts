@@ -15,7 +15,7 @@ import { problems } from "../../http/responses.ts";
 import type { AppServices } from "../../http/services.ts";
 import { endOnShutdown } from "../../http/shutdown.ts";
 import { isObject } from "../a2a/parts.ts";
-import { answerProblem, parseElicitationId, resumeValueOf } from "./elicitation.ts";
+import { answerProblem, elicitationFor, formProblem, parseElicitationId, resumeValueOf } from "./elicitation.ts";
 import { cancelChain, MCP_PROTOCOL_VERSIONS, mcpServer, type McpCall } from "./handler.ts";
 import { callRunId, newSession, sessionOf, type McpSession } from "./session.ts";
 
@@ -149,7 +149,8 @@ export const mcpRoutes: FastifyPluginAsyncTypebox<{ services: AppServices; versi
 /**
  * The user's answer (or refusal) to a paused run's question: an accepted answer resumes the run,
  * anything else cancels it. An accepted answer that breaks the storage rules every input follows
- * (U+0000, a lone surrogate, too deep) cannot resume it: the run is cancelled too (the client has
+ * (U+0000, a lone surrogate, too deep), or does not fill in the form the question asked for
+ * (a required field missing, a field of the wrong type), cannot resume it: the run is cancelled too (the client has
  * answered its request, and will not answer again; the call would wait for nothing), so the call
  * ends `run_cancelled`, and the refusal's message says why (the route answers it with a 400).
  */
@@ -161,12 +162,14 @@ async function answerElicitation(
   result: unknown,
 ): Promise<string | undefined> {
   const answer = resumeValueOf(elicited.mode, result);
-  const problem = answer && answerProblem(elicited.mode, answer.value);
-  const refusal = problem && `Invalid params: the answer cannot resume the run, so the question is closed: ${problem}`;
   const run = await services.runService.get(tenantId, elicited.runId).catch(() => undefined);
   // Only the session that was asked answers: another run, or another tenant's, is left alone.
   const tag = run && isObject(run.metadata.mcp) ? run.metadata.mcp : undefined;
-  if (!run || !session || tag?.session !== session.id || run.status !== "paused" || run.superseded_by_run_id) return refusal;
+  const asking = run && session && tag?.session === session.id && run.status === "paused" && !run.superseded_by_run_id;
+  const asked = asking && elicited.mode === "content" ? elicitationFor(run) : undefined;
+  const problem = answer && (answerProblem(elicited.mode, answer.value) ?? (asked && formProblem(asked, answer.value)));
+  const refusal = problem && `Invalid params: the answer cannot resume the run, so the question is closed: ${problem}`;
+  if (!asking) return refusal;
   try {
     if (answer && !problem) await services.runService.resume(tenantId, run.run_id, { resume: answer.value });
     else await services.runService.cancel(tenantId, run.run_id);
