@@ -63,6 +63,9 @@ async function timedWait<T>(request: Promise<T>): Promise<{ answer: T; rechecks:
   return { answer, rechecks: Math.floor((performance.now() - started) / RECHECK_MS) };
 }
 
+/** How close to a join's request a run's end may fall and still have been heard before the join. */
+const ENDED_BEFORE_SLACK_MS = 50;
+
 /** `actual` reads are `expected` plus at most one per re-check the wait may have made. */
 function assertReads(actual: number, expected: number, rechecks: number, message: string): void {
   assert.ok(
@@ -245,15 +248,20 @@ describe(`waiting for a run's end on ${TEST_DRIVER}`, () => {
         assert.equal((await server.request("GET", `/v1/runs/${runId}/join?timeout=30`, { tenant: "t2" })).status, 404);
         assert.equal(counted.readsOf(runId), 1, "another tenant's join reads the run, and finds it is not theirs");
         counted.reset();
+        const joinSent = Date.now();
         const { answer: joined, rechecks } = await timedWait(server.request("GET", `/v1/runs/${runId}/join?timeout=30`));
         assert.equal(joined.body.status, "succeeded", JSON.stringify(joined.body));
+        const joinReads = counted.readsOf(runId);
+        const stored = await server.request("GET", `/v1/runs/${runId}`);
+        // On a loaded machine the run may end before the join is sent (it is then read once, as
+        // below); one that ended well after reads nothing.
+        const endedAfterJoin = Date.parse(String(stored.body.finished_at)) - joinSent > ENDED_BEFORE_SLACK_MS;
         assertReads(
-          counted.readsOf(runId),
+          joinReads,
           0,
-          rechecks,
+          rechecks + (endedAfterJoin ? 0 : 1),
           "created here and not yet ended: the join's start reads nothing, its end is handed over",
         );
-        const stored = await server.request("GET", `/v1/runs/${runId}`);
         assert.deepEqual(joined.body, stored.body);
         // Once its end was heard, the run is read like any other: its row says how it ended.
         counted.reset();
