@@ -8,6 +8,7 @@ import { grants, isRole } from "../src/domain/roles.ts";
 import { BudgetExceededError, UsageMeter } from "../src/domain/budget.ts";
 import { canonicalJson, isRetryableError, isSettled, requestFingerprint, retryDelayMs, runErrorOf } from "../src/domain/runs.ts";
 import { DrainedExecutions, UnsettledTasks } from "../src/domain/steering.ts";
+import { indexableText, STORE_MAX_INDEXED_TEXT_BYTES } from "../src/domain/store.ts";
 import { toApiError } from "../src/http/problem.ts";
 
 describe("roles", () => {
@@ -228,5 +229,20 @@ describe("steering executions and settlement", () => {
     assert.deepEqual(tasks.settledBy({ kind: "checkpoint", checkpointNs: "", step: undefined }), []);
     tasks.settled(["a", "b"]);
     assert.deepEqual(tasks.settledBy({ kind: "checkpoint", checkpointNs: "", step: 9 }), [], "settled once");
+  });
+});
+
+describe("store index text", () => {
+  test("a text is indexed whole up to the bound, and cut at a whole character past it", () => {
+    assert.equal(indexableText("short"), "short");
+    const ascii = "a".repeat(STORE_MAX_INDEXED_TEXT_BYTES + 10);
+    assert.equal(indexableText(ascii).length, STORE_MAX_INDEXED_TEXT_BYTES);
+    // "é" is two bytes, "😀" four (a surrogate pair): the cut never splits one.
+    for (const char of ["é", "😀"]) {
+      const cut = indexableText(`x${char.repeat(STORE_MAX_INDEXED_TEXT_BYTES)}`);
+      assert.ok(Buffer.byteLength(cut) <= STORE_MAX_INDEXED_TEXT_BYTES);
+      assert.ok(Buffer.byteLength(cut) > STORE_MAX_INDEXED_TEXT_BYTES - 4);
+      assert.equal(cut.slice(1).replaceAll(char, ""), "", `only whole ${char}`);
+    }
   });
 });

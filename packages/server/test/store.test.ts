@@ -181,6 +181,23 @@ describe(`store (${TEST_DRIVER})`, () => {
     assert.deepEqual(keys(viaGet.body), ["c"]);
   });
 
+  test("a big value whose text PostgreSQL could not index whole is stored whole; its text is indexed up to a bound", async () => {
+    // Hyphenated words index as the whole word and each part: 850 KB of them need a tsvector of
+    // over 1 MiB, which PostgreSQL refuses (the put was a 500).
+    const words = Array.from({ length: 42_000 }, (_, i) => `w${i}-x${i}-y${i}`);
+    const text = words.join(" ");
+    assert.ok(Buffer.byteLength(text) > 800_000 && Buffer.byteLength(text) < 1_000_000);
+    assert.equal((await batch(server, [put(["big"], "hyphens", { text })])).status, 200);
+    const [item] = await results(server, [{ kind: "get", namespace: ["big"], key: "hyphens" }]);
+    assert.equal((item as { value: { text: string } }).value.text, text, "stored whole");
+    const [early, late] = await results(server, [
+      search(["big"], { query: "w10-x10-y10" }),
+      search(["big"], { query: "w41999-x41999-y41999" }),
+    ]);
+    assert.deepEqual(keys(early), ["hyphens"], "found by a word of the indexed part");
+    assert.deepEqual(keys(late), [], "a word past the bound is not indexed");
+  });
+
   test("list_namespaces: prefix, suffix, wildcards, max_depth, paging", async () => {
     const t = { tenant: "ns-tenant" };
     await results(

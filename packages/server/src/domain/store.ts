@@ -162,6 +162,21 @@ export function checkEmbeddings(vectors: unknown, count: number, dims: number): 
 }
 
 /**
+ * How much of an item's indexed text the index takes, in UTF-8 bytes. PostgreSQL refuses a
+ * tsvector over 1 MiB, and a text can need up to about four times its own size there (hyphenated
+ * words index as the whole and each part), so a bigger text would make the put fail: the text is
+ * cut, at a character, and what lies past the cut is not found by a query (the item is stored whole).
+ */
+export const STORE_MAX_INDEXED_TEXT_BYTES = 128 * 1024;
+
+/** The part of `text` an index takes: at most STORE_MAX_INDEXED_TEXT_BYTES of UTF-8, whole characters. */
+export function indexableText(text: string): string {
+  if (text.length * 3 <= STORE_MAX_INDEXED_TEXT_BYTES) return text;
+  const { read } = new TextEncoder().encodeInto(text, new Uint8Array(STORE_MAX_INDEXED_TEXT_BYTES));
+  return text.slice(0, read);
+}
+
+/**
  * The texts at a field path of a value, as LangGraph's InMemoryStore reads them for indexing:
  * "$" is the whole value as JSON; "a.b" a nested field; "a[0]", "a[-1]", "a[*]" array elements;
  * "a.*" every member; "{x,y}" several fields. Strings, numbers and booleans give their text,

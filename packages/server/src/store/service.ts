@@ -13,6 +13,7 @@ import {
   checkNamespace,
   checkValue,
   effectiveTtl,
+  indexableText,
   parseFilter,
   textsAtPath,
   vectorNorm,
@@ -161,7 +162,7 @@ export class StoreService {
     if (index === false) return null;
     const fields = index ?? this.settings.index?.fields ?? WHOLE_VALUE;
     const texts = fields.flatMap((field) => textsAtPath(value, field));
-    return texts.length === 0 ? null : texts.join("\n");
+    return texts.length === 0 ? null : indexableText(texts.join("\n"));
   }
 
   /**
