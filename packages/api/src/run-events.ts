@@ -1,5 +1,5 @@
 import { Type, type Static } from "typebox";
-import { EventCursor, JsonObject, literals, Timestamp, Uuid } from "./common.ts";
+import { EventCursor, JsonObject, literals, Pagination, Timestamp, Uuid } from "./common.ts";
 import { RunError, RunStatus } from "./runs.ts";
 
 /** One entry of a run's event log, as listed and streamed (spec section 6: an SSE event's `data`). */
@@ -19,7 +19,7 @@ export type RunEvent = Static<typeof RunEvent>;
 export const RunEventsQuery = Type.Object(
   {
     after: Type.Optional(EventCursor({ description: "sequence to read after" })),
-    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 100 })),
+    ...Pagination,
   },
   { additionalProperties: false },
 );

@@ -75,7 +75,7 @@ export type ThreadStateQuery = Static<typeof ThreadStateQuery>;
 
 export const ThreadHistoryQuery = Type.Object(
   {
-    limit: Pagination.limit,
+    ...Pagination,
     before: Type.Optional(Type.String({ minLength: 1, description: "only checkpoints older than this checkpoint_id" })),
   },
   { additionalProperties: false },

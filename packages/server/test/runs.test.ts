@@ -112,6 +112,27 @@ describe("runs (with a worker)", () => {
       page.map((e: { sequence: number }) => e.sequence),
       [3, 4],
     );
+    const skipped = (await server.request("GET", `/v1/runs/${run.run_id}/events?after=1&offset=2&limit=2`)).body;
+    assert.deepEqual(
+      skipped.map((e: { sequence: number }) => e.sequence),
+      [4, 5],
+      "offset skips entries after the cursor",
+    );
+  });
+
+  test("the event list pages as every list does: limit defaults to 50, offset to 0", async () => {
+    const { body: run } = await server.request("POST", "/v1/runs", {
+      body: { assistant_id: "ticks", input: { count: 60, interval_ms: 0 } },
+    });
+    assert.equal((await joinRun(run.run_id)).body.status, "succeeded");
+    const first = (await server.request("GET", `/v1/runs/${run.run_id}/events`)).body as { sequence: number }[];
+    assert.equal(first.length, 50);
+    assert.deepEqual(first[0]!.sequence, 1);
+    const rest = (await server.request("GET", `/v1/runs/${run.run_id}/events?offset=50&limit=1000`)).body as { sequence: number }[];
+    assert.equal(rest[0]!.sequence, 51);
+    assert.ok(rest.length > 10, "60 ticks and the run's own events");
+    const bad = await server.request("GET", `/v1/runs/${run.run_id}/events?offset=-1`);
+    assert.equal(bad.status, 422);
   });
 
   test("custom stream writes and chat-model tokens become custom and messages events", async () => {

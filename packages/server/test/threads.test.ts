@@ -180,6 +180,12 @@ describe("threads", () => {
         `/v1/threads/${threadId}/history?limit=2&before=${limited.body[1].checkpoint.checkpoint_id}`,
       );
       assert.deepEqual(before.body[0].checkpoint, history.body[2].checkpoint);
+      const skipped = await server.request("GET", `/v1/threads/${threadId}/history?limit=2&offset=1`);
+      assert.deepEqual(
+        skipped.body.map((s: { checkpoint: unknown }) => s.checkpoint),
+        history.body.slice(1, 3).map((s: { checkpoint: unknown }) => s.checkpoint),
+        "offset skips the newest",
+      );
 
       const old = history.body.find((s: { next: string[] }) => s.next.includes("review"));
       const atOld = await server.request("GET", `/v1/threads/${threadId}/state?checkpoint_id=${old.checkpoint.checkpoint_id}`);

@@ -10,6 +10,13 @@ import type { GraphRegistry, RunnableGraph } from "./registry.ts";
  * unknown is read straight from the checkpointer, without graph-derived `next` and `tasks`.
  * Callers check the thread's tenant first; every read and write names it to the checkpointer.
  */
+/** A page of a thread's history: newest first, `offset` skipped, below `before` when given. */
+export interface HistoryPage {
+  readonly limit: number;
+  readonly offset?: number;
+  readonly before?: string | undefined;
+}
+
 export class ThreadStateReader {
   constructor(
     private readonly graphs: GraphRegistry,
@@ -27,11 +34,13 @@ export class ThreadStateReader {
     return graph ? fromSnapshot(await graph.getState(withTenant(tenantId, tuple.config))) : fromTuple(tuple);
   }
 
-  /** Newest first, at most `limit`, starting below `before` (a checkpoint id) when given. */
-  async history(tenantId: string, threadId: string, options: { limit: number; before?: string | undefined }): Promise<ThreadState[]> {
+  /** Newest first, skipping `offset`, at most `limit`, starting below `before` (a checkpoint id) when given. */
+  async history(tenantId: string, threadId: string, options: HistoryPage): Promise<ThreadState[]> {
     const config = configFor(tenantId, threadId);
+    const offset = options.offset ?? 0;
     const listOptions = {
-      limit: options.limit,
+      // The saver lists from the newest: the skipped ones are read and dropped.
+      limit: options.limit + offset,
       before: options.before === undefined ? undefined : configFor(tenantId, threadId, options.before),
     };
     const newest = await this.checkpointer.getTuple(config);
@@ -42,7 +51,7 @@ export class ThreadStateReader {
     } else {
       for await (const tuple of this.checkpointer.list(config, listOptions)) states.push(fromTuple(tuple));
     }
-    return states;
+    return states.slice(offset);
   }
 
   /**

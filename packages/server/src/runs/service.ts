@@ -449,9 +449,9 @@ export class RunService {
     });
   }
 
-  async events(tenantId: string, runId: string, after: number, limit: number): Promise<RunEvent[]> {
+  async events(tenantId: string, runId: string, page: { after: number; limit: number; offset: number }): Promise<RunEvent[]> {
     await this.assertOwn(tenantId, runId);
-    return readEvents(this.db, tenantId, runId, after, limit);
+    return readEvents(this.db, tenantId, runId, page.after, page.limit, page.offset);
   }
 
   /**

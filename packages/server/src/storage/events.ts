@@ -157,11 +157,18 @@ export interface LogCursor {
 }
 
 const READ_EVENTS = `select run_id::text as run_id, sequence, kind, data, created_at from run_events
-      where tenant_id = $1 and run_id = $2 and sequence > $3 order by sequence limit $4`;
+      where tenant_id = $1 and run_id = $2 and sequence > $3 order by sequence limit $4 offset $5`;
 
-/** One run's events after `after`, at most `limit`, in sequence order. */
-export async function readEvents(db: Queryable, tenantId: string, runId: string, after: number, limit: number): Promise<RunEvent[]> {
-  const rows = await db.query<LogRow>(READ_EVENTS, [tenantId, runId, after, limit]);
+/** One run's events after `after`, skipping `offset` of them, at most `limit`, in sequence order. */
+export async function readEvents(
+  db: Queryable,
+  tenantId: string,
+  runId: string,
+  after: number,
+  limit: number,
+  offset = 0,
+): Promise<RunEvent[]> {
+  const rows = await db.query<LogRow>(READ_EVENTS, [tenantId, runId, after, limit, offset]);
   return rows.map(toRunEvent);
 }
 

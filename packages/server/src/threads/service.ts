@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { ForkAnswer, ForkBody, JsonObject, Thread, ThreadState } from "@rudder/api";
 import { ApiError, notFound } from "../domain/errors.ts";
-import type { ThreadStateReader } from "../graphs/thread-state.ts";
+import type { HistoryPage, ThreadStateReader } from "../graphs/thread-state.ts";
 import type { Db } from "../storage/db.ts";
 import {
   deleteThread,
@@ -90,7 +90,7 @@ export class ThreadService {
     return this.state.state(tenantId, threadId, checkpointId);
   }
 
-  async history(tenantId: string, threadId: string, options: { limit: number; before?: string | undefined }): Promise<ThreadState[]> {
+  async history(tenantId: string, threadId: string, options: HistoryPage): Promise<ThreadState[]> {
     await this.get(tenantId, threadId);
     return this.state.history(tenantId, threadId, options);
   }

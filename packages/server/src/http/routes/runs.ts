@@ -251,7 +251,11 @@ export const runRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
       },
     },
     async (request) =>
-      runService.events(request.principal.tenantId, request.params.run_id, request.query.after ?? 0, request.query.limit ?? 100),
+      runService.events(request.principal.tenantId, request.params.run_id, {
+        after: request.query.after ?? 0,
+        limit: request.query.limit ?? 50,
+        offset: request.query.offset ?? 0,
+      }),
   );
 
   app.get(

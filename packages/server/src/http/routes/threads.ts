@@ -139,6 +139,7 @@ export const threadRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> 
     async (request) =>
       threads.history(request.principal.tenantId, request.params.thread_id, {
         limit: request.query.limit ?? 50,
+        offset: request.query.offset ?? 0,
         before: request.query.before,
       }),
   );
