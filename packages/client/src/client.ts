@@ -20,10 +20,9 @@ import type {
   Schedule,
   SteerAccepted,
   StoreBatchAnswer,
-  StoreFilter,
   StoreOperation,
   StoreSearchHit,
-  StoreSearchQuery,
+  StoreSearchOperation,
   SteerBody,
   Thread,
   ThreadHistoryQuery,
@@ -377,10 +376,9 @@ class RunsResource {
   }
 }
 
-/** Store search over HTTP: the namespace prefix as segments and the filter as an object (both travel as text). */
-export type StoreSearchParams = Omit<StoreSearchQuery, "namespace" | "filter"> & {
+/** A store search: a search operation's fields, the namespace prefix (segments) optional (the whole store). */
+export type StoreSearchParams = Omit<StoreSearchOperation, "kind" | "namespace"> & {
   readonly namespace?: readonly string[];
-  readonly filter?: StoreFilter;
 };
 
 class StoreResource {
@@ -390,10 +388,15 @@ class StoreResource {
     // Replayable: put and delete are idempotent by key (a replay writes the same thing), the rest read.
     return this.client.request("POST", "/v1/store/batch", { body: { operations }, replayable: true, ...signalOf(options) });
   }
-  search(params: StoreSearchParams = {}, options?: CallOptions): Promise<StoreSearchHit[]> {
-    const { namespace, filter, ...rest } = params;
-    const query: Query = { ...rest, ...(namespace ? { namespace: namespace.join("/") } : {}), ...(filter ? { filter } : {}) };
-    return this.client.request("GET", "/v1/store/search", { query, replayable: true, ...signalOf(options) });
+  /**
+   * Sent as a batch of one search, not as `GET /v1/store/search`: the segments travel as they are,
+   * so the server checks each one (joined by "/" for the query string, `["a/b"]` would search
+   * `["a","b"]` and `[""]` the whole store).
+   */
+  async search(params: StoreSearchParams = {}, options?: CallOptions): Promise<StoreSearchHit[]> {
+    const operation: StoreSearchOperation = { ...params, kind: "search", namespace: [...(params.namespace ?? [])] };
+    const { results } = await this.batch([operation], options);
+    return results[0] as StoreSearchHit[];
   }
 }
 

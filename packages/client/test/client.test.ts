@@ -254,6 +254,15 @@ describe("@rudder/client against a real server", () => {
     assert.deepEqual(results, [[namespace], null, null]);
     const other = new RudderClient({ baseUrl: server.url, token: () => server.token("another-tenant"), retry: FAST_RETRY });
     assert.deepEqual(await other.store.search({ namespace }), [], "another tenant sees nothing");
+    // A segment is checked as it is, not joined into a path: ["a/b"] is not ["a","b"], nor [""] the whole store.
+    for (const bad of [[namespace.join("/")], [""]]) {
+      await assert.rejects(
+        client.store.search({ namespace: bad }),
+        (error: unknown) => error instanceof RudderError && error.code === "validation_error",
+        JSON.stringify(bad),
+      );
+    }
+    assert.equal((await client.store.search()).length > 0, true, "no namespace: the whole store");
     await assert.rejects(
       client.store.batch([{ kind: "put", namespace: [], key: "k", value: {} }]),
       (error: unknown) => error instanceof RudderError && error.status === 422,
