@@ -95,6 +95,7 @@ describe(`store (${TEST_DRIVER})`, () => {
       [[put(["a"], "k", { x: 1 }, { index: true })], /operations\/0\/index/],
       [[search(["a"], { limit: 1001 })], /operations\/0\/limit/],
       [[search(["a"], { filter: { n: { $gt: { nested: 1 } } } })], /operations\/0\/filter\/n\/\$gt/],
+      [[search(["a"], { filter: { "": 1 } })], /operations\/0\/filter: a field name must not be empty/],
       [[{ kind: "list_namespaces", max_depth: 0 }], /operations\/0\/max_depth/],
       [
         [put(["a"], "x".repeat(1024), { x: 1 }), put(["é".repeat(256)], "é".repeat(1000), { x: 1 })],

@@ -114,6 +114,8 @@ export function parseFilter(filter: StoreFilter | undefined, where: string): Fil
   if (filter === undefined) return [];
   const conditions: FilterCondition[] = [];
   for (const [field, expected] of Object.entries(filter)) {
+    // The schema's key rule does not survive its JSON Schema form (a record's keys are a pattern).
+    if (field === "") throw new ApiError("validation_error", `${where}: a field name must not be empty`);
     const operators = typeof expected === "object" && expected !== null && !Array.isArray(expected) ? Object.keys(expected) : [];
     if (operators.length === 0 || !operators.some((key) => key.startsWith("$"))) {
       conditions.push({ field, op: "$eq", value: expected });
