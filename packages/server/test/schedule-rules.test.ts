@@ -1,6 +1,6 @@
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { cronProblem, firingAt, nextDueAfter, timezoneProblem } from "../src/domain/schedules.ts";
+import { canonicalTimezone, cronProblem, firingAt, nextDueAfter, timezoneProblem } from "../src/domain/schedules.ts";
 import { createTestDatabase, TEST_DRIVER } from "./support/db.ts";
 import { startTestServer, type TestServer } from "./support/server.ts";
 
@@ -22,6 +22,18 @@ describe("cron and time zone rules", () => {
     for (const zone of ["UTC", "Europe/Paris", "America/New_York", "Asia/Kolkata", "Australia/Lord_Howe"])
       assert.equal(timezoneProblem(zone), undefined, zone);
     for (const zone of ["Mars/Base", "+02:00", "Europe/", "", "UTC; drop table"]) assert.ok(timezoneProblem(zone), zone);
+  });
+
+  test("a zone is kept spelled as IANA does; an alias stays the alias", () => {
+    const cases = [
+      ["utc", "UTC"],
+      ["europe/paris", "Europe/Paris"],
+      ["AMERICA/NEW_YORK", "America/New_York"],
+      ["Europe/Paris", "Europe/Paris"],
+      ["Asia/Calcutta", "Asia/Calcutta"],
+      ["Etc/UTC", "Etc/UTC"],
+    ];
+    for (const [given, stored] of cases) assert.equal(canonicalTimezone(given!), stored, given);
   });
 
   test("next due time in a time zone", () => {

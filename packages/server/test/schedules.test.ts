@@ -297,9 +297,10 @@ describe(`schedules on ${TEST_DRIVER}`, () => {
     const schedule = (await create({ assistant_id: "echo", cron: EVERY_SECOND, input: { message: "a" } })).body as Schedule;
     await runsAtLeast(schedule.schedule_id, 1);
     const yearly = await server.request("PATCH", `/v1/schedules/${schedule.schedule_id}`, {
-      body: { cron: YEARLY, timezone: "Asia/Tokyo" },
+      body: { cron: YEARLY, timezone: "asia/tokyo" },
     });
     assert.equal(yearly.status, 200);
+    assert.equal(yearly.body.timezone, "Asia/Tokyo", "stored as IANA spells it");
     // Midnight of 1 January in Tokyo is 15:00 UTC on 31 December.
     assert.match(yearly.body.next_run_at, /^\d{4}-12-31T15:00:00\.000Z$/);
     const count = (await runsOf(schedule.schedule_id)).length;

@@ -38,6 +38,18 @@ export function timezoneProblem(timezone: string): string | undefined {
   }
 }
 
+/**
+ * A valid time zone name as IANA spells it: Intl takes names in any case ("europe/paris"), and a
+ * schedule keeps the spelling it was given, so it is stored spelled right. Only the case changes:
+ * an alias ("Asia/Calcutta", "Etc/UTC") stays the name the user chose.
+ */
+export function canonicalTimezone(timezone: string): string {
+  const lower = timezone.toLowerCase();
+  const resolved = new Intl.DateTimeFormat("en-US", { timeZone: timezone }).resolvedOptions().timeZone;
+  if (resolved.toLowerCase() === lower) return resolved;
+  return Intl.supportedValuesOf("timeZone").find((name) => name.toLowerCase() === lower) ?? timezone;
+}
+
 /** The first due time strictly after `after`, in `timezone`'s wall clock; null when the cron never fires again. */
 export function nextDueAfter(cron: string, timezone: string, after: Date): Date | null {
   return compile(cron, timezone).nextRun(after);

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { CreateScheduleBody, PatchScheduleBody, Schedule } from "@rudder/api";
 import { ApiError, notFound } from "../domain/errors.ts";
-import { cronProblem, nextDueAfter } from "../domain/schedules.ts";
+import { canonicalTimezone, cronProblem, nextDueAfter } from "../domain/schedules.ts";
 import type { Notifier } from "../notify/notifier.ts";
 import type { RunService } from "../runs/service.ts";
 import type { Db } from "../storage/db.ts";
@@ -26,8 +26,7 @@ export class ScheduleService {
   ) {}
 
   async create(tenantId: string, body: CreateScheduleBody): Promise<Schedule> {
-    const timezone = body.timezone ?? "UTC";
-    requireValid(body.cron, timezone);
+    const timezone = requireValid(body.cron, body.timezone ?? "UTC");
     await this.runs.checkRequest(tenantId, { assistant_id: body.assistant_id, input: body.input ?? {} });
     const threadId = body.thread_id ?? null;
     if (threadId !== null && !(await findThread(this.db, tenantId, threadId))) {
@@ -79,9 +78,11 @@ export class ScheduleService {
       const current = await scheduleRows.findSchedule(tx, tenantId, scheduleId, { lock: true });
       if (!current) throw notFound("schedule", scheduleId);
       const cron = patch.cron?.trim() ?? current.cron;
-      const timezone = patch.timezone ?? current.timezone;
       const enabled = patch.enabled ?? current.enabled;
-      if (patch.cron !== undefined || patch.timezone !== undefined) requireValid(cron, timezone);
+      const timezone =
+        patch.cron !== undefined || patch.timezone !== undefined
+          ? requireValid(cron, patch.timezone ?? current.timezone)
+          : current.timezone;
       if (patch.input !== undefined) await this.runs.checkRequest(tenantId, { assistant_id: current.assistant_id, input: patch.input }, tx);
       const retimed = cron !== current.cron || timezone !== current.timezone || (enabled && !current.enabled);
       let nextRunAt: Date | null = current.next_run_at === null ? null : new Date(current.next_run_at);
@@ -113,7 +114,9 @@ export class ScheduleService {
   }
 }
 
-function requireValid(cron: string, timezone: string): void {
+/** The time zone, spelled as IANA does, of a valid cron and time zone; a 422 otherwise. */
+function requireValid(cron: string, timezone: string): string {
   const problem = cronProblem(cron, timezone);
   if (problem) throw new ApiError("validation_error", problem);
+  return canonicalTimezone(timezone);
 }
