@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { startTestServer, type TestServer } from "./support/server.ts";
+import { assertProblem } from "./support/problem.ts";
 
 const TESTING_CONFIG = fileURLToPath(new URL("./fixtures/testing.rudder.json", import.meta.url));
 
@@ -133,6 +134,30 @@ describe("runs (with a worker)", () => {
     assert.ok(rest.length > 10, "60 ticks and the run's own events");
     const bad = await server.request("GET", `/v1/runs/${run.run_id}/events?offset=-1`);
     assert.equal(bad.status, 422);
+  });
+
+  test("config.recursion_limit bounds the run's supersteps (LangGraph Platform's field, and LangChain's recursionLimit)", async () => {
+    const run = async (steps: number, config: Record<string, unknown>) => {
+      const created = await server.request("POST", "/v1/runs", { body: { assistant_id: "steps", input: { steps }, config } });
+      assert.equal(created.status, 202, JSON.stringify(created.body));
+      return (await joinRun(created.body.run_id)).body;
+    };
+    const beyondDefault = await run(30, { recursion_limit: 100 });
+    assert.equal(beyondDefault.status, "succeeded", JSON.stringify(beyondDefault.error));
+    assert.equal(beyondDefault.output.count, 30);
+    const lowered = await run(5, { recursion_limit: 2 });
+    assert.equal(lowered.status, "failed");
+    assert.match(lowered.error.message, /Recursion limit of 2/);
+    assert.equal((await run(5, { recursionLimit: 2 })).status, "failed");
+    const viaRoot = await server.request("POST", "/runs/wait", {
+      body: { assistant_id: "steps", input: { steps: 30 }, config: { recursion_limit: 100 } },
+    });
+    assert.equal(viaRoot.body.count, 30, JSON.stringify(viaRoot.body));
+    for (const bad of [0, 1.5, "10", 10_001]) {
+      const refused = await server.request("POST", "/v1/runs", { body: { assistant_id: "steps", config: { recursion_limit: bad } } });
+      assertProblem(refused, 422, "validation_error");
+      assert.match(refused.body.detail, /config\/recursion_limit must be an integer/);
+    }
   });
 
   test("custom stream writes and chat-model tokens become custom and messages events", async () => {

@@ -63,8 +63,25 @@ export function runErrorOf(error: unknown): RunError {
  */
 export const RESERVED_CONFIGURABLE_PREFIXES = ["__pregel_", "__rudder"] as const;
 
-/** Why a request's config may not be used (a reserved `configurable` key), or undefined when it may. */
+/** A recursion limit's ceiling: beyond it a looping graph would run for hours before it stopped. */
+export const MAX_RECURSION_LIMIT = 10_000;
+
+/**
+ * The most supersteps a run may take: `config.recursion_limit` as LangGraph Platform takes it
+ * (the SDK's `Config`), or LangChain's own `recursionLimit`; undefined leaves the graph's (25).
+ */
+export function recursionLimitOf(config: Record<string, unknown> | undefined): number | undefined {
+  const limit = config?.recursion_limit ?? config?.recursionLimit;
+  return typeof limit === "number" ? limit : undefined;
+}
+
+/** Why a request's config may not be used (a reserved `configurable` key, a bad recursion limit), or undefined when it may. */
 export function configProblem(config: Record<string, unknown> | undefined, where = "config"): string | undefined {
+  for (const key of ["recursion_limit", "recursionLimit"]) {
+    const limit = config?.[key];
+    if (limit !== undefined && !(Number.isInteger(limit) && (limit as number) >= 1 && (limit as number) <= MAX_RECURSION_LIMIT))
+      return `${where}/${key} must be an integer from 1 to ${MAX_RECURSION_LIMIT}`;
+  }
   const configurable = config?.configurable;
   if (typeof configurable !== "object" || configurable === null || Array.isArray(configurable)) return undefined;
   const reserved = Object.keys(configurable).find((key) => RESERVED_CONFIGURABLE_PREFIXES.some((prefix) => key.startsWith(prefix)));

@@ -4,6 +4,7 @@ import { AsyncLocalStorageProviderSingleton } from "@langchain/core/singletons";
 import { Command, type BaseStore, type LangGraphRunnableConfig } from "@langchain/langgraph";
 import { RUDDER_METER_KEY, RUDDER_STEERING_KEY, type SteeringChannel, type UsageRecorder } from "@rudder/graph";
 import { UsageMeter } from "../domain/budget.ts";
+import { recursionLimitOf } from "../domain/runs.ts";
 import { BudgetCallbackHandler, type ModelPrice } from "./budget-callbacks.ts";
 import type { GraphRegistry, RunnableGraph } from "../graphs/registry.ts";
 import {
@@ -162,8 +163,10 @@ export function runConfig(
 ): LangGraphRunnableConfig {
   const configurable = (run.config.configurable as Record<string, unknown> | undefined) ?? {};
   const recorder: UsageRecorder | undefined = meter && { record: (usage) => meter.record(usage) };
+  const recursionLimit = recursionLimitOf(run.config);
   return {
     ...run.config,
+    ...(recursionLimit !== undefined ? { recursionLimit } : {}),
     // The tenant comes last: a run's own config cannot name another tenant's checkpoints.
     configurable: {
       ...configurable,
