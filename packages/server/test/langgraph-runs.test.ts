@@ -91,6 +91,17 @@ describe("LangGraph API through the SDK: interrupts, multitask, cancel, failures
     assert.ok(queuedRun.body.started_at >= firstRun.body.finished_at, "enqueued runs start after the previous ends");
   });
 
+  test("updateState while a run of the thread is pending or running is a 409, as on the Platform; once it ends, the edit lands", async () => {
+    const thread = await client.threads.create();
+    const running = await client.runs.create(thread.thread_id, "steps", { input: { steps: 3, delayMs: 200 } });
+    // The run is pending or running from its creation on: either way the edit would be lost under it.
+    await rejectsWith(client.threads.updateState(thread.thread_id, { values: { label: "edited" } }), 409);
+    await client.runs.join(thread.thread_id, running.run_id);
+    await client.threads.updateState(thread.thread_id, { values: { label: "edited" } });
+    const state = await client.threads.getState(thread.thread_id);
+    assert.equal((state.values as { label?: string }).label, "edited");
+  });
+
   test("multitask interrupt cancels the running run (interrupted); rollback also drops what it wrote", async () => {
     const thread = await client.threads.create();
     const a = await client.runs.create(thread.thread_id, "steps", { input: slow });

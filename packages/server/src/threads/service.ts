@@ -99,4 +99,17 @@ export class ThreadService {
     await this.get(tenantId, threadId);
     return this.state.fork(tenantId, threadId, request);
   }
+
+  /**
+   * LangGraph's state update: a fork written as the thread's newest state, so, as on LangGraph
+   * Platform, a 409 while a run of the thread is pending or running (that run would write over
+   * the edit, which would be left on a side branch while the caller was told it had landed).
+   */
+  async updateState(tenantId: string, threadId: string, request: ForkBody): Promise<ForkAnswer> {
+    await this.get(tenantId, threadId);
+    if (await threadHasActiveRun(this.db, tenantId, threadId)) {
+      throw new ApiError("conflict", `thread ${threadId} is busy: a run of it is pending or running; update its state once it has ended`);
+    }
+    return this.state.fork(tenantId, threadId, request);
+  }
 }

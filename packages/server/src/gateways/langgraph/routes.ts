@@ -369,7 +369,7 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
       if (body.values !== undefined && body.values !== null && (typeof body.values !== "object" || Array.isArray(body.values))) {
         throw new ApiError("validation_error", "values must be an object of channel values");
       }
-      const forked = await threads.fork(request.principal.tenantId, request.params.thread_id, {
+      const forked = await threads.updateState(request.principal.tenantId, request.params.thread_id, {
         ...(checkpointId !== undefined ? { checkpoint_id: checkpointId } : {}),
         values: (body.values ?? {}) as Record<string, unknown>,
         ...(body.as_node ? { as_node: body.as_node } : {}),
