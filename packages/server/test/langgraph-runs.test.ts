@@ -138,6 +138,16 @@ describe("LangGraph API through the SDK: interrupts, multitask, cancel, failures
     assert.equal(v1.body.status, "cancelled");
     assert.equal(v1.body.started_at, null);
 
+    // A cancelled run's join answers the values it left on the thread, as the Platform's does.
+    const stepping = await client.threads.create();
+    const stopped = await client.runs.create(stepping.thread_id, "steps", { input: slow });
+    const counted = async () => ((await client.threads.getState(stepping.thread_id)).values as { count?: number }).count ?? 0;
+    while ((await counted()) < 1) await new Promise((resolve) => setTimeout(resolve, 50));
+    await client.runs.cancel(stepping.thread_id, stopped.run_id, true);
+    const leftBehind = (await client.runs.join(stepping.thread_id, stopped.run_id)) as { count?: number };
+    assert.ok((leftBehind.count ?? 0) >= 1, JSON.stringify(leftBehind));
+    assert.deepEqual(leftBehind, (await client.threads.getState(stepping.thread_id)).values);
+
     // cancel_on_disconnect: a joiner that leaves before the end cancels the run.
     const fresh = await client.threads.create();
     const left = await client.runs.create(fresh.thread_id, "steps", { input: { steps: 20, delayMs: 250 } });

@@ -417,6 +417,16 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
     response: { ...response, ...problems(400, 401, 403, 404, 409, 413, 422, 429) },
   });
 
+  /**
+   * What a wait or join answers: the run's output, or for a cancelled run of a thread (which has
+   * none) the thread's values, as the Platform answers (the last values the run checkpointed).
+   */
+  const waitAnswer = async (tenantId: string, run: Run): Promise<unknown> => {
+    if (run.status !== "cancelled" || run.output !== null || run.thread_id === null) return waitBody(run);
+    const state = await threads.stateOf(tenantId, run.thread_id, undefined).catch(() => undefined);
+    return state?.values ?? {};
+  };
+
   const threadParam = (request: FastifyRequest) => (request.params as { thread_id?: string }).thread_id ?? null;
 
   const create = async (request: FastifyRequest<{ Body: LgRunCreateBody }>, reply: FastifyReply) => {
@@ -438,7 +448,7 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
           retryAfterSeconds: 1,
         });
       }
-      return reply.header("content-location", runLocation(run)).send(waitBody(settled));
+      return reply.header("content-location", runLocation(run)).send(await waitAnswer(tenantId, settled));
     } finally {
       release();
     }
@@ -562,7 +572,7 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
             retryAfterSeconds: 1,
           });
         }
-        return waitBody(settled);
+        return waitAnswer(tenantId, settled);
       } finally {
         wait.release();
       }
