@@ -110,6 +110,12 @@ describe("LangGraph API through the SDK: assistants, threads, runs, streams", ()
       byName.map((assistant) => assistant.assistant_id),
       ["echo-loud"],
     );
+    const byPart = await client.assistants.search({ name: "LOUD" });
+    assert.deepEqual(
+      byPart.map((assistant) => assistant.assistant_id),
+      ["echo-loud"],
+      "a name matches as a part, in any case, as on the Platform",
+    );
     const graph = await client.assistants.getGraph("echo-loud");
     assert.ok(
       graph.nodes.some((node) => node.id === "echo"),

@@ -134,9 +134,11 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
         return found.slice(0, limit).map(lgAssistant);
       };
       if (body.name == null) return page(await assistants.list(tenantId, { ...filter, limit: limit + 1, offset }));
-      // The catalog does not filter by name: filter a wide page, then paginate what matched.
-      const named = (await assistants.list(tenantId, { ...filter, limit: 1000, offset: 0 })).filter(
-        (assistant) => assistant.name === body.name,
+      // The catalog does not filter by name: filter a wide page, then paginate what matched. As on
+      // the Platform, a name matches as a part, in any case.
+      const part = body.name.toLowerCase();
+      const named = (await assistants.list(tenantId, { ...filter, limit: 1000, offset: 0 })).filter((assistant) =>
+        assistant.name.toLowerCase().includes(part),
       );
       return page(named.slice(offset, offset + limit + 1));
     },
