@@ -89,6 +89,13 @@ export const LgAssistantSearchBody = Type.Object(
 );
 export type LgAssistantSearchBody = Static<typeof LgAssistantSearchBody>;
 
+/** `assistants.count`: the search's filters. */
+export const LgAssistantCountBody = Type.Object(
+  { graph_id: Opt(Type.String()), name: Opt(Type.String()), metadata: Opt(JsonObject) },
+  { additionalProperties: false },
+);
+export type LgAssistantCountBody = Static<typeof LgAssistantCountBody>;
+
 /** The graph's nodes and edges, as LangGraph's `Graph.toJSON()` draws them. */
 export const LgAssistantGraph = Type.Object({
   nodes: Type.Array(Type.Object({ id: Type.Union([Type.String(), Type.Number()]) }, { additionalProperties: true })),
@@ -184,6 +191,13 @@ export const LgThreadSearchBody = Type.Object(
   { additionalProperties: false },
 );
 export type LgThreadSearchBody = Static<typeof LgThreadSearchBody>;
+
+/** `threads.count`: the search's filters. */
+export const LgThreadCountBody = Type.Object(
+  { metadata: Opt(JsonObject), status: Opt(LgThreadStatus), values: Opt(JsonObject) },
+  { additionalProperties: false },
+);
+export type LgThreadCountBody = Static<typeof LgThreadCountBody>;
 
 type LgRefs = { LgCheckpoint: typeof LgCheckpoint };
 

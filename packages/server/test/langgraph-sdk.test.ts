@@ -116,6 +116,9 @@ describe("LangGraph API through the SDK: assistants, threads, runs, streams", ()
       ["echo-loud"],
       "a name matches as a part, in any case, as on the Platform",
     );
+    assert.equal(await client.assistants.count({ graphId: "echo" }), 3);
+    assert.equal(await client.assistants.count({ graphId: "echo", name: "loud" }), 1);
+    assert.ok((await client.assistants.count()) > 3);
     const graph = await client.assistants.getGraph("echo-loud");
     assert.ok(
       graph.nodes.some((node) => node.id === "echo"),
@@ -150,6 +153,10 @@ describe("LangGraph API through the SDK: assistants, threads, runs, streams", ()
     );
     assert.equal((await client.threads.search({ metadata: { tag: "lg-sdk" }, status: "busy" })).length, 0);
     assert.equal((await client.threads.search({ metadata: { tag: "lg-sdk" }, status: "idle", limit: 1 })).length, 1);
+    // count: the search's filters, without paging (a POST the SDK sends to /threads/count).
+    assert.equal(await client.threads.count({ metadata: { tag: "lg-sdk" } }), 2);
+    assert.equal(await client.threads.count({ metadata: { tag: "lg-sdk" }, status: "busy" }), 0);
+    assert.equal(await client.threads.count({ metadata: { team: "blue", tag: "lg-sdk" }, status: "idle" }), 1);
     const byIds = await client.threads.search({
       ids: [thread.thread_id, other.thread_id, "00000000-0000-4000-8000-000000000000"],
       metadata: { team: "blue" },

@@ -128,6 +128,16 @@ export async function deleteThread(tx: Queryable, tenantId: string, threadId: st
 }
 
 /** Newest first; `metadata` matches by containment (`@>`), served by the GIN index. */
+/** How many of the tenant's threads match a list query's filters (its paging aside). */
+export async function countThreads(db: Queryable, tenantId: string, query: Omit<ThreadListQuery, "limit" | "offset">): Promise<number> {
+  const rows = await db.query<{ count: string | number }>(
+    `select count(*) as count from threads
+      where tenant_id = $1 and ($2::jsonb is null or metadata @> $2::jsonb) and ($3::text is null or status = $3::text)`,
+    [tenantId, query.metadata === undefined ? null : json(query.metadata), query.status ?? null],
+  );
+  return Number(rows[0]?.count ?? 0);
+}
+
 export async function listThreads(db: Queryable, tenantId: string, query: ThreadListQuery): Promise<Thread[]> {
   const rows = await db.query<ThreadRow>(
     `select ${COLUMNS} from threads

@@ -7,6 +7,7 @@ import {
   deleteThread,
   findThread,
   insertThread,
+  countThreads,
   listThreads,
   lockThread,
   writeThreadMetadata,
@@ -53,6 +54,10 @@ export class ThreadService {
 
   async list(tenantId: string, query: ThreadListQuery): Promise<Thread[]> {
     return listThreads(this.db, tenantId, query);
+  }
+
+  async count(tenantId: string, query: Omit<ThreadListQuery, "limit" | "offset">): Promise<number> {
+    return countThreads(this.db, tenantId, query);
   }
 
   async replaceMetadata(tenantId: string, threadId: string, metadata: JsonObject): Promise<Thread> {

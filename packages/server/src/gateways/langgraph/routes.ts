@@ -5,6 +5,7 @@ import {
   AssistantIdParams,
   LgAssistant,
   LgAssistantGraph,
+  LgAssistantCountBody,
   LgAssistantSearchBody,
   LgCancelQuery,
   LgCheckpoint,
@@ -25,6 +26,7 @@ import {
   LgThreadCreateBody,
   LgThreadPatchBody,
   LgThreadRunParams,
+  LgThreadCountBody,
   LgThreadSearchBody,
   LgThreadState,
   LgUpdateStateAnswer,
@@ -68,6 +70,12 @@ const notFoundAsUndefined = (error: unknown): undefined => {
   if (error instanceof ApiError && error.code === "not_found") return undefined;
   throw error;
 };
+
+/** As on the Platform, an assistant's name matches a search's `name` as a part, in any case. */
+const nameMatches = (assistant: Assistant, name: string) => assistant.name.toLowerCase().includes(name.toLowerCase());
+
+/** Assistants are counted a page of this many at a time (the catalog has no count of its own). */
+const COUNT_PAGE = 1000;
 
 const truthy = (value: string | boolean | undefined) => value === true || value === "1" || value === "true";
 
@@ -134,13 +142,34 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
         return found.slice(0, limit).map(lgAssistant);
       };
       if (body.name == null) return page(await assistants.list(tenantId, { ...filter, limit: limit + 1, offset }));
-      // The catalog does not filter by name: filter a wide page, then paginate what matched. As on
-      // the Platform, a name matches as a part, in any case.
-      const part = body.name.toLowerCase();
+      // The catalog does not filter by name: filter a wide page, then paginate what matched.
       const named = (await assistants.list(tenantId, { ...filter, limit: 1000, offset: 0 })).filter((assistant) =>
-        assistant.name.toLowerCase().includes(part),
+        nameMatches(assistant, body.name!),
       );
       return page(named.slice(offset, offset + limit + 1));
+    },
+  );
+
+  app.post(
+    "/assistants/count",
+    {
+      config: { permission: "read" },
+      schema: {
+        tags,
+        summary: "Count assistants (graph_id, name, metadata)",
+        body: LgAssistantCountBody,
+        response: { 200: Type.Integer(), ...problems(401, 403, 422) },
+      },
+    },
+    async (request) => {
+      const { graph_id, name, metadata } = request.body;
+      const filter = { graphId: graph_id ?? undefined, metadata: metadata ?? undefined };
+      let count = 0;
+      for (let offset = 0; ; offset += COUNT_PAGE) {
+        const page = await assistants.list(request.principal.tenantId, { ...filter, limit: COUNT_PAGE, offset });
+        count += name == null ? page.length : page.filter((assistant) => nameMatches(assistant, name)).length;
+        if (page.length < COUNT_PAGE) return count;
+      }
     },
   );
 
@@ -268,6 +297,27 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
         found = await threads.list(tenantId, { limit, offset, metadata: body.metadata ?? undefined, status });
       }
       return Promise.all(found.map(async (thread) => lgThread(thread, await threads.stateOf(tenantId, thread.thread_id, undefined))));
+    },
+  );
+
+  app.post(
+    "/threads/count",
+    {
+      config: { permission: "read" },
+      schema: {
+        tags,
+        summary: "Count threads (metadata, status)",
+        body: LgThreadCountBody,
+        response: { 200: Type.Integer(), ...problems(401, 403, 422) },
+      },
+    },
+    async (request) => {
+      const body = request.body;
+      if (body.values != null) throw new ApiError("validation_error", "values: counting threads by values is not supported yet");
+      return threads.count(request.principal.tenantId, {
+        metadata: body.metadata ?? undefined,
+        status: body.status ? rudderThreadStatus(body.status) : undefined,
+      });
     },
   );
 
