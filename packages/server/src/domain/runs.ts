@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import type { RunError, RunStatus } from "@rudder/api";
+import { MAX_INT32, type RunError, type RunStatus } from "@rudder/api";
 import { ApiError } from "./errors.ts";
 import { storableText } from "./storable-json.ts";
 
@@ -63,8 +63,8 @@ export function runErrorOf(error: unknown): RunError {
  */
 export const RESERVED_CONFIGURABLE_PREFIXES = ["__pregel_", "__rudder"] as const;
 
-/** A recursion limit's ceiling: beyond it a looping graph would run for hours before it stopped. */
-export const MAX_RECURSION_LIMIT = 10_000;
+/** A recursion limit's ceiling: the largest 32-bit integer (long-lived loops ask for a million). */
+export const MAX_RECURSION_LIMIT = MAX_INT32;
 
 /**
  * The most supersteps a run may take: `config.recursion_limit` as LangGraph Platform takes it
