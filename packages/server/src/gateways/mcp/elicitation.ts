@@ -100,17 +100,15 @@ addFormats.default(formAjv);
  */
 export function formProblem(asked: Elicitation, content: unknown): string | undefined {
   const schema = asked.params.requestedSchema;
-  let validate;
   try {
-    validate = formAjv.compile(schema);
-  } catch {
-    return undefined;
-  }
-  try {
+    const validate = formAjv.compile(schema);
     if (validate(content)) return undefined;
     const error = validate.errors?.[0];
     return `result.content${error?.instancePath ?? ""} ${error?.message ?? "does not match the form"}: the form the question asked for is not filled in`;
+  } catch {
+    return undefined;
   } finally {
+    // Forgotten whether it compiled or not: Ajv caches a schema before compiling it.
     formAjv.removeSchema(schema);
   }
 }
