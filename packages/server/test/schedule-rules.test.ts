@@ -251,25 +251,25 @@ describe(`the executor on a controlled clock, ${TEST_DRIVER}`, () => {
     const clock = controlledClock("2026-03-01T10:00:00.500Z");
     const server = await startTestServer({ worker: false, clock: clock.now, scheduler: { loop: false } });
     try {
-      const thread = (await server.request("POST", "/v1/threads", { body: {} })).body;
-      const onThread = (
-        await server.request("POST", "/v1/schedules", { body: { assistant_id: "echo", cron: "* * * * * *", thread_id: thread.thread_id } })
-      ).body;
+      const gone = { assistant_id: "gone", graph_id: "echo" };
+      assert.equal((await server.request("POST", "/v1/assistants", { body: gone })).status, 201);
+      const orphan = (await server.request("POST", "/v1/schedules", { body: { assistant_id: "gone", cron: "* * * * * *" } })).body;
       const healthy = (await server.request("POST", "/v1/schedules", { body: { assistant_id: "echo", cron: "* * * * * *" } })).body;
-      assert.equal((await server.request("DELETE", `/v1/threads/${thread.thread_id}`)).status, 204);
+      assert.equal((await server.request("DELETE", "/v1/assistants/gone")).status, 204);
       clock.set("2026-03-01T10:00:01Z");
       assert.equal(await drain(server), 2, "the refusal does not roll back the healthy schedule's run");
-      const refused = (await server.request("GET", `/v1/schedules/${onThread.schedule_id}`)).body;
+      const refused = (await server.request("GET", `/v1/schedules/${orphan.schedule_id}`)).body;
       assert.deepEqual(refused.last_error, {
-        code: "not_found",
-        message: `thread ${thread.thread_id} not found`,
+        code: "validation_error",
+        message: 'assistant_id "gone" names no assistant',
         scheduled_at: "2026-03-01T10:00:01.000Z",
       });
       assert.equal(refused.next_run_at, "2026-03-01T10:00:02.000Z");
       assert.equal(refused.last_run_id, null);
-      assert.equal((await runsOf(server, onThread.schedule_id)).length, 0);
+      assert.equal((await runsOf(server, orphan.schedule_id)).length, 0);
       assert.equal((await runsOf(server, healthy.schedule_id)).length, 1);
       assert.equal(await drain(server), 0, "skipped, not retried");
+      assert.equal((await server.request("DELETE", `/v1/schedules/${orphan.schedule_id}`)).status, 204);
 
       // An assistant that disappears and comes back: the refusal is recorded, the next run clears it.
       const assistant = { assistant_id: "comes-back", graph_id: "echo" };
@@ -287,6 +287,27 @@ describe(`the executor on a controlled clock, ${TEST_DRIVER}`, () => {
       assert.equal(back.last_error, null);
       assert.equal(back.last_run_at, "2026-03-01T10:00:03.000Z");
       assert.equal((await runsOf(server, flaky.schedule_id))[0]?.run_id, back.last_run_id);
+    } finally {
+      await server.close();
+    }
+  });
+});
+
+describe(`a thread's schedules, ${TEST_DRIVER}`, () => {
+  test("deleting a thread deletes its schedules; other schedules stay", async () => {
+    const server = await startTestServer({ worker: false, scheduler: { loop: false } });
+    try {
+      const thread = (await server.request("POST", "/v1/threads", { body: {} })).body;
+      const other = (await server.request("POST", "/v1/threads", { body: {} })).body;
+      const schedule = (body: Record<string, unknown>) =>
+        server.request("POST", "/v1/schedules", { body: { assistant_id: "echo", cron: "0 * * * *", ...body } });
+      const onThread = (await schedule({ thread_id: thread.thread_id })).body;
+      const onOther = (await schedule({ thread_id: other.thread_id })).body;
+      const stateless = (await schedule({})).body;
+      assert.equal((await server.request("DELETE", `/v1/threads/${thread.thread_id}`)).status, 204);
+      assert.equal((await server.request("GET", `/v1/schedules/${onThread.schedule_id}`)).status, 404);
+      assert.equal((await server.request("GET", `/v1/schedules/${onOther.schedule_id}`)).status, 200);
+      assert.equal((await server.request("GET", `/v1/schedules/${stateless.schedule_id}`)).status, 200);
     } finally {
       await server.close();
     }

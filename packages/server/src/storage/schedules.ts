@@ -240,3 +240,8 @@ export async function msUntilNextDue(db: Queryable, now: Date | null): Promise<n
   );
   return row?.ms ?? null;
 }
+
+/** A deleted thread's schedules (they would fire into a missing thread): see `ThreadService.delete`. */
+export async function deleteSchedulesOfThread(db: Queryable, tenantId: string, threadId: string): Promise<void> {
+  await db.query("delete from schedules where tenant_id = $1 and thread_id = $2::text::uuid", [tenantId, threadId]);
+}
