@@ -96,6 +96,79 @@ export const LgAssistantCountBody = Type.Object(
 );
 export type LgAssistantCountBody = Static<typeof LgAssistantCountBody>;
 
+/** `assistants.create`: a tenant's own assistant (`if_exists` as threads'). */
+export const LgAssistantCreateBody = Type.Object(
+  {
+    graph_id: Type.String({ minLength: 1 }),
+    assistant_id: Opt(Type.String({ pattern: "^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$" })),
+    if_exists: Opt(literals(["raise", "do_nothing"])),
+    name: Opt(Type.String({ minLength: 1, maxLength: 256 })),
+    description: Opt(Type.String({ maxLength: 4096 })),
+    config: Opt(JsonObject),
+    context: Opt(JsonObject),
+    metadata: Opt(JsonObject),
+  },
+  { additionalProperties: false },
+);
+export type LgAssistantCreateBody = Static<typeof LgAssistantCreateBody>;
+
+/** `assistants.update`: the fields given replace the stored ones, except `metadata`, which is merged in. */
+export const LgAssistantPatchBody = Type.Object(
+  {
+    graph_id: Opt(Type.String({ minLength: 1 })),
+    name: Opt(Type.String({ minLength: 1, maxLength: 256 })),
+    description: Opt(Type.String({ maxLength: 4096 })),
+    config: Opt(JsonObject),
+    context: Opt(JsonObject),
+    metadata: Opt(JsonObject),
+  },
+  { additionalProperties: false },
+);
+export type LgAssistantPatchBody = Static<typeof LgAssistantPatchBody>;
+
+export const LgAssistantDeleteQuery = Type.Object(
+  {
+    delete_threads: Type.Optional(
+      Type.Union([literals(["0", "1", "true", "false"]), Type.Boolean()], {
+        description: "also delete the threads whose latest run was the assistant's (metadata.assistant_id); busy threads stay",
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
+export type LgAssistantDeleteQuery = Static<typeof LgAssistantDeleteQuery>;
+
+/** `assistants.getVersions`: Rudder keeps an assistant's current version only, so a page has at most one. */
+export const LgAssistantVersionsBody = Type.Object(
+  {
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 10 })),
+    offset: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_INT32, default: 0 })),
+    metadata: Opt(JsonObject),
+  },
+  { additionalProperties: false },
+);
+export type LgAssistantVersionsBody = Static<typeof LgAssistantVersionsBody>;
+
+/** The SDK's `AssistantVersion`. */
+export const LgAssistantVersion = Type.Object({
+  assistant_id: Type.String(),
+  graph_id: Type.String(),
+  name: Type.String(),
+  description: Nullable(Type.String()),
+  config: JsonObject,
+  context: JsonObject,
+  metadata: JsonObject,
+  version: Type.Integer(),
+  created_at: Timestamp,
+});
+export type LgAssistantVersion = Static<typeof LgAssistantVersion>;
+
+export const LgAssistantLatestBody = Type.Object(
+  { version: Type.Integer({ minimum: 1, maximum: MAX_INT32 }) },
+  { additionalProperties: false },
+);
+export type LgAssistantLatestBody = Static<typeof LgAssistantLatestBody>;
+
 /** The graph's nodes and edges, as LangGraph's `Graph.toJSON()` draws them. */
 export const LgAssistantGraph = Type.Object({
   nodes: Type.Array(Type.Object({ id: Type.Union([Type.String(), Type.Number()]) }, { additionalProperties: true })),
@@ -256,6 +329,36 @@ export type LgUpdateStateBody = Static<typeof LgUpdateStateBody>;
 export const LgUpdateStateAnswer = Type.Object({ checkpoint: Type.Ref("LgCheckpoint"), configurable: Type.Ref("LgCheckpoint") });
 export type LgUpdateStateAnswer = Static<typeof LgUpdateStateAnswer, LgRefs>;
 
+/** `threads.getState` with a checkpoint object (`POST /threads/{id}/state/checkpoint`). */
+export const LgStateAtCheckpointBody = Type.Object(
+  { checkpoint: Opt(JsonObject), subgraphs: Opt(Type.Boolean()) },
+  { additionalProperties: false },
+);
+export type LgStateAtCheckpointBody = Static<typeof LgStateAtCheckpointBody>;
+
+/** `GET /threads/{id}/history`: the POST's page, in the query string. */
+export const LgHistoryQuery = Type.Object(
+  {
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 10 })),
+    before: Type.Optional(Type.String({ minLength: 1, description: "a checkpoint id" })),
+  },
+  { additionalProperties: false },
+);
+export type LgHistoryQuery = Static<typeof LgHistoryQuery>;
+
+/** `threads.prune`: `delete` deletes the threads; `keep_latest` keeps each thread's latest checkpoint only. */
+export const LgThreadPruneBody = Type.Object(
+  {
+    thread_ids: Type.Array(Uuid, { minItems: 1, maxItems: 1000 }),
+    strategy: Opt(literals(["delete", "keep_latest"])),
+  },
+  { additionalProperties: false },
+);
+export type LgThreadPruneBody = Static<typeof LgThreadPruneBody>;
+
+export const LgThreadPruneAnswer = Type.Object({ pruned_count: Type.Integer({ minimum: 0 }) });
+export type LgThreadPruneAnswer = Static<typeof LgThreadPruneAnswer>;
+
 export const LgStateQuery = Type.Object(
   { subgraphs: Type.Optional(Type.Boolean()), select: Type.Optional(Type.Union([Type.String(), Type.Array(Type.String())])) },
   { additionalProperties: false },
@@ -343,6 +446,27 @@ export const LgRunCreateBody = Type.Object(
   { additionalProperties: false },
 );
 export type LgRunCreateBody = Static<typeof LgRunCreateBody>;
+
+/** `runs.createBatch`: stateless runs, created in order. */
+export const LgRunBatchBody = Type.Array(LgRunCreateBody, { minItems: 1, maxItems: 100 });
+export type LgRunBatchBody = Static<typeof LgRunBatchBody>;
+
+/** `runs.cancelMany`: a thread's runs (by status), or runs by id. */
+export const LgCancelManyBody = Type.Object(
+  {
+    thread_id: Opt(Uuid),
+    run_ids: Opt(Type.Array(Uuid, { minItems: 1, maxItems: 1000 })),
+    status: Opt(literals(["pending", "running", "all"])),
+  },
+  { additionalProperties: false },
+);
+export type LgCancelManyBody = Static<typeof LgCancelManyBody>;
+
+export const LgCancelManyQuery = Type.Object(
+  { action: Type.Optional(literals(["interrupt", "rollback"])) },
+  { additionalProperties: false },
+);
+export type LgCancelManyQuery = Static<typeof LgCancelManyQuery>;
 
 export const LgListRunsQuery = Type.Object(
   {

@@ -2,7 +2,14 @@ import { randomUUID } from "node:crypto";
 import type { Assistant, CreateRunBody, JsonObject, ResumeBody, Run, RunEvent } from "@rudder/api";
 import { ApiError, notFound } from "../domain/errors.ts";
 import { isRefusal, transitionFor, type RunTrigger } from "../domain/run-lifecycle.ts";
-import { ACTIVE_STATUSES, isSettled, requestFingerprint, requireUsableConfig, type MultitaskStrategy } from "../domain/runs.ts";
+import {
+  ACTIVE_STATUSES,
+  isSettled,
+  requestFingerprint,
+  requireUsableConfig,
+  TERMINAL_STATUSES,
+  type MultitaskStrategy,
+} from "../domain/runs.ts";
 import type { AssistantCatalog } from "../graphs/assistants.ts";
 import { validateGoto, validateGraphInput } from "../graphs/input.ts";
 import type { GraphRegistry } from "../graphs/registry.ts";
@@ -401,6 +408,16 @@ export class RunService {
       const run = await this.lockOwn(tx, tenantId, runId);
       return publicRun(await this.transition(tx, run, "cancel"));
     });
+  }
+
+  /**
+   * Deletes an ended run with its events and steering (LangGraph's `runs.delete`); a run that is
+   * pending, running, cancelling or paused is a 409 (cancel it first). One statement when it can go.
+   */
+  async delete(tenantId: string, runId: string): Promise<void> {
+    if (await runRows.deleteRunIn(this.db, tenantId, runId, [...TERMINAL_STATUSES])) return;
+    const run = await this.own(this.db, tenantId, runId);
+    throw new ApiError("conflict", `run ${runId} is ${run.status}; only an ended run can be deleted (cancel it first)`);
   }
 
   /**

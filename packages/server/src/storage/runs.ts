@@ -709,3 +709,24 @@ export async function runStatus(db: Queryable, tenantId: string, runId: string):
   const [row] = await db.query<{ status: RunStatus }>("select status from runs where tenant_id = $1 and run_id = $2", [tenantId, runId]);
   return row?.status;
 }
+
+const DELETE_ENDED_RUN = `with target as (
+       select run_id, thread_id from runs where tenant_id = $1 and run_id = $2::text::uuid and status = any($3::text[]) for update
+     ), events as (
+       delete from run_events e using target t where e.tenant_id = $1 and e.run_id = t.run_id
+     ), writes as (
+       delete from checkpoint_writes w using target t where t.thread_id is null and w.tenant_id = $1 and w.thread_id = $2::text
+     ), checkpoints as (
+       delete from checkpoints c using target t where t.thread_id is null and c.tenant_id = $1 and c.thread_id = $2::text
+     )
+     delete from runs r using target t where r.tenant_id = $1 and r.run_id = t.run_id returning r.run_id::text as run_id`;
+
+/**
+ * Deletes a run in one of `statuses`, its events and, by the keys' cascade, its steering; a
+ * stateless run's checkpoints too (they are kept under its run id). A thread's checkpoints stay:
+ * they are the thread's state. False when the tenant has no such run in those statuses.
+ */
+export async function deleteRunIn(db: Queryable, tenantId: string, runId: string, statuses: readonly RunStatus[]): Promise<boolean> {
+  const rows = await db.query(DELETE_ENDED_RUN, [tenantId, runId, statuses]);
+  return rows.length > 0;
+}

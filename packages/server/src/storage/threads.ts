@@ -148,3 +148,47 @@ export async function listThreads(db: Queryable, tenantId: string, query: Thread
   );
   return rows.map(toThread);
 }
+
+/**
+ * A copy of the thread under a new id, in one statement (one snapshot): its metadata, checkpoints
+ * and pending writes; where checkpoint metadata names the thread, it names the copy (as LangGraph
+ * Platform's copy does). Undefined when the tenant has no such thread.
+ */
+const COPY_THREAD = `with source as (
+       select metadata from threads where tenant_id = $1 and thread_id = $2::text::uuid
+     ), copy as (
+       insert into threads (thread_id, tenant_id, metadata) select $3::text::uuid, $1, metadata from source returning ${COLUMNS}
+     ), writes as (
+       insert into checkpoint_writes (tenant_id, thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, value_type, value)
+       select tenant_id, $3::text, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, value_type, value
+         from checkpoint_writes where tenant_id = $1 and thread_id = $2::text and exists (select 1 from source)
+     ), checkpoints as (
+       insert into checkpoints (tenant_id, thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint_type, checkpoint, metadata, created_at)
+       select tenant_id, $3::text, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint_type, checkpoint,
+              replace(metadata::text, $2::text, $3::text)::jsonb, created_at
+         from checkpoints where tenant_id = $1 and thread_id = $2::text and exists (select 1 from source)
+     )
+     select * from copy`;
+
+export async function copyThread(db: Queryable, tenantId: string, threadId: string, copyId: string): Promise<Thread | undefined> {
+  const [row] = await db.query<ThreadRow>(COPY_THREAD, [tenantId, threadId, copyId]);
+  return row && toThread(row);
+}
+
+/**
+ * Keeps the thread's latest checkpoint of each namespace and deletes the older ones with their
+ * pending writes (LangGraph's prune `keep_latest`); latest as the saver reads it, by checkpoint id.
+ */
+const KEEP_LATEST_CHECKPOINTS = `with latest as (
+       select checkpoint_ns, max(checkpoint_id) as checkpoint_id from checkpoints
+        where tenant_id = $1 and thread_id = $2 group by checkpoint_ns
+     ), writes as (
+       delete from checkpoint_writes w where w.tenant_id = $1 and w.thread_id = $2
+          and not exists (select 1 from latest l where l.checkpoint_ns = w.checkpoint_ns and l.checkpoint_id = w.checkpoint_id)
+     )
+     delete from checkpoints c where c.tenant_id = $1 and c.thread_id = $2
+        and not exists (select 1 from latest l where l.checkpoint_ns = c.checkpoint_ns and l.checkpoint_id = c.checkpoint_id)`;
+
+export async function keepLatestCheckpoints(tx: Queryable, tenantId: string, threadId: string): Promise<void> {
+  await tx.query(KEEP_LATEST_CHECKPOINTS, [tenantId, threadId]);
+}

@@ -2,13 +2,16 @@ import { randomUUID } from "node:crypto";
 import type { ForkAnswer, ForkBody, JsonObject, Thread, ThreadState } from "@rudder/api";
 import { ApiError, notFound } from "../domain/errors.ts";
 import type { HistoryPage, ThreadStateReader } from "../graphs/thread-state.ts";
-import type { Db } from "../storage/db.ts";
+import type { Db, Queryable } from "../storage/db.ts";
+import { deleteSchedulesOfThread } from "../storage/schedules.ts";
 import {
+  copyThread,
   deleteThread,
   findThread,
   insertThread,
   countThreads,
   listThreads,
+  keepLatestCheckpoints,
   lockThread,
   writeThreadMetadata,
   threadHasActiveRun,
@@ -82,12 +85,55 @@ export class ThreadService {
    */
   async delete(tenantId: string, threadId: string): Promise<void> {
     await this.db.transaction(async (tx) => {
-      if (!(await lockThread(tx, tenantId, threadId))) throw notFound("thread", threadId);
-      if (await threadHasActiveRun(tx, tenantId, threadId)) {
-        throw new ApiError("conflict", `thread ${threadId} has an active run; cancel it or wait before deleting the thread`);
-      }
+      await this.lockIdle(tx, tenantId, threadId, "deleting the thread");
       await deleteThread(tx, tenantId, threadId);
     });
+    // Its schedules go once the thread has: in the same transaction, the delete would wait on a
+    // schedule an executor holds while that executor waits on the thread (a deadlock). One firing
+    // in between is refused (the thread is gone) and recorded on the schedule, which then goes.
+    await deleteSchedulesOfThread(this.db, tenantId, threadId);
+  }
+
+  /**
+   * A copy of the thread under a new id: its metadata, checkpoints and pending writes (LangGraph's
+   * `threads.copy`), in one statement; the copy is idle and has no runs.
+   */
+  async copy(tenantId: string, threadId: string): Promise<Thread> {
+    const copied = await copyThread(this.db, tenantId, threadId, randomUUID());
+    if (!copied) throw notFound("thread", threadId);
+    return copied;
+  }
+
+  /**
+   * LangGraph's `threads.prune`: `delete` deletes each thread, `keep_latest` keeps only each
+   * thread's latest checkpoints. A thread that is missing, or busy with a run, is left as it is and
+   * not counted; the answer is how many were pruned.
+   */
+  async prune(tenantId: string, threadIds: readonly string[], strategy: "delete" | "keep_latest"): Promise<number> {
+    let pruned = 0;
+    for (const threadId of new Set(threadIds)) {
+      try {
+        if (strategy === "delete") await this.delete(tenantId, threadId);
+        else {
+          await this.db.transaction(async (tx) => {
+            await this.lockIdle(tx, tenantId, threadId, "pruning its checkpoints");
+            await keepLatestCheckpoints(tx, tenantId, threadId);
+          });
+        }
+        pruned += 1;
+      } catch (error) {
+        if (!(error instanceof ApiError) || (error.code !== "not_found" && error.code !== "conflict")) throw error;
+      }
+    }
+    return pruned;
+  }
+
+  /** Locks the thread (404 when missing); 409 while a run of it is pending, running or cancelling. */
+  private async lockIdle(tx: Queryable, tenantId: string, threadId: string, doing: string): Promise<void> {
+    if (!(await lockThread(tx, tenantId, threadId))) throw notFound("thread", threadId);
+    if (await threadHasActiveRun(tx, tenantId, threadId)) {
+      throw new ApiError("conflict", `thread ${threadId} has an active run; cancel it or wait before ${doing}`);
+    }
   }
 
   async stateOf(tenantId: string, threadId: string, checkpointId: string | undefined): Promise<ThreadState> {

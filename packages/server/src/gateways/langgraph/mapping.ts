@@ -3,6 +3,7 @@ import type {
   CheckpointRef,
   JsonObject,
   LgAssistant,
+  LgAssistantVersion,
   LgCheckpoint,
   LgCron,
   LgMultitaskStrategy,
@@ -108,7 +109,17 @@ function withoutKwargs(config: JsonObject): JsonObject {
   return { ...config, configurable: rest };
 }
 
-export const lgAssistant = (assistant: Assistant): LgAssistant => ({ ...assistant, version: 1 });
+/** Rudder keeps one version of an assistant, which an update replaces. */
+export const LG_ASSISTANT_VERSION = 1;
+
+export const lgAssistant = (assistant: Assistant): LgAssistant => ({ ...assistant, version: LG_ASSISTANT_VERSION });
+
+/** The assistant as its one version (the SDK's `AssistantVersion`), made when it was last written. */
+export const lgAssistantVersion = ({ updated_at, created_at: _created, ...assistant }: Assistant): LgAssistantVersion => ({
+  ...assistant,
+  created_at: updated_at,
+  version: LG_ASSISTANT_VERSION,
+});
 
 /** Pending interrupts of a state, by task id (the SDK's `Thread.interrupts`). */
 function interruptsByTask(state: ThreadState | undefined): Record<string, unknown[]> {

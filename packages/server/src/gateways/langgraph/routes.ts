@@ -2,29 +2,30 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { Type } from "typebox";
 import {
-  AssistantIdParams,
   LgAssistant,
-  LgAssistantGraph,
-  LgAssistantCountBody,
-  LgAssistantSearchBody,
+  LgCancelManyBody,
+  LgCancelManyQuery,
   LgCancelQuery,
   LgCheckpoint,
-  LgGraphQuery,
-  LgGraphSchemas,
   LgHistoryBody,
+  LgHistoryQuery,
   LgInfo,
   LgJoinQuery,
   LgJoinStreamQuery,
   LgListRunsQuery,
   LgOk,
   LgRun,
+  LgRunBatchBody,
   LgRunCreateBody,
+  LgStateAtCheckpointBody,
   LgStateQuery,
   LgStreamHeaders,
   LgThread,
   LgThreadCheckpointParams,
   LgThreadCreateBody,
   LgThreadPatchBody,
+  LgThreadPruneAnswer,
+  LgThreadPruneBody,
   LgThreadRunParams,
   LgThreadCountBody,
   LgThreadSearchBody,
@@ -33,7 +34,6 @@ import {
   LgUpdateStateBody,
   RunIdParams,
   ThreadIdParams,
-  type Assistant,
   type LgStreamMode,
   type Run,
   type Thread,
@@ -45,10 +45,8 @@ import { grants } from "../../domain/roles.ts";
 import { problems } from "../../http/responses.ts";
 import type { AppServices } from "../../http/services.ts";
 import { endOnShutdown, requestWait } from "../../http/shutdown.ts";
-import { graphDrawing, graphSchemas } from "./graph-info.ts";
 import {
   checkpointIdOf,
-  lgAssistant,
   lgCheckpoint,
   lgRun,
   lgRunStatus,
@@ -61,7 +59,8 @@ import {
   unservedStreamModes,
   waitBody,
 } from "./mapping.ts";
-import { runLocation, startRun, waitForRun } from "./runs.ts";
+import { cancelRuns, runLocation, startRun, waitForRun } from "./runs.ts";
+import { langGraphAssistantRoutes } from "./assistants.ts";
 import { langGraphStoreCronRoutes } from "./store-crons.ts";
 import { streamLangGraph } from "./stream.ts";
 
@@ -70,12 +69,6 @@ const notFoundAsUndefined = (error: unknown): undefined => {
   if (error instanceof ApiError && error.code === "not_found") return undefined;
   throw error;
 };
-
-/** As on the Platform, an assistant's name matches a search's `name` as a part, in any case. */
-const nameMatches = (assistant: Assistant, name: string) => assistant.name.toLowerCase().includes(name.toLowerCase());
-
-/** Assistants are counted a page of this many at a time (the catalog has no count of its own). */
-const COUNT_PAGE = 1000;
 
 const truthy = (value: string | boolean | undefined) => value === true || value === "1" || value === "true";
 
@@ -97,11 +90,12 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
   app,
   { services, version },
 ) => {
-  const { runService, threads, assistants } = services;
+  const { runService, threads } = services;
   for (const schema of [LgAssistant, LgThread, LgThreadState, LgRun, LgCheckpoint]) app.addSchema(schema);
   const tags = ["langgraph"];
   // LangChain messages in values, state, history and wait bodies go out as LangGraph's plain message dicts.
   app.addHook("preSerialization", async (_request, _reply, payload) => plainMessages(payload));
+  await app.register(langGraphAssistantRoutes, { services });
   await app.register(langGraphStoreCronRoutes, { services });
 
   app.get(
@@ -114,116 +108,6 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
     "/info",
     { config: { public: true }, schema: { tags, summary: "LangGraph server info", security: [], response: { 200: LgInfo } } },
     async () => ({ version, flags: { assistants: true, crons: true, langsmith: false, store: true }, rudder: { api: "/v1" } }),
-  );
-
-  // Assistants (read-only here; manage them through /v1/assistants).
-
-  app.post(
-    "/assistants/search",
-    {
-      config: { permission: "read" },
-      schema: {
-        tags,
-        summary: "Search assistants",
-        body: LgAssistantSearchBody,
-        response: { 200: Type.Array(Type.Ref("LgAssistant")), ...problems(401, 403, 422) },
-      },
-    },
-    async (request, reply) => {
-      const body = request.body;
-      const limit = body.limit ?? 10;
-      const offset = body.offset ?? 0;
-      const filter = { graphId: body.graph_id ?? undefined, metadata: body.metadata ?? undefined };
-      const tenantId = request.principal.tenantId;
-      // One more than the page says whether another follows: X-Pagination-Next, which the SDK's
-      // `search({includePagination: true})` returns as `next`.
-      const page = (found: Assistant[]) => {
-        if (found.length > limit) reply.header("x-pagination-next", String(offset + limit));
-        return found.slice(0, limit).map(lgAssistant);
-      };
-      if (body.name == null) return page(await assistants.list(tenantId, { ...filter, limit: limit + 1, offset }));
-      // The catalog does not filter by name: filter a wide page, then paginate what matched.
-      const named = (await assistants.list(tenantId, { ...filter, limit: 1000, offset: 0 })).filter((assistant) =>
-        nameMatches(assistant, body.name!),
-      );
-      return page(named.slice(offset, offset + limit + 1));
-    },
-  );
-
-  app.post(
-    "/assistants/count",
-    {
-      config: { permission: "read" },
-      schema: {
-        tags,
-        summary: "Count assistants (graph_id, name, metadata)",
-        body: LgAssistantCountBody,
-        response: { 200: Type.Integer(), ...problems(401, 403, 422) },
-      },
-    },
-    async (request) => {
-      const { graph_id, name, metadata } = request.body;
-      const filter = { graphId: graph_id ?? undefined, metadata: metadata ?? undefined };
-      let count = 0;
-      for (let offset = 0; ; offset += COUNT_PAGE) {
-        const page = await assistants.list(request.principal.tenantId, { ...filter, limit: COUNT_PAGE, offset });
-        count += name == null ? page.length : page.filter((assistant) => nameMatches(assistant, name)).length;
-        if (page.length < COUNT_PAGE) return count;
-      }
-    },
-  );
-
-  const assistantGraph = async (request: FastifyRequest, assistantId: string) => {
-    const assistant = await assistants.get(request.principal.tenantId, assistantId);
-    const graph = await services.graphs.get(assistant.graph_id);
-    if (!graph) throw new ApiError("conflict", `the graph ${assistant.graph_id} is not loaded`);
-    return { assistant, graph };
-  };
-
-  app.get(
-    "/assistants/:assistant_id",
-    {
-      config: { permission: "read" },
-      schema: {
-        tags,
-        summary: "Get an assistant (a graph id works too)",
-        params: AssistantIdParams,
-        response: { 200: Type.Ref("LgAssistant"), ...problems(401, 403, 404, 422) },
-      },
-    },
-    async (request) => lgAssistant(await assistants.get(request.principal.tenantId, request.params.assistant_id)),
-  );
-
-  app.get(
-    "/assistants/:assistant_id/graph",
-    {
-      config: { permission: "read" },
-      schema: {
-        tags,
-        summary: "The assistant's graph: nodes and edges",
-        params: AssistantIdParams,
-        querystring: LgGraphQuery,
-        response: { 200: LgAssistantGraph, ...problems(401, 403, 404, 422) },
-      },
-    },
-    async (request) => graphDrawing((await assistantGraph(request, request.params.assistant_id)).graph, request.query.xray),
-  );
-
-  app.get(
-    "/assistants/:assistant_id/schemas",
-    {
-      config: { permission: "read" },
-      schema: {
-        tags,
-        summary: "The assistant's graph schemas",
-        params: AssistantIdParams,
-        response: { 200: LgGraphSchemas, ...problems(401, 403, 404, 422) },
-      },
-    },
-    async (request) => {
-      const { assistant, graph } = await assistantGraph(request, request.params.assistant_id);
-      return graphSchemas(assistant.graph_id, graph, await services.graphSchemas.schemasOf(assistant.graph_id));
-    },
   );
 
   // Threads.
@@ -372,6 +256,40 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
     },
   );
 
+  app.post(
+    "/threads/:thread_id/copy",
+    {
+      config: { permission: "operate" },
+      schema: {
+        tags,
+        summary: "Copy a thread: a new thread with its metadata, checkpoints and pending writes",
+        params: ThreadIdParams,
+        response: { 200: Type.Ref("LgThread"), ...problems(401, 403, 404, 422) },
+      },
+    },
+    async (request) => {
+      const { tenantId } = request.principal;
+      const copy = await threads.copy(tenantId, request.params.thread_id);
+      return threadView(tenantId, copy.thread_id);
+    },
+  );
+
+  app.post(
+    "/threads/prune",
+    {
+      config: { permission: "operate" },
+      schema: {
+        tags,
+        summary: "Delete threads, or keep only their latest checkpoints (busy and missing threads are skipped)",
+        body: LgThreadPruneBody,
+        response: { 200: LgThreadPruneAnswer, ...problems(401, 403, 422) },
+      },
+    },
+    async (request) => ({
+      pruned_count: await threads.prune(request.principal.tenantId, request.body.thread_ids, request.body.strategy ?? "delete"),
+    }),
+  );
+
   app.get(
     "/threads/:thread_id/state",
     {
@@ -404,6 +322,22 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
   );
 
   app.post(
+    "/threads/:thread_id/state/checkpoint",
+    {
+      config: { permission: "read" },
+      schema: {
+        tags,
+        summary: "The thread's state at a checkpoint given as an object (its checkpoint_id; none: the latest)",
+        params: ThreadIdParams,
+        body: LgStateAtCheckpointBody,
+        response: { 200: Type.Ref("LgThreadState"), ...problems(401, 403, 404, 422) },
+      },
+    },
+    async (request) =>
+      lgThreadState(await threads.stateOf(request.principal.tenantId, request.params.thread_id, checkpointIdOf(request.body.checkpoint))),
+  );
+
+  app.post(
     "/threads/:thread_id/state",
     {
       config: { permission: "operate" },
@@ -428,6 +362,25 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
       });
       const checkpoint = lgCheckpoint(forked.configurable)!;
       return { checkpoint, configurable: checkpoint };
+    },
+  );
+
+  app.get(
+    "/threads/:thread_id/history",
+    {
+      config: { permission: "read" },
+      schema: {
+        tags,
+        summary: "The thread's checkpoints, newest first (limit, before)",
+        params: ThreadIdParams,
+        querystring: LgHistoryQuery,
+        response: { 200: Type.Array(Type.Ref("LgThreadState")), ...problems(401, 403, 404, 422) },
+      },
+    },
+    async (request) => {
+      const { limit = 10, before } = request.query;
+      const states = await threads.history(request.principal.tenantId, request.params.thread_id, { limit, before });
+      return states.map(lgThreadState);
     },
   );
 
@@ -554,6 +507,42 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
     stream,
   );
 
+  app.post(
+    "/runs/batch",
+    {
+      config: { permission: "operate" },
+      schema: {
+        tags,
+        summary: "Create stateless runs, in order",
+        body: LgRunBatchBody,
+        response: { 200: Type.Array(Type.Ref("LgRun")), ...problems(400, 401, 403, 404, 409, 413, 422, 429) },
+      },
+    },
+    async (request) => {
+      const created: LgRun[] = [];
+      for (const body of request.body) created.push(lgRun((await startRun(services, request.principal.tenantId, null, body)).run));
+      return created;
+    },
+  );
+
+  app.post(
+    "/runs/cancel",
+    {
+      config: { permission: "operate" },
+      schema: {
+        tags,
+        summary: "Cancel runs: those named, or a thread's (or the tenant's) pending and running runs",
+        body: LgCancelManyBody,
+        querystring: LgCancelManyQuery,
+        response: { 204: Type.Null(), ...problems(401, 403, 404, 422) },
+      },
+    },
+    async (request, reply) => {
+      await cancelRuns(services, request.principal.tenantId, request.body);
+      return reply.status(204).send(null);
+    },
+  );
+
   /** The run, when it belongs to the thread in the path (404 otherwise, as for another tenant's). */
   const runOfThread = async (tenantId: string, threadId: string, runId: string): Promise<Run> => {
     const run = await runService.get(tenantId, runId);
@@ -597,6 +586,25 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
       },
     },
     async (request) => lgRun(await runOfThread(request.principal.tenantId, request.params.thread_id, request.params.run_id)),
+  );
+
+  app.delete(
+    "/threads/:thread_id/runs/:run_id",
+    {
+      config: { permission: "operate" },
+      schema: {
+        tags,
+        summary: "Delete an ended run with its events (409 while it is pending, running or paused)",
+        params: LgThreadRunParams,
+        response: { 204: Type.Null(), ...problems(401, 403, 404, 409, 422) },
+      },
+    },
+    async (request, reply) => {
+      const { tenantId } = request.principal;
+      const run = await runOfThread(tenantId, request.params.thread_id, request.params.run_id);
+      await runService.delete(tenantId, run.run_id);
+      return reply.status(204).send(null);
+    },
   );
 
   app.get(

@@ -1,4 +1,4 @@
-import type { CreateRunBody, JsonObject, LgRunCreateBody, LgStreamMode, Run } from "@rudder/api";
+import type { CreateRunBody, JsonObject, LgCancelManyBody, LgRunCreateBody, LgStreamMode, Run, RunStatus } from "@rudder/api";
 import { ApiError } from "../../domain/errors.ts";
 import type { AppServices } from "../../http/services.ts";
 import {
@@ -127,6 +127,60 @@ async function checkpointBeforeActiveRuns(services: AppServices, tenantId: strin
 function asObject(value: unknown): JsonObject {
   return typeof value === "object" && value !== null && !Array.isArray(value) ? (value as JsonObject) : {};
 }
+
+/** Runs cancelled at a time by one `runs.cancelMany`; a page of this many is listed at a time. */
+const CANCEL_CONCURRENCY = 16;
+const CANCEL_PAGE = 1000;
+
+/**
+ * LangGraph's `runs.cancelMany`: the runs named (of the thread, when one is given; 404 when none of
+ * them is the tenant's), or the pending and running runs (or those of `status`) of the thread, or
+ * of the tenant when only a status is given. A run that has ended meanwhile is left as it is.
+ */
+export async function cancelRuns(services: AppServices, tenantId: string, body: LgCancelManyBody): Promise<void> {
+  const { runService } = services;
+  const threadId = body.thread_id ?? undefined;
+  if (threadId !== undefined) await services.threads.get(tenantId, threadId);
+  if (body.run_ids) {
+    const named = await Promise.all(body.run_ids.map((runId) => runService.get(tenantId, runId).catch(ignore("not_found"))));
+    const runs = named.filter((run): run is Run => run !== undefined && (threadId === undefined || run.thread_id === threadId));
+    if (runs.length === 0) throw new ApiError("not_found", "none of run_ids names a run of this tenant" + (threadId ? " and thread" : ""));
+    await cancelEach(services, tenantId, runs);
+    return;
+  }
+  if (threadId === undefined && body.status == null) {
+    throw new ApiError("validation_error", "name the runs to cancel: run_ids, a thread_id, or a status");
+  }
+  const statuses: RunStatus[] = body.status === "pending" ? ["pending"] : body.status === "running" ? ["running"] : ["pending", "running"];
+  const tried = new Set<string>();
+  for (const status of statuses) {
+    // Cancelled runs leave the status, so the first page is read again until it holds nothing new.
+    for (;;) {
+      const page = await runService.list(tenantId, { threadId, status }, { limit: CANCEL_PAGE, offset: 0 });
+      const fresh = page.filter((run) => !tried.has(run.run_id));
+      if (fresh.length === 0) break;
+      for (const run of fresh) tried.add(run.run_id);
+      await cancelEach(services, tenantId, fresh);
+    }
+  }
+}
+
+async function cancelEach(services: AppServices, tenantId: string, runs: readonly Run[]): Promise<void> {
+  for (let start = 0; start < runs.length; start += CANCEL_CONCURRENCY) {
+    const batch = runs.slice(start, start + CANCEL_CONCURRENCY);
+    await Promise.all(
+      batch.map((run) => services.runService.cancel(tenantId, run.run_id).catch(ignore("conflict", "not_found", "run_superseded"))),
+    );
+  }
+}
+
+/** A catch handler that lets these error codes pass as undefined and throws anything else. */
+const ignore =
+  (...codes: string[]) =>
+  (error: unknown): undefined => {
+    if (error instanceof ApiError && codes.includes(error.code)) return undefined;
+    throw error;
+  };
 
 /** Where the SDK finds a created run (`onRunCreated`): `Content-Location`. */
 export const runLocation = (run: Pick<Run, "run_id" | "thread_id">): string =>
