@@ -170,6 +170,33 @@ describe("LangGraph API through the SDK: assistants, threads, runs, streams", ()
     await rejectsWith(client.threads.delete(other.thread_id), 404);
   });
 
+  test("thread and assistant searches apply sort_by and sort_order, by the search and by ids", async () => {
+    const tag = `sort-${randomUUID()}`;
+    const made = [];
+    for (let i = 0; i < 3; i++) made.push(await client.threads.create({ metadata: { tag } }));
+    // The middle one is written last: it leads by updated_at, not by created_at.
+    await client.threads.update(made[1]!.thread_id, { metadata: { touched: true } });
+    const ids = (threads: { thread_id: string }[]) => threads.map((thread) => thread.thread_id);
+    const byUuid = [...ids(made)].sort();
+    assert.deepEqual(ids(await client.threads.search({ metadata: { tag }, sortBy: "thread_id", sortOrder: "asc" })), byUuid);
+    assert.deepEqual(
+      ids(await client.threads.search({ metadata: { tag }, sortBy: "thread_id", sortOrder: "desc" })),
+      [...byUuid].reverse(),
+    );
+    assert.deepEqual(ids(await client.threads.search({ metadata: { tag }, sortBy: "created_at", sortOrder: "asc" })), ids(made));
+    assert.equal((await client.threads.search({ metadata: { tag }, sortBy: "updated_at" }))[0]!.thread_id, made[1]!.thread_id);
+    const byIdsAsc = await client.threads.search({ ids: ids(made), sortBy: "thread_id", sortOrder: "asc", limit: 2, offset: 1 });
+    assert.deepEqual(ids(byIdsAsc), byUuid.slice(1));
+
+    const names = (await client.assistants.search({ graphId: "echo", sortBy: "name", sortOrder: "asc" })).map((a) => a.name);
+    assert.deepEqual(names, [...names].sort());
+    assert.equal(names.length, 3);
+    const desc = (await client.assistants.search({ graphId: "echo", sortBy: "assistant_id", sortOrder: "desc", limit: 2 })).map(
+      (a) => a.assistant_id,
+    );
+    assert.deepEqual(desc, ["echo-text", "echo-loud"]);
+  });
+
   test("runs.wait on a thread answers the values; state, history and updateState follow the thread", async () => {
     const thread = await client.threads.create();
     let created: { run_id: string; thread_id?: string | undefined } | undefined;

@@ -17,7 +17,25 @@ export interface ThreadListQuery {
   metadata?: JsonObject | undefined;
   /** Threads in this status. */
   status?: ThreadStatus | undefined;
+  /** The order (default: newest first); ties go by thread id in the same direction. */
+  sort?: { by: ThreadSortField; order: "asc" | "desc" } | undefined;
 }
+
+/** What a thread list may sort by: LangGraph's `ThreadSortBy`. */
+export type ThreadSortField = "thread_id" | "status" | "created_at" | "updated_at" | "state_updated_at";
+
+/** `state_updated_at` is when the thread's latest checkpoint was written (its update time without one). */
+const SORT_EXPRESSIONS: Record<ThreadSortField, string> = {
+  thread_id: "thread_id",
+  status: "status",
+  created_at: "created_at",
+  updated_at: "updated_at",
+  state_updated_at: `coalesce((select max(c.created_at) from checkpoints c
+      where c.tenant_id = threads.tenant_id and c.thread_id = threads.thread_id::text and c.checkpoint_ns = ''), updated_at)`,
+};
+
+const orderBy = (sort: ThreadListQuery["sort"]) =>
+  sort ? `${SORT_EXPRESSIONS[sort.by]} ${sort.order}, thread_id ${sort.order}` : "created_at desc, thread_id desc";
 
 const COLUMNS = "thread_id::text as thread_id, metadata, status, created_at, updated_at";
 
@@ -127,7 +145,6 @@ export async function deleteThread(tx: Queryable, tenantId: string, threadId: st
   await tx.query(DELETE_THREAD, [tenantId, threadId]);
 }
 
-/** Newest first; `metadata` matches by containment (`@>`), served by the GIN index. */
 /** How many of the tenant's threads match a list query's filters (its paging aside). */
 export async function countThreads(db: Queryable, tenantId: string, query: Omit<ThreadListQuery, "limit" | "offset">): Promise<number> {
   const rows = await db.query<{ count: string | number }>(
@@ -138,11 +155,12 @@ export async function countThreads(db: Queryable, tenantId: string, query: Omit<
   return Number(rows[0]?.count ?? 0);
 }
 
+/** Newest first unless sorted; `metadata` matches by containment (`@>`), served by the GIN index. */
 export async function listThreads(db: Queryable, tenantId: string, query: ThreadListQuery): Promise<Thread[]> {
   const rows = await db.query<ThreadRow>(
     `select ${COLUMNS} from threads
       where tenant_id = $1 and ($2::jsonb is null or metadata @> $2::jsonb) and ($5::text is null or status = $5::text)
-      order by created_at desc, thread_id desc
+      order by ${orderBy(query.sort)}
       limit $3 offset $4`,
     [tenantId, query.metadata === undefined ? null : json(query.metadata), query.limit, query.offset, query.status ?? null],
   );

@@ -19,6 +19,7 @@ import {
 } from "@rudder/api";
 import { contains } from "../../domain/containment.ts";
 import { ApiError } from "../../domain/errors.ts";
+import { sortedBy } from "../../domain/sorting.ts";
 import { problems } from "../../http/responses.ts";
 import type { AppServices } from "../../http/services.ts";
 import { graphDrawing, graphSchemas } from "./graph-info.ts";
@@ -27,8 +28,8 @@ import { LG_ASSISTANT_VERSION, lgAssistant, lgAssistantVersion } from "./mapping
 /** As on the Platform, an assistant's name matches a search's `name` as a part, in any case. */
 const nameMatches = (assistant: Assistant, name: string) => assistant.name.toLowerCase().includes(name.toLowerCase());
 
-/** Assistants are counted a page of this many at a time (the catalog has no count of its own). */
-const COUNT_PAGE = 1000;
+/** Assistants are counted, named and sorted a catalog page of this many at a time (the catalog does neither). */
+const CATALOG_PAGE = 1000;
 
 /** An assistant's threads are deleted (`delete_threads`) a page of this many at a time. */
 const THREAD_PAGE = 100;
@@ -97,12 +98,11 @@ export const langGraphAssistantRoutes: FastifyPluginAsyncTypebox<{ services: App
         if (found.length > limit) reply.header("x-pagination-next", String(offset + limit));
         return found.slice(0, limit).map(lgAssistant);
       };
-      if (body.name == null) return page(await assistants.list(tenantId, { ...filter, limit: limit + 1, offset }));
-      // The catalog does not filter by name: filter a wide page, then paginate what matched.
-      const named = (await assistants.list(tenantId, { ...filter, limit: 1000, offset: 0 })).filter((assistant) =>
-        nameMatches(assistant, body.name!),
-      );
-      return page(named.slice(offset, offset + limit + 1));
+      if (body.name == null && body.sort_by == null) return page(await assistants.list(tenantId, { ...filter, limit: limit + 1, offset }));
+      // The catalog neither filters by name nor sorts: read every match, then sort and paginate.
+      let matched = await allAssistants(tenantId, filter, body.name ?? undefined);
+      if (body.sort_by != null) matched = sortedBy(matched, { by: body.sort_by, order: body.sort_order ?? "desc" }, "assistant_id");
+      return page(matched.slice(offset, offset + limit + 1));
     },
   );
 
@@ -120,14 +120,23 @@ export const langGraphAssistantRoutes: FastifyPluginAsyncTypebox<{ services: App
     async (request) => {
       const { graph_id, name, metadata } = request.body;
       const filter = { graphId: graph_id ?? undefined, metadata: metadata ?? undefined };
-      let count = 0;
-      for (let offset = 0; ; offset += COUNT_PAGE) {
-        const page = await assistants.list(request.principal.tenantId, { ...filter, limit: COUNT_PAGE, offset });
-        count += name == null ? page.length : page.filter((assistant) => nameMatches(assistant, name)).length;
-        if (page.length < COUNT_PAGE) return count;
-      }
+      return (await allAssistants(request.principal.tenantId, filter, name ?? undefined)).length;
     },
   );
+
+  /** Every assistant of the tenant that matches, read a catalog page at a time. */
+  const allAssistants = async (
+    tenantId: string,
+    filter: { graphId: string | undefined; metadata: JsonObject | undefined },
+    name: string | undefined,
+  ): Promise<Assistant[]> => {
+    const matched: Assistant[] = [];
+    for (let offset = 0; ; offset += CATALOG_PAGE) {
+      const page = await assistants.list(tenantId, { ...filter, limit: CATALOG_PAGE, offset });
+      matched.push(...(name === undefined ? page : page.filter((assistant) => nameMatches(assistant, name))));
+      if (page.length < CATALOG_PAGE) return matched;
+    }
+  };
 
   /** The threads that record the assistant as their latest run's (`metadata.assistant_id`), a page at a time; busy ones stay. */
   const deleteThreadsOf = async (tenantId: string, assistantId: string) => {

@@ -41,6 +41,7 @@ import {
 import { contains } from "../../domain/containment.ts";
 import { ApiError, notFound } from "../../domain/errors.ts";
 import { plainMessages } from "../../domain/langchain-messages.ts";
+import { sortedBy } from "../../domain/sorting.ts";
 import { grants } from "../../domain/roles.ts";
 import { problems } from "../../http/responses.ts";
 import type { AppServices } from "../../http/services.ts";
@@ -165,22 +166,23 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
       const status = body.status ? rudderThreadStatus(body.status) : undefined;
       const limit = body.limit ?? 10;
       const offset = body.offset ?? 0;
-      let found: Thread[];
-      if (body.ids != null) {
-        // Named threads: each looked up in the tenant (others' ids are simply not found), then filtered.
-        const named = await Promise.all([...new Set(body.ids)].map((id) => threads.get(tenantId, id).catch(notFoundAsUndefined)));
-        found = named
+      const sort = body.sort_by ? { by: body.sort_by, order: body.sort_order ?? "desc" } : undefined;
+      if (body.ids == null) {
+        const found = await threads.list(tenantId, { limit, offset, metadata: body.metadata ?? undefined, status, sort });
+        return Promise.all(found.map(async (thread) => lgThread(thread, await threads.stateOf(tenantId, thread.thread_id, undefined))));
+      }
+      // Named threads: each looked up in the tenant (others' ids are simply not found), filtered, sorted.
+      const named = await Promise.all([...new Set(body.ids)].map((id) => threads.get(tenantId, id).catch(notFoundAsUndefined)));
+      const views = await Promise.all(
+        named
           .filter((thread): thread is Thread => thread !== undefined)
           .filter(
             (thread) =>
               (status === undefined || thread.status === status) && (body.metadata == null || contains(thread.metadata, body.metadata)),
           )
-          .sort((a, b) => b.created_at.localeCompare(a.created_at))
-          .slice(offset, offset + limit);
-      } else {
-        found = await threads.list(tenantId, { limit, offset, metadata: body.metadata ?? undefined, status });
-      }
-      return Promise.all(found.map(async (thread) => lgThread(thread, await threads.stateOf(tenantId, thread.thread_id, undefined))));
+          .map(async (thread) => lgThread(thread, await threads.stateOf(tenantId, thread.thread_id, undefined))),
+      );
+      return sortedBy(views, sort ?? { by: "created_at", order: "desc" }, "thread_id").slice(offset, offset + limit);
     },
   );
 
