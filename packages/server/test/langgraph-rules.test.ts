@@ -17,6 +17,7 @@ import {
   rudderMultitask,
   rudderRunStatuses,
   rudderThreadStatus,
+  snakeCaseKeys,
   unservedStreamModes,
   unsupportedRunFields,
   waitBody,
@@ -234,5 +235,19 @@ describe("LangGraph facade rules", () => {
     assert.deepEqual(metadataEvent(run()), { id: "0", event: "metadata", data: { run_id: run().run_id, attempt: 1 } });
     assert.deepEqual(metadataEvent(run({ attempt: 0, status: "pending" })).data, { run_id: run().run_id, attempt: 1 });
     assert.equal(formatSse({ id: "3", event: "values", data: undefined }), "event: values\ndata: null\nid: 3\n\n");
+  });
+  test("a createBatch item's camelCase keys are read as their snake_case fields; a snake_case field given wins", () => {
+    assert.deepEqual(
+      snakeCaseKeys({ assistantId: "echo", assistant_id: "echo", input: { a: 1 }, streamMode: ["values"], afterSeconds: 2 }),
+      {
+        assistant_id: "echo",
+        input: { a: 1 },
+        stream_mode: ["values"],
+        after_seconds: 2,
+      },
+    );
+    assert.deepEqual(snakeCaseKeys({ checkpointId: "x", checkpoint_id: "y" }), { checkpoint_id: "y" });
+    assert.deepEqual(snakeCaseKeys({ Weird: 1 }), { _weird: 1 }, "anything else still meets the body's rules");
+    assert.equal(snakeCaseKeys("not an object"), "not an object");
   });
 });

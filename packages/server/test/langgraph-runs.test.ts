@@ -161,6 +161,34 @@ describe("LangGraph API through the SDK: interrupts, multitask, cancel, failures
     assert.equal(joined.body.status, "cancelled");
   });
 
+  test("a long wait or join sends a newline each second until its answer (as the Platform does); a short one none", async () => {
+    const token = await server.token();
+    const post = (path: string, body: unknown) =>
+      fetch(`${server.url}${path}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+    const thread = await client.threads.create();
+    // Four ticks 900 ms apart: the run takes about 2.7 s, so at least two heartbeats precede the values.
+    const long = await post(`/threads/${thread.thread_id}/runs/wait`, { assistant_id: "ticks", input: { count: 4, interval_ms: 900 } });
+    assert.equal(long.status, 200);
+    assert.match(long.headers.get("content-type")!, /^application\/json/);
+    assert.match(long.headers.get("content-location")!, new RegExp(`^/threads/${thread.thread_id}/runs/`));
+    const text = await long.text();
+    assert.match(text, /^\n\n+\{/, JSON.stringify(text.slice(0, 20)));
+    assert.equal((JSON.parse(text) as { done: number }).done, 4);
+
+    const quick = await post(`/threads/${thread.thread_id}/runs/wait`, { assistant_id: "echo", input: { message: "q" } });
+    assert.match(await quick.text(), /^\{/);
+
+    // The SDK's wait and join read through the heartbeats.
+    const waited = await client.runs.wait(null, "ticks", { input: { count: 3, interval_ms: 700 } });
+    assert.equal((waited as { done: number }).done, 3);
+    const run = await client.runs.create(thread.thread_id, "ticks", { input: { count: 3, interval_ms: 700 } });
+    assert.equal(((await client.runs.join(thread.thread_id, run.run_id)) as { done: number }).done, 3);
+  });
+
   test("a failing graph: wait throws, raiseError false shows __error__, the stream ends with an error event", async () => {
     const thread = await client.threads.create();
     await assert.rejects(client.runs.wait(thread.thread_id, "failing", { input: { mode: "plain" } }), /node exploded/);

@@ -488,3 +488,19 @@ export function selectCronFields(cron: LgCron, select: readonly string[] | null 
 
 /** A namespace from a get's query: LangGraph joins the segments with ".". */
 export const lgNamespaceOf = (joined: string): string[] => joined.split(".");
+
+/**
+ * A batch item as the SDK's `runs.createBatch` sends it: its own camelCase payload spread beside
+ * `assistant_id` (`{assistantId, assistant_id, input, streamMode, ...}`). Each camelCase key is
+ * read as its snake_case field (the field given in snake_case wins), so every option means what it
+ * means in `runs.create`; anything else still meets the body's rules.
+ */
+export function snakeCaseKeys(item: unknown): unknown {
+  if (typeof item !== "object" || item === null || Array.isArray(item)) return item;
+  const fields: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(item)) {
+    const snake = key.replace(/[A-Z]/g, (letter) => `_${letter.toLowerCase()}`);
+    if (snake === key || !(snake in item)) fields[snake] = value;
+  }
+  return fields;
+}

@@ -56,6 +56,7 @@ import {
   replayAfter,
   requestedStreamModes,
   rudderThreadStatus,
+  snakeCaseKeys,
   streamModesOf,
   unservedStreamModes,
   waitBody,
@@ -64,6 +65,7 @@ import { cancelRuns, runLocation, startRun, waitForRun } from "./runs.ts";
 import { langGraphAssistantRoutes } from "./assistants.ts";
 import { langGraphStoreCronRoutes } from "./store-crons.ts";
 import { streamLangGraph } from "./stream.ts";
+import { sendWaitAnswer } from "./wait.ts";
 
 /** A missing thread among named ones is left out; any other failure (an outage) still answers as such. */
 const notFoundAsUndefined = (error: unknown): undefined => {
@@ -447,18 +449,21 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
     const closed = new AbortController();
     const release = endOnShutdown(request, closed);
     reply.raw.on("close", () => closed.abort());
-    try {
-      const settled = await waitForRun(services, tenantId, run.run_id, closed.signal);
-      if (!settled) {
-        if (request.body.on_disconnect === "cancel") await runService.cancel(tenantId, run.run_id).catch(() => undefined);
-        throw new ApiError("unavailable", "the wait ended before the run did (the server is closing); join the run again", {
-          retryAfterSeconds: 1,
-        });
+    const answer = async () => {
+      try {
+        const settled = await waitForRun(services, tenantId, run.run_id, closed.signal);
+        if (!settled) {
+          if (request.body.on_disconnect === "cancel") await runService.cancel(tenantId, run.run_id).catch(() => undefined);
+          throw new ApiError("unavailable", "the wait ended before the run did (the server is closing); join the run again", {
+            retryAfterSeconds: 1,
+          });
+        }
+        return await waitAnswer(tenantId, settled);
+      } finally {
+        release();
       }
-      return reply.header("content-location", runLocation(run)).send(await waitAnswer(tenantId, settled));
-    } finally {
-      release();
-    }
+    };
+    return sendWaitAnswer(reply.header("content-location", runLocation(run)), answer());
   };
 
   const stream = async (request: FastifyRequest<{ Body: LgRunCreateBody }>, reply: FastifyReply) => {
@@ -513,6 +518,9 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
     "/runs/batch",
     {
       config: { permission: "operate" },
+      preValidation: async (request) => {
+        if (Array.isArray(request.body)) request.body = request.body.map(snakeCaseKeys) as LgRunBatchBody;
+      },
       schema: {
         tags,
         summary: "Create stateless runs, in order",
@@ -621,23 +629,26 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
         response: { ...waitResponse, ...problems(401, 403, 404, 422, 503) },
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const { tenantId } = request.principal;
       const run = await runOfThread(tenantId, request.params.thread_id, request.params.run_id);
       const cancelOnLeave = cancelOnDisconnect(request, request.query.cancel_on_disconnect);
       const wait = requestWait(request);
-      try {
-        const settled = await waitForRun(services, tenantId, run.run_id, wait.signal);
-        if (!settled) {
-          if (cancelOnLeave) await runService.cancel(tenantId, run.run_id).catch(() => undefined);
-          throw new ApiError("unavailable", "the wait ended before the run did (the server is closing); join again", {
-            retryAfterSeconds: 1,
-          });
+      const answer = async () => {
+        try {
+          const settled = await waitForRun(services, tenantId, run.run_id, wait.signal);
+          if (!settled) {
+            if (cancelOnLeave) await runService.cancel(tenantId, run.run_id).catch(() => undefined);
+            throw new ApiError("unavailable", "the wait ended before the run did (the server is closing); join again", {
+              retryAfterSeconds: 1,
+            });
+          }
+          return await waitAnswer(tenantId, settled);
+        } finally {
+          wait.release();
         }
-        return waitAnswer(tenantId, settled);
-      } finally {
-        wait.release();
-      }
+      };
+      return sendWaitAnswer(reply, answer());
     },
   );
 
