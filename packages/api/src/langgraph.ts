@@ -183,6 +183,21 @@ export const LgGraphQuery = Type.Object(
 export type LgGraphQuery = Static<typeof LgGraphQuery>;
 
 const JsonSchemaOrNull = Nullable(Type.Unknown({ description: "a JSON Schema" }));
+export const LgSubgraphParams = Type.Object(
+  {
+    assistant_id: Type.String({ minLength: 1, maxLength: 128 }),
+    namespace: Type.Optional(Type.String({ minLength: 1, maxLength: 1024, description: "a subgraph's namespace (its node's name)" })),
+  },
+  { additionalProperties: false },
+);
+export type LgSubgraphParams = Static<typeof LgSubgraphParams>;
+
+export const LgSubgraphQuery = Type.Object(
+  { recurse: Type.Optional(Type.Union([literals(["0", "1", "true", "false"]), Type.Boolean()])) },
+  { additionalProperties: false },
+);
+export type LgSubgraphQuery = Static<typeof LgSubgraphQuery>;
+
 /** The SDK's `GraphSchema`. */
 export const LgGraphSchemas = Type.Object({
   graph_id: Type.String(),

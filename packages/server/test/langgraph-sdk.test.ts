@@ -131,6 +131,17 @@ describe("LangGraph API through the SDK: assistants, threads, runs, streams", ()
     await rejectsWith(client.assistants.get("no-such-assistant"), 404);
   });
 
+  test("assistants.getSubgraphs: each subgraph's schemas by namespace; none for a flat graph; 404 for unknown", async () => {
+    const subgraphs = await client.assistants.getSubgraphs("subgraph_drain");
+    assert.deepEqual(Object.keys(subgraphs), ["outer"]);
+    assert.equal(subgraphs.outer!.graph_id, "subgraph_drain");
+    assert.ok(Object.keys((subgraphs.outer!.state_schema as { properties: object }).properties).includes("received"));
+    assert.deepEqual(Object.keys(await client.assistants.getSubgraphs("subgraph_drain", { namespace: "outer", recurse: true })), ["outer"]);
+    assert.deepEqual(await client.assistants.getSubgraphs("subgraph_drain", { namespace: "nowhere" }), {});
+    assert.deepEqual(await client.assistants.getSubgraphs("echo"), {});
+    await rejectsWith(client.assistants.getSubgraphs("no-such-assistant"), 404);
+  });
+
   test("threads: create, get, update (metadata merges), search by metadata and status, delete; 404 after", async () => {
     const thread = await client.threads.create({ metadata: { team: "blue", tag: "lg-sdk" }, graphId: "echo" });
     assert.equal(thread.status, "idle");

@@ -14,6 +14,8 @@ import {
   LgAssistantVersionsBody,
   LgGraphQuery,
   LgGraphSchemas,
+  LgSubgraphParams,
+  LgSubgraphQuery,
   type Assistant,
   type JsonObject,
 } from "@rudder/api";
@@ -22,7 +24,7 @@ import { ApiError } from "../../domain/errors.ts";
 import { sortedBy } from "../../domain/sorting.ts";
 import { problems } from "../../http/responses.ts";
 import type { AppServices } from "../../http/services.ts";
-import { graphDrawing, graphSchemas } from "./graph-info.ts";
+import { graphDrawing, graphSchemas, subgraphSchemas } from "./graph-info.ts";
 import { LG_ASSISTANT_VERSION, lgAssistant, lgAssistantVersion } from "./mapping.ts";
 
 /** As on the Platform, an assistant's name matches a search's `name` as a part, in any case. */
@@ -276,6 +278,32 @@ export const langGraphAssistantRoutes: FastifyPluginAsyncTypebox<{ services: App
     },
     async (request) => graphDrawing((await assistantGraph(request, request.params.assistant_id)).graph, request.query.xray),
   );
+
+  for (const path of ["/assistants/:assistant_id/subgraphs", "/assistants/:assistant_id/subgraphs/:namespace"]) {
+    app.get(
+      path,
+      {
+        config: { permission: "read" },
+        schema: {
+          tags,
+          summary: "The assistant's subgraphs and their schemas, by namespace (under a namespace when given; recurse: theirs too)",
+          params: LgSubgraphParams,
+          querystring: LgSubgraphQuery,
+          response: { 200: Type.Record(Type.String(), LgGraphSchemas), ...problems(401, 403, 404, 422) },
+        },
+      },
+      async (request) => {
+        const { assistant, graph } = await assistantGraph(request, request.params.assistant_id);
+        const { recurse } = request.query;
+        return subgraphSchemas(
+          assistant.graph_id,
+          graph,
+          request.params.namespace,
+          recurse === true || recurse === "true" || recurse === "1",
+        );
+      },
+    );
+  }
 
   app.get(
     "/assistants/:assistant_id/schemas",

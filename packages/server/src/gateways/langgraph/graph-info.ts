@@ -44,3 +44,20 @@ export async function graphDrawing(graph: RunnableGraph, xray: boolean | number 
   const drawable = await graph.getGraphAsync({ ...(xray ? { xray } : {}) });
   return drawable.toJSON() as LgAssistantGraph;
 }
+
+/**
+ * The graph's subgraphs by namespace (node names, nested ones joined by `|`), each with its schemas
+ * as `graphSchemas` draws a graph's: those under `namespace` when given, and with `recurse`, theirs.
+ */
+export async function subgraphSchemas(
+  graphId: string,
+  graph: RunnableGraph,
+  namespace: string | undefined,
+  recurse: boolean,
+): Promise<Record<string, LgGraphSchemas>> {
+  const found: Record<string, LgGraphSchemas> = {};
+  for await (const [ns, subgraph] of graph.getSubgraphsAsync(namespace, recurse)) {
+    found[ns] = graphSchemas(graphId, subgraph as unknown as RunnableGraph, undefined);
+  }
+  return found;
+}
