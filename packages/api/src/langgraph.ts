@@ -344,6 +344,10 @@ export type LgUpdateStateBody = Static<typeof LgUpdateStateBody>;
 export const LgUpdateStateAnswer = Type.Object({ checkpoint: Type.Ref("LgCheckpoint"), configurable: Type.Ref("LgCheckpoint") });
 export type LgUpdateStateAnswer = Static<typeof LgUpdateStateAnswer, LgRefs>;
 
+/** `threads.patchState`: keys added to the metadata of the thread's latest state. */
+export const LgPatchStateBody = Type.Object({ metadata: JsonObject }, { additionalProperties: false });
+export type LgPatchStateBody = Static<typeof LgPatchStateBody>;
+
 /** `threads.getState` with a checkpoint object (`POST /threads/{id}/state/checkpoint`). */
 export const LgStateAtCheckpointBody = Type.Object(
   { checkpoint: Opt(JsonObject), subgraphs: Opt(Type.Boolean()) },

@@ -242,6 +242,20 @@ describe("LangGraph API through the SDK: assistants, threads, runs, streams", ()
     assert.equal((await client.threads.getHistory(thread.thread_id, { limit: 1 })).length, 1);
   });
 
+  test("threads.patchState adds keys to the latest state's metadata; 404 for a thread without state", async () => {
+    const thread = await client.threads.create();
+    await rejectsWith(client.threads.patchState(thread.thread_id, { reviewed: true }), 404);
+    await client.runs.wait(thread.thread_id, "echo", { input: { message: "p" } });
+    const before = await client.threads.getState(thread.thread_id);
+    await client.threads.patchState(thread.thread_id, { reviewed: true });
+    await client.threads.patchState({ configurable: { thread_id: thread.thread_id } }, { by: "qa" });
+    const after = await client.threads.getState(thread.thread_id);
+    assert.equal(after.checkpoint.checkpoint_id, before.checkpoint.checkpoint_id, "the same checkpoint, not a new one");
+    assert.deepEqual(after.metadata, { ...before.metadata, reviewed: true, by: "qa" });
+    assert.deepEqual(after.values, before.values);
+    await rejectsWith(client.threads.patchState(randomUUID(), { x: 1 }), 404);
+  });
+
   test("threads.create with the client's thread id: if_exists raise (409) or do_nothing; one id in two tenants is two threads", async () => {
     const threadId = randomUUID();
     const created = await client.threads.create({ threadId, metadata: { owner: "t1" } });

@@ -210,3 +210,23 @@ const KEEP_LATEST_CHECKPOINTS = `with latest as (
 export async function keepLatestCheckpoints(tx: Queryable, tenantId: string, threadId: string): Promise<void> {
   await tx.query(KEEP_LATEST_CHECKPOINTS, [tenantId, threadId]);
 }
+
+/**
+ * Adds these keys to the metadata of the thread's latest checkpoint (LangGraph's `patchState`), in
+ * one statement; false when the thread has no checkpoint.
+ */
+export async function mergeLatestCheckpointMetadata(
+  db: Queryable,
+  tenantId: string,
+  threadId: string,
+  metadata: JsonObject,
+): Promise<boolean> {
+  const rows = await db.query(
+    `update checkpoints set metadata = metadata || $3::jsonb
+      where tenant_id = $1 and thread_id = $2 and checkpoint_ns = ''
+        and checkpoint_id = (select max(checkpoint_id) from checkpoints where tenant_id = $1 and thread_id = $2 and checkpoint_ns = '')
+      returning 1`,
+    [tenantId, threadId, json(metadata)],
+  );
+  return rows.length > 0;
+}

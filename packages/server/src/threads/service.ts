@@ -13,6 +13,7 @@ import {
   listThreads,
   keepLatestCheckpoints,
   lockThread,
+  mergeLatestCheckpointMetadata,
   writeThreadMetadata,
   threadHasActiveRun,
   type ThreadListQuery,
@@ -149,6 +150,14 @@ export class ThreadService {
   async fork(tenantId: string, threadId: string, request: ForkBody): Promise<ForkAnswer> {
     await this.get(tenantId, threadId);
     return this.state.fork(tenantId, threadId, request);
+  }
+
+  /** Adds these keys to the metadata of the thread's latest state (LangGraph's `patchState`); 404 when it has none. */
+  async patchStateMetadata(tenantId: string, threadId: string, metadata: JsonObject): Promise<void> {
+    await this.get(tenantId, threadId);
+    if (!(await mergeLatestCheckpointMetadata(this.db, tenantId, threadId, metadata))) {
+      throw new ApiError("not_found", `thread ${threadId} has no state yet: there is no checkpoint to patch`);
+    }
   }
 
   /**

@@ -13,6 +13,7 @@ import {
   LgJoinQuery,
   LgJoinStreamQuery,
   LgListRunsQuery,
+  LgPatchStateBody,
   LgOk,
   LgRun,
   LgRunBatchBody,
@@ -323,6 +324,24 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
     },
     async (request) =>
       lgThreadState(await threads.stateOf(request.principal.tenantId, request.params.thread_id, request.params.checkpoint_id)),
+  );
+
+  app.patch(
+    "/threads/:thread_id/state",
+    {
+      config: { permission: "operate" },
+      schema: {
+        tags,
+        summary: "Add keys to the metadata of the thread's latest state (404 when it has none)",
+        params: ThreadIdParams,
+        body: LgPatchStateBody,
+        response: { 204: Type.Null(), ...problems(400, 401, 403, 404, 422) },
+      },
+    },
+    async (request, reply) => {
+      await threads.patchStateMetadata(request.principal.tenantId, request.params.thread_id, request.body.metadata);
+      return reply.status(204).send(null);
+    },
   );
 
   app.post(
