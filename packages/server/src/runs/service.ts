@@ -411,13 +411,14 @@ export class RunService {
   }
 
   /**
-   * Deletes an ended run with its events and steering (LangGraph's `runs.delete`); a run that is
-   * pending, running, cancelling or paused is a 409 (cancel it first). One statement when it can go.
+   * Deletes an ended run with its events and steering (LangGraph's `runs.delete`), a paused run
+   * that a resume continued included; a run that is pending, running, cancelling or paused
+   * awaiting its resume is a 409 (cancel it first). One statement when it can go.
    */
   async delete(tenantId: string, runId: string): Promise<void> {
     if (await runRows.deleteRunIn(this.db, tenantId, runId, [...TERMINAL_STATUSES])) return;
     const run = await this.own(this.db, tenantId, runId);
-    throw new ApiError("conflict", `run ${runId} is ${run.status}; only an ended run can be deleted (cancel it first)`);
+    throw new ApiError("conflict", `run ${runId} is ${run.status}; only an ended (or resumed) run can be deleted: cancel it first`);
   }
 
   /**

@@ -711,7 +711,8 @@ export async function runStatus(db: Queryable, tenantId: string, runId: string):
 }
 
 const DELETE_ENDED_RUN = `with target as (
-       select run_id, thread_id from runs where tenant_id = $1 and run_id = $2::text::uuid and status = any($3::text[]) for update
+       select run_id, thread_id from runs where tenant_id = $1 and run_id = $2::text::uuid
+          and (status = any($3::text[]) or (status = 'paused' and superseded_by_run_id is not null)) for update
      ), events as (
        delete from run_events e using target t where e.tenant_id = $1 and e.run_id = t.run_id
      ), writes as (
@@ -722,7 +723,8 @@ const DELETE_ENDED_RUN = `with target as (
      delete from runs r using target t where r.tenant_id = $1 and r.run_id = t.run_id returning r.run_id::text as run_id`;
 
 /**
- * Deletes a run in one of `statuses`, its events and, by the keys' cascade, its steering; a
+ * Deletes a run in one of `statuses` (or paused and resumed: a successor carries on its work),
+ * its events and, by the keys' cascade, its steering; a
  * stateless run's checkpoints too (they are kept under its run id). A thread's checkpoints stay:
  * they are the thread's state. False when the tenant has no such run in those statuses.
  */
