@@ -41,9 +41,12 @@ const editable = {
   ),
 };
 
+/** An assistant id a client may choose: a letter or digit, then up to 127 of these. */
+export const ASSISTANT_ID_PATTERN = "^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$";
+
 export const CreateAssistantBody = Type.Object(
   {
-    assistant_id: Type.Optional(Type.String({ pattern: "^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$" })),
+    assistant_id: Type.Optional(Type.String({ pattern: ASSISTANT_ID_PATTERN })),
     graph_id: Type.String({ minLength: 1 }),
     ...editable,
   },

@@ -1,5 +1,6 @@
 import { Type, type Static } from "typebox";
 import { JsonObject, literals, MAX_INT32, Timestamp, Uuid } from "./common.ts";
+import { ASSISTANT_ID_PATTERN } from "./assistants.ts";
 import { Durability } from "./runs.ts";
 import {
   NamespacePrefix,
@@ -97,16 +98,21 @@ export const LgAssistantCountBody = Type.Object(
 export type LgAssistantCountBody = Static<typeof LgAssistantCountBody>;
 
 /** `assistants.create`: a tenant's own assistant (`if_exists` as threads'). */
+/** The fields an assistant create may set and an update replace (metadata: merged in by an update). */
+const lgAssistantFields = {
+  name: Opt(Type.String({ minLength: 1, maxLength: 256 })),
+  description: Opt(Type.String({ maxLength: 4096 })),
+  config: Opt(JsonObject),
+  context: Opt(JsonObject),
+  metadata: Opt(JsonObject),
+};
+
 export const LgAssistantCreateBody = Type.Object(
   {
     graph_id: Type.String({ minLength: 1 }),
-    assistant_id: Opt(Type.String({ pattern: "^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$" })),
+    assistant_id: Opt(Type.String({ pattern: ASSISTANT_ID_PATTERN })),
     if_exists: Opt(literals(["raise", "do_nothing"])),
-    name: Opt(Type.String({ minLength: 1, maxLength: 256 })),
-    description: Opt(Type.String({ maxLength: 4096 })),
-    config: Opt(JsonObject),
-    context: Opt(JsonObject),
-    metadata: Opt(JsonObject),
+    ...lgAssistantFields,
   },
   { additionalProperties: false },
 );
@@ -114,14 +120,7 @@ export type LgAssistantCreateBody = Static<typeof LgAssistantCreateBody>;
 
 /** `assistants.update`: the fields given replace the stored ones, except `metadata`, which is merged in. */
 export const LgAssistantPatchBody = Type.Object(
-  {
-    graph_id: Opt(Type.String({ minLength: 1 })),
-    name: Opt(Type.String({ minLength: 1, maxLength: 256 })),
-    description: Opt(Type.String({ maxLength: 4096 })),
-    config: Opt(JsonObject),
-    context: Opt(JsonObject),
-    metadata: Opt(JsonObject),
-  },
+  { graph_id: Opt(Type.String({ minLength: 1 })), ...lgAssistantFields },
   { additionalProperties: false },
 );
 export type LgAssistantPatchBody = Static<typeof LgAssistantPatchBody>;
