@@ -148,18 +148,8 @@ export const LgAssistantVersionsBody = Type.Object(
 );
 export type LgAssistantVersionsBody = Static<typeof LgAssistantVersionsBody>;
 
-/** The SDK's `AssistantVersion`. */
-export const LgAssistantVersion = Type.Object({
-  assistant_id: Type.String(),
-  graph_id: Type.String(),
-  name: Type.String(),
-  description: Nullable(Type.String()),
-  config: JsonObject,
-  context: JsonObject,
-  metadata: JsonObject,
-  version: Type.Integer(),
-  created_at: Timestamp,
-});
+/** The SDK's `AssistantVersion`: the assistant as it was at `created_at`, without `updated_at`. */
+export const LgAssistantVersion = Type.Omit(LgAssistant, ["updated_at"]);
 export type LgAssistantVersion = Static<typeof LgAssistantVersion>;
 
 export const LgAssistantLatestBody = Type.Object(
