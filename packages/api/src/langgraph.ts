@@ -75,6 +75,20 @@ export type LgAssistant = Static<typeof LgAssistant>;
 /** What an assistant search may sort by (the SDK's `AssistantSortBy`); anything else is a 422. */
 export const LG_ASSISTANT_SORT_FIELDS = ["assistant_id", "graph_id", "name", "created_at", "updated_at"] as const;
 
+/** What an assistant search may `select` (the SDK's `AssistantSelectField`). */
+export const LG_ASSISTANT_SELECT_FIELDS = [
+  "assistant_id",
+  "graph_id",
+  "name",
+  "description",
+  "config",
+  "context",
+  "created_at",
+  "updated_at",
+  "metadata",
+  "version",
+] as const;
+
 export const LgAssistantSearchBody = Type.Object(
   {
     graph_id: Opt(Type.String()),
@@ -84,7 +98,7 @@ export const LgAssistantSearchBody = Type.Object(
     offset: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_INT32, default: 0 })),
     sort_by: Opt(literals(LG_ASSISTANT_SORT_FIELDS)),
     sort_order: Opt(literals(["asc", "desc"])),
-    select: Opt(Type.Array(Type.String())),
+    select: Opt(Type.Array(literals(LG_ASSISTANT_SELECT_FIELDS), { maxItems: 16 })),
   },
   { additionalProperties: false },
 );
@@ -252,6 +266,20 @@ export type LgThreadPatchBody = Static<typeof LgThreadPatchBody>;
 /** What a thread search may sort by (the SDK's `ThreadSortBy`); anything else is a 422. */
 export const LG_THREAD_SORT_FIELDS = ["thread_id", "status", "created_at", "updated_at", "state_updated_at"] as const;
 
+/** What a thread search may `select` (the SDK's `ThreadSelectField`); a thread has no `config` or `context`, so those come back absent. */
+export const LG_THREAD_SELECT_FIELDS = [
+  "thread_id",
+  "created_at",
+  "updated_at",
+  "state_updated_at",
+  "metadata",
+  "config",
+  "context",
+  "status",
+  "values",
+  "interrupts",
+] as const;
+
 export const LgThreadSearchBody = Type.Object(
   {
     metadata: Opt(JsonObject),
@@ -261,7 +289,7 @@ export const LgThreadSearchBody = Type.Object(
     status: Opt(LgThreadStatus),
     sort_by: Opt(literals(LG_THREAD_SORT_FIELDS)),
     sort_order: Opt(literals(["asc", "desc"])),
-    select: Opt(Type.Array(Type.String())),
+    select: Opt(Type.Array(literals(LG_THREAD_SELECT_FIELDS), { maxItems: 16 })),
     values: Opt(JsonObject),
     extract: Opt(Type.Unknown()),
   },
@@ -476,12 +504,26 @@ export const LgCancelManyQuery = Type.Object(
 );
 export type LgCancelManyQuery = Static<typeof LgCancelManyQuery>;
 
+/** What `runs.list` may `select` (the SDK's `RunSelectField`); a run has no `cancel_reason`, so it comes back absent. */
+export const LG_RUN_SELECT_FIELDS = [
+  "run_id",
+  "thread_id",
+  "assistant_id",
+  "created_at",
+  "updated_at",
+  "status",
+  "metadata",
+  "kwargs",
+  "multitask_strategy",
+  "cancel_reason",
+] as const;
+
 export const LgListRunsQuery = Type.Object(
   {
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, default: 10 })),
     offset: Type.Optional(Type.Integer({ minimum: 0, maximum: MAX_INT32, default: 0 })),
     status: Type.Optional(LgRunStatus),
-    select: Type.Optional(Type.Union([Type.String(), Type.Array(Type.String())])),
+    select: Type.Optional(Type.Union([literals(LG_RUN_SELECT_FIELDS), Type.Array(literals(LG_RUN_SELECT_FIELDS), { maxItems: 16 })])),
   },
   { additionalProperties: false },
 );

@@ -206,6 +206,17 @@ describe("LangGraph API through the SDK: assistants, threads, runs, streams", ()
       (a) => a.assistant_id,
     );
     assert.deepEqual(desc, ["echo-text", "echo-loud"]);
+
+    // select: only those fields (a field the record does not have is left out); an unknown one is 422.
+    const selected = await client.threads.search({ metadata: { tag }, select: ["thread_id", "status", "config"], limit: 1 });
+    assert.deepEqual(Object.keys(selected[0]!).sort(), ["status", "thread_id"]);
+    const [assistant] = await client.assistants.search({ graphId: "echo", select: ["assistant_id", "version"], limit: 1 });
+    assert.deepEqual(Object.keys(assistant!).sort(), ["assistant_id", "version"]);
+    await rejectsWith(client.threads.search({ select: ["nonsense" as "thread_id"] }), 422);
+    const run = await client.runs.create(made[0]!.thread_id, "echo", { input: { message: "s" } });
+    const [listed] = await client.runs.list(made[0]!.thread_id, { select: ["run_id", "status"] });
+    assert.deepEqual(Object.keys(listed!).sort(), ["run_id", "status"]);
+    assert.equal(listed!.run_id, run.run_id);
   });
 
   test("runs.wait on a thread answers the values; state, history and updateState follow the thread", async () => {

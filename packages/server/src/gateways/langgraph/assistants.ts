@@ -3,6 +3,7 @@ import type { FastifyRequest } from "fastify";
 import { Type } from "typebox";
 import {
   AssistantIdParams,
+  LgAssistant,
   LgAssistantCountBody,
   LgAssistantCreateBody,
   LgAssistantDeleteQuery,
@@ -25,7 +26,7 @@ import { sortedBy } from "../../domain/sorting.ts";
 import { problems } from "../../http/responses.ts";
 import type { AppServices } from "../../http/services.ts";
 import { graphDrawing, graphSchemas, subgraphSchemas } from "./graph-info.ts";
-import { LG_ASSISTANT_VERSION, lgAssistant, lgAssistantVersion } from "./mapping.ts";
+import { LG_ASSISTANT_VERSION, lgAssistant, lgAssistantVersion, selectFields } from "./mapping.ts";
 
 /** As on the Platform, an assistant's name matches a search's `name` as a part, in any case. */
 const nameMatches = (assistant: Assistant, name: string) => assistant.name.toLowerCase().includes(name.toLowerCase());
@@ -83,9 +84,9 @@ export const langGraphAssistantRoutes: FastifyPluginAsyncTypebox<{ services: App
       config: { permission: "read" },
       schema: {
         tags,
-        summary: "Search assistants",
+        summary: "Search assistants (with select: only those fields)",
         body: LgAssistantSearchBody,
-        response: { 200: Type.Array(Type.Ref("LgAssistant")), ...problems(401, 403, 422) },
+        response: { 200: Type.Array(Type.Partial(LgAssistant)), ...problems(401, 403, 422) },
       },
     },
     async (request, reply) => {
@@ -98,7 +99,7 @@ export const langGraphAssistantRoutes: FastifyPluginAsyncTypebox<{ services: App
       // `search({includePagination: true})` returns as `next`.
       const page = (found: Assistant[]) => {
         if (found.length > limit) reply.header("x-pagination-next", String(offset + limit));
-        return found.slice(0, limit).map(lgAssistant);
+        return found.slice(0, limit).map((assistant) => selectFields(lgAssistant(assistant), body.select));
       };
       if (body.name == null && body.sort_by == null) return page(await assistants.list(tenantId, { ...filter, limit: limit + 1, offset }));
       // The catalog neither filters by name nor sorts: read every match, then sort and paginate.

@@ -479,12 +479,16 @@ const CRON_SORT_COLUMN = {
 /** LangGraph's cron sort field as the schedule column it names. */
 export const cronSortColumn = (field: keyof typeof CRON_SORT_COLUMN) => CRON_SORT_COLUMN[field];
 
-/** Only the `select`ed fields of a cron (all without a select); `now` is the server's time. */
-export function selectCronFields(cron: LgCron, select: readonly string[] | null | undefined, now: Date): Record<string, unknown> {
-  if (!select?.length) return cron;
-  const full: Record<string, unknown> = { ...cron, now: now.toISOString() };
+/** Only the `select`ed fields of a record (all without a select); a field it does not have is left out. */
+export function selectFields(record: object, select: readonly string[] | null | undefined): Record<string, unknown> {
+  const full = record as Record<string, unknown>;
+  if (!select?.length) return full;
   return Object.fromEntries(select.filter((field) => field in full).map((field) => [field, full[field]]));
 }
+
+/** Only the `select`ed fields of a cron; `now` is the server's time. */
+export const selectCronFields = (cron: LgCron, select: readonly string[] | null | undefined, now: Date): Record<string, unknown> =>
+  selectFields(select?.length ? { ...cron, now: now.toISOString() } : cron, select);
 
 /** A namespace from a get's query: LangGraph joins the segments with ".". */
 export const lgNamespaceOf = (joined: string): string[] => joined.split(".");

@@ -57,6 +57,7 @@ import {
   replayAfter,
   requestedStreamModes,
   rudderThreadStatus,
+  selectFields,
   snakeCaseKeys,
   streamModesOf,
   unservedStreamModes,
@@ -155,9 +156,9 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
       config: { permission: "read" },
       schema: {
         tags,
-        summary: "Search threads",
+        summary: "Search threads (with select: only those fields)",
         body: LgThreadSearchBody,
-        response: { 200: Type.Array(Type.Ref("LgThread")), ...problems(401, 403, 422) },
+        response: { 200: Type.Array(Type.Partial(LgThread)), ...problems(401, 403, 422) },
       },
     },
     async (request) => {
@@ -172,7 +173,10 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
       const sort = body.sort_by ? { by: body.sort_by, order: body.sort_order ?? "desc" } : undefined;
       if (body.ids == null) {
         const found = await threads.list(tenantId, { limit, offset, metadata: body.metadata ?? undefined, status, sort });
-        return Promise.all(found.map(async (thread) => lgThread(thread, await threads.stateOf(tenantId, thread.thread_id, undefined))));
+        const views = await Promise.all(
+          found.map(async (thread) => lgThread(thread, await threads.stateOf(tenantId, thread.thread_id, undefined))),
+        );
+        return views.map((view) => selectFields(view, body.select));
       }
       // Named threads: each looked up in the tenant (others' ids are simply not found), filtered, sorted.
       const named = await Promise.all([...new Set(body.ids)].map((id) => threads.get(tenantId, id).catch(notFoundAsUndefined)));
@@ -185,7 +189,9 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
           )
           .map(async (thread) => lgThread(thread, await threads.stateOf(tenantId, thread.thread_id, undefined))),
       );
-      return sortedBy(views, sort ?? { by: "created_at", order: "desc" }, "thread_id").slice(offset, offset + limit);
+      return sortedBy(views, sort ?? { by: "created_at", order: "desc" }, "thread_id")
+        .slice(offset, offset + limit)
+        .map((view) => selectFields(view, body.select));
     },
   );
 
@@ -585,10 +591,10 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
       config: { permission: "read" },
       schema: {
         tags,
-        summary: "Runs of a thread, newest first",
+        summary: "Runs of a thread, newest first (with select: only those fields)",
         params: ThreadIdParams,
         querystring: LgListRunsQuery,
-        response: { 200: Type.Array(Type.Ref("LgRun")), ...problems(401, 403, 404, 422) },
+        response: { 200: Type.Array(Type.Partial(LgRun)), ...problems(401, 403, 404, 422) },
       },
     },
     async (request) => {
@@ -598,8 +604,11 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
         limit: request.query.limit ?? 10,
         offset: request.query.offset ?? 0,
       });
-      const status = request.query.status;
-      return runs.filter((run) => status === undefined || lgRunStatus(run.status) === status).map(lgRun);
+      const { status, select } = request.query;
+      const fields = select === undefined ? undefined : [select].flat();
+      return runs
+        .filter((run) => status === undefined || lgRunStatus(run.status) === status)
+        .map((run) => selectFields(lgRun(run), fields));
     },
   );
 
