@@ -59,6 +59,40 @@ describe("run control and recovery", () => {
     assert.match(cancelOld.body.detail, new RegExp(next.run_id));
   });
 
+  test("two runs paused on one thread: each resume answers its own run's interrupt, in either order", async () => {
+    for (const order of [
+      ["first", "second"],
+      ["second", "first"],
+    ] as const) {
+      const threadId = await newThread();
+      const paused: Record<string, string> = {};
+      for (const request of ["first", "second"]) {
+        const { body } = await server.request("POST", `/v1/threads/${threadId}/runs`, {
+          body: { assistant_id: "approval", input: { request } },
+        });
+        assert.equal((await joinRun(body.run_id)).status, "paused");
+        paused[request] = body.run_id;
+      }
+      const outcomes: Record<string, unknown> = {};
+      for (const request of order) {
+        const resumed = await server.request("POST", `/v1/runs/${paused[request]}/resume`, { body: { resume: { approved: true } } });
+        assert.equal(resumed.status, 202);
+        const done = await joinRun(resumed.body.run_id);
+        assert.equal(done.status, "succeeded");
+        outcomes[request] = done.output.outcome;
+      }
+      assert.deepEqual(outcomes, { first: "done: Plan for: first", second: "done: Plan for: second" }, `resumed ${order.join(", then ")}`);
+    }
+  });
+
+  test("a state update made while a run is paused is what its resume continues from", async () => {
+    const { threadId, run } = await pausedRun();
+    const fork = await server.request("POST", `/v1/threads/${threadId}/fork`, { body: { values: { draft: "Plan edited by a human" } } });
+    assert.ok(fork.status < 300, JSON.stringify(fork.body));
+    const resumed = await server.request("POST", `/v1/runs/${run.run_id}/resume`, { body: { resume: { approved: true } } });
+    assert.equal((await joinRun(resumed.body.run_id)).output.outcome, "done: Plan edited by a human");
+  });
+
   test("twenty concurrent resumes of one paused run: exactly one wins, no duplicate run", async () => {
     for (let round = 0; round < 3; round++) {
       const { threadId, run } = await pausedRun();

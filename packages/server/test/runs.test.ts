@@ -497,6 +497,11 @@ describe("runs (queue only, no worker)", () => {
     const timedOut = await server.request("GET", `/v1/runs/${run.run_id}/join?timeout=0.3`, { tenant: "join" });
     assert.deepEqual([timedOut.status, timedOut.body.code, timedOut.body.retryable], [408, "join_timeout", true]);
     assert.ok(Date.now() - started >= 250, "it waited");
+    // Any positive number of seconds up to 300, fractions of a millisecond too (a timer takes whole ones).
+    for (const timeout of ["0.0005", "1.0001", "0.0015"]) {
+      const answer = await server.request("GET", `/v1/runs/${run.run_id}/join?timeout=${timeout}`, { tenant: "join" });
+      assert.deepEqual([answer.status, answer.body.code], [408, "join_timeout"], timeout);
+    }
   });
 
   test("cancel: a pending run ends cancelled at once and never starts; a terminal run is 409", async () => {

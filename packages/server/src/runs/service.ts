@@ -369,7 +369,8 @@ export class RunService {
 
   /** Waits until the run is terminal or paused; 408 join_timeout when the wait ends first. */
   async join(tenantId: string, runId: string, timeoutSeconds: number, signal?: AbortSignal): Promise<Run> {
-    const deadline = AbortSignal.timeout(timeoutSeconds * 1000);
+    // A timer takes whole milliseconds: `0.0005` s (valid: more than 0) waits one.
+    const deadline = AbortSignal.timeout(Math.ceil(timeoutSeconds * 1000));
     for await (const update of this.follow(tenantId, runId, {
       events: false,
       signal: signal ? AbortSignal.any([signal, deadline]) : deadline,
@@ -426,13 +427,14 @@ export class RunService {
    * continues it and the old run's typed link; its unconsumed steering moves along. The row lock
    * makes one of concurrent resumes win; the others find the link set (409 run_resume_conflict).
    * The new run is claimable only once this commits. `options.config` replaces the config the new
-   * run would inherit (the LangGraph facade records the resuming request's stream modes and breakpoints there).
+   * run would inherit (the LangGraph facade records the resuming request's stream modes and breakpoints there);
+   * `options.metadata` adds keys to the metadata it inherits.
    */
   async resume(
     tenantId: string,
     runId: string,
     command: ResumeBody,
-    options: { config?: Record<string, unknown>; threadMetadata?: JsonObject } = {},
+    options: { config?: Record<string, unknown>; threadMetadata?: JsonObject; metadata?: JsonObject } = {},
   ): Promise<Run> {
     return this.db.transaction(async (tx) => {
       const old = await this.lockOwn(tx, tenantId, runId);
@@ -440,13 +442,15 @@ export class RunService {
       if (graph) validateGoto(graph, command.goto);
       if (options.threadMetadata && old.thread_id !== null) await this.recordOnThread(tx, tenantId, old.thread_id, options.threadMetadata);
       await this.transition(tx, old, "resume");
+      const config = old.thread_id === null ? options.config : await this.resumeConfig(tx, old, options.config ?? old.config);
       const successor = await runRows.insertSuccessor(
         tx,
         tenantId,
         runId,
         randomUUID(),
         { resume: command.resume, update: command.update ?? null, goto: command.goto ?? null },
-        options.config,
+        config,
+        options.metadata,
       );
       // A stateless run checkpoints under its own id: its state goes to the run that continues it.
       if (old.thread_id === null) await runRows.moveRunCheckpoints(tx, tenantId, runId, successor.run_id);
@@ -457,6 +461,18 @@ export class RunService {
       if (metrics) tx.afterCommit(() => metrics.supersededSteering(moved, "resume_transfer"));
       return publicRun(successor);
     });
+  }
+
+  /**
+   * The config of the run that continues a paused thread run: it starts where `resumeCheckpoint`
+   * says, from the paused run's own checkpoint when another run has written the thread since (or
+   * it would answer that run's interrupt), else from the thread's head; never from the checkpoint
+   * the paused run was created at, which its config may name.
+   */
+  private async resumeConfig(tx: Transaction, old: ClaimedRun, config: Record<string, unknown>): Promise<Record<string, unknown>> {
+    const pinned = await runRows.resumeCheckpoint(tx, old.tenant_id, old.thread_id!, old.run_id);
+    const { checkpoint_id: _created, ...configurable } = (config.configurable as Record<string, unknown> | undefined) ?? {};
+    return { ...config, configurable: { ...configurable, ...(pinned !== undefined ? { checkpoint_id: pinned } : {}) } };
   }
 
   /** Re-queues a failed or dead-lettered run as it was (same id, input, config, graph); attempts start over. */

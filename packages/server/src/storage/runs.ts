@@ -645,7 +645,7 @@ const INSERT_SUCCESSOR = `insert into runs (run_id, tenant_id, thread_id, assist
                        multitask_strategy, durability, run_timeout, max_model_calls, max_tool_calls, max_tokens, max_cost, request_hash,
                        blocked)
      select $2, r.tenant_id, r.thread_id, r.assistant_id, r.graph_id, null, $3::jsonb, r.context, coalesce($4::jsonb, r.config),
-            r.metadata || jsonb_build_object('resumed_from_run_id', r.run_id::text), 'enqueue', r.durability, r.run_timeout,
+            r.metadata || jsonb_build_object('resumed_from_run_id', r.run_id::text) || coalesce($6::jsonb, '{}'), 'enqueue', r.durability, r.run_timeout,
             r.max_model_calls, r.max_tool_calls, r.max_tokens, r.max_cost, null,
             r.thread_id is not null and ${THREAD_HELD_BY_ANOTHER}
        from runs r where r.tenant_id = $5 and r.run_id = $1
@@ -653,7 +653,8 @@ const INSERT_SUCCESSOR = `insert into runs (run_id, tenant_id, thread_id, assist
 
 /**
  * The run that continues a resumed one: same thread, assistant, graph, context, config (unless
- * `config` replaces it) and limits, `metadata.resumed_from_run_id`; and the old run's typed link to
+ * `config` replaces it) and limits, `metadata.resumed_from_run_id` (and `metadata`'s keys, when
+ * given); and the old run's typed link to
  * it. It joins its thread blocked when another run holds the thread; the caller holds the thread's
  * row lock (`lockThread`).
  */
@@ -664,6 +665,7 @@ export async function insertSuccessor(
   newRunId: string,
   command: NonNullable<ClaimedRun["command"]>,
   config?: Record<string, unknown>,
+  metadata?: Record<string, unknown>,
 ): Promise<ClaimedRun> {
   const [row] = await tx.query<RunRow>(INSERT_SUCCESSOR, [
     runId,
@@ -671,6 +673,7 @@ export async function insertSuccessor(
     json(command),
     config === undefined ? null : json(config),
     tenantId,
+    metadata === undefined ? null : json(metadata),
   ]);
   await tx.query("update runs set superseded_by_run_id = $3, updated_at = now() where tenant_id = $1 and run_id = $2", [
     tenantId,
@@ -687,6 +690,28 @@ export async function insertSuccessor(
 export async function moveRunCheckpoints(tx: Queryable, tenantId: string, fromRunId: string, toRunId: string): Promise<void> {
   await tx.query("update checkpoint_writes set thread_id = $3 where tenant_id = $1 and thread_id = $2", [tenantId, fromRunId, toRunId]);
   await tx.query("update checkpoints set thread_id = $3 where tenant_id = $1 and thread_id = $2", [tenantId, fromRunId, toRunId]);
+}
+
+/**
+ * Where a resume of a paused thread run continues: undefined when the thread's newest checkpoint is
+ * the run's own or no run's (a state update made while it was paused: the resume takes it in), so
+ * from the thread's head; when another run wrote the head (it ran on the thread after this one
+ * paused), this run's own newest checkpoint, so that the resume answers this run's interrupt and
+ * not the other's. Each checkpoint names its writer in `metadata.rudder_run_id`.
+ */
+const RESUME_CHECKPOINT = `with head as (
+       select metadata->>'rudder_run_id' as writer from checkpoints
+        where tenant_id = $1 and thread_id = $2 and checkpoint_ns = '' order by checkpoint_id desc limit 1
+     )
+     select case when head.writer is not null and head.writer <> $3 then
+              (select max(checkpoint_id) from checkpoints
+                where tenant_id = $1 and thread_id = $2 and checkpoint_ns = '' and metadata->>'rudder_run_id' = $3)
+            end as checkpoint_id
+       from head`;
+
+export async function resumeCheckpoint(tx: Queryable, tenantId: string, threadId: string, runId: string): Promise<string | undefined> {
+  const [row] = await tx.query<{ checkpoint_id: string | null }>(RESUME_CHECKPOINT, [tenantId, threadId, runId]);
+  return row?.checkpoint_id ?? undefined;
 }
 
 const LOCK_ABANDONED_CANCELS = `select ${RUN_COLUMNS} from runs r

@@ -93,7 +93,8 @@ export function steeringChannel(
     },
     peek,
     async wait(context, timeoutMs, signal) {
-      const deadline = AbortSignal.timeout(timeoutMs);
+      // A timer takes whole milliseconds; graph code may pass any positive number.
+      const deadline = AbortSignal.timeout(Math.max(0, Math.ceil(timeoutMs)));
       const until = signal ? AbortSignal.any([signal, deadline]) : deadline;
       for await (const _ of wakeups(deps.notifier, (n) => n.topic === "steering" && n.runId === run.run_id, {
         intervalMs: deps.pollMs,
