@@ -140,6 +140,26 @@ describe("A2A gateway", () => {
         assert.notEqual(read.metadata?.rudder_run_id, asked.id, "a resumed run carries the task on");
       });
 
+      test("a retried answer (the same messageId) gets the task it carried on, as a retried first send does; concurrent copies too", async () => {
+        const approval = await client("approval");
+        const asked = asTask(await approval.sendMessage(sendRequest(userMessage([data({ request: "retry" })]))));
+        const answer = userMessage([data({ approved: true })], { taskId: asked.id, contextId: asked.contextId });
+        const copies = (await Promise.all(Array.from({ length: 4 }, () => approval.sendMessage(sendRequest(answer))))).map(asTask);
+        for (const copy of copies) {
+          assert.equal(copy.id, asked.id);
+          assert.equal(copy.status?.state, TaskState.TASK_STATE_COMPLETED);
+        }
+        const retried = asTask(await approval.sendMessage(sendRequest(answer)));
+        assert.equal(retried.status?.state, TaskState.TASK_STATE_COMPLETED);
+        assert.equal(outputOf(retried).outcome, "done: Plan for: retry");
+        const runs = (await server.request("GET", `/v1/runs?thread_id=${asked.contextId}`)).body as unknown[];
+        assert.equal(runs.length, 2, "one resume, however many copies of the answer");
+        // Another message to the completed task is still refused.
+        await assert.rejects(
+          approval.sendMessage(sendRequest(userMessage([data({ approved: false })], { taskId: asked.id, contextId: asked.contextId }))),
+        );
+      });
+
       test("streamed, an interrupt ends the stream at input-required; a streamed text answer resumes it", async () => {
         const approval = await client("approval-text");
         const first = await collect(approval.sendMessageStream(sendRequest(userMessage([text("ship it")]))));

@@ -126,10 +126,27 @@ export class A2ATaskService {
     return (await this.current(tenantId, assistantId, found.run.task_id)) ?? found.run;
   }
 
-  /** Answers an input-required task: its paused run is resumed with `value`, and the new run carries the task on. */
-  async resume(tenantId: string, run: TaskRun, value: unknown): Promise<TaskRun> {
-    const next = await this.runService.resume(tenantId, run.run_id, { resume: value });
-    return taskRunOf(next, run.task_id);
+  /**
+   * Answers an input-required task: its paused run is resumed with `value`, and the new run carries
+   * the task on, recording the answer's message id (`a2a_answer_message_id`) so that a retried
+   * answer finds the run it started (`answeredBy`). A concurrent send of the same answer that lost
+   * the resume gets that run too.
+   */
+  async resume(tenantId: string, assistantId: string, run: TaskRun, value: unknown, messageId: string): Promise<TaskRun> {
+    try {
+      const next = await this.runService.resume(tenantId, run.run_id, { resume: value }, { metadata: { [ANSWER_KEY]: messageId } });
+      return taskRunOf(next, run.task_id);
+    } catch (error) {
+      if (!(error instanceof ApiError && error.code === "run_resume_conflict")) throw error;
+      const current = await this.current(tenantId, assistantId, run.task_id);
+      if (current && (await this.answeredBy(tenantId, current, messageId))) return current;
+      throw error;
+    }
+  }
+
+  /** Whether the task's current run was started by the answer with this message id. */
+  async answeredBy(tenantId: string, run: TaskRun, messageId: string): Promise<boolean> {
+    return (await this.runService.get(tenantId, run.run_id)).metadata[ANSWER_KEY] === messageId;
   }
 
   async cancel(tenantId: string, run: TaskRun): Promise<void> {
@@ -166,6 +183,9 @@ function taskRunOf(run: Run, taskId: string): TaskRun {
   const { run_id, thread_id, status, output, error, created_at, updated_at } = run;
   return { task_id: taskId, run_id, thread_id, status, output, error, created_at, updated_at };
 }
+
+/** The run metadata key that records which answer (A2A message id) resumed the task into this run. */
+const ANSWER_KEY = "a2a_answer_message_id";
 
 /** Tenant-unique (assistant, message) key, within the Idempotency-Key length limit. */
 function idempotencyKeyOf(assistantId: string, messageId: string): string {

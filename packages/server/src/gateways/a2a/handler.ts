@@ -214,7 +214,16 @@ export class RudderA2AHandler implements A2ARequestHandler {
     if (message.contextId && message.contextId !== run.thread_id) {
       throw new RequestMalformedError(`contextId ${message.contextId} is not the context of task ${run.task_id}`);
     }
-    if (run.status === "paused") return this.tasks.resume(this.call.tenantId, run, resumeValueFromParts(message.parts));
+    if (run.status === "paused")
+      return this.tasks.resume(
+        this.call.tenantId,
+        this.call.assistant.assistant_id,
+        run,
+        resumeValueFromParts(message.parts),
+        message.messageId,
+      );
+    // A retried answer (its reply was lost) finds the task it carried on, as a retried first send does.
+    if (await this.tasks.answeredBy(this.call.tenantId, run, message.messageId)) return run;
     const state = stateLabel(run.status);
     if (isTerminalTask(run))
       throw new UnsupportedOperationError(`task ${run.task_id} is ${state} and takes no more messages; send a new message in its context`);
