@@ -116,6 +116,9 @@ describe("A2A gateway errors", () => {
           ? { taskId: "t", pushNotificationConfig: { url: "https://example.com/hook" } }
           : { id: "t", pushNotificationConfigId: "c" };
         assert.equal(await code("echo", { jsonrpc: "2.0", id: 1, method, params }), -32003, method);
+        // Whatever the params: the 0.3 SDK read a missing config's id first and answered -32603 with its TypeError.
+        for (const odd of [{}, { id: null }, { message: {} }, undefined])
+          assert.equal(await code("echo", { jsonrpc: "2.0", id: 1, method, params: odd }), -32003, `${method} ${JSON.stringify(odd)}`);
       }
       const withPush = send1({ parts: [{ data: { message: "x" } }] });
       (withPush.params as Record<string, unknown>).configuration = { taskPushNotificationConfig: { url: "https://example.com/hook" } };

@@ -5,7 +5,7 @@ import { ContentTypeNotSupportedError, RequestMalformedError } from "@a2a-js/sdk
 import { RUN_STATUSES, type RunStatus } from "../src/domain/runs.ts";
 import { agentCard, legacyAgentCard } from "../src/gateways/a2a/card.ts";
 import { inputFromParts, outputText, resumeValueFromParts, tokenText } from "../src/gateways/a2a/parts.ts";
-import { MAX_PARAMS_DEPTH, isMethodOf, paramsProblem } from "../src/gateways/a2a/request-rules.ts";
+import { MAX_PARAMS_DEPTH, isMethodOf, isPushNotificationMethod, paramsProblem } from "../src/gateways/a2a/request-rules.ts";
 import { TaskEventMapper, runStatusesOf, stateLabel, taskOf, taskStateOf } from "../src/gateways/a2a/task-view.ts";
 import type { TaskRun } from "../src/runs/a2a-tasks.ts";
 import type { RunEvent } from "@rudder/api";
@@ -272,5 +272,27 @@ describe("A2A request rules", () => {
     assert.equal(paramsProblem({ id: { a: 1 } }), "params.id must be a string");
     assert.equal(paramsProblem({ message: { context_id: 5 } }), "params.message.context_id must be a string");
     assert.equal(paramsProblem({ id: null, message: { taskId: null } }), undefined);
+  });
+
+  test("members whose wrong type would silently change a call are a problem; push methods are known as such", () => {
+    const send = (extra: Record<string, unknown>, message: Record<string, unknown> = {}) =>
+      paramsProblem({ message: { messageId: "m", role: "user", parts: [], ...message }, ...extra });
+    assert.equal(
+      send({ configuration: { blocking: true, historyLength: 0, acceptedOutputModes: ["text/plain"] }, metadata: {} }),
+      undefined,
+    );
+    assert.equal(send({}, { role: "ROLE_USER" }), undefined);
+    assert.equal(send({}, { role: 1 }), undefined);
+    assert.equal(send({ configuration: "x" }), "params.configuration must be an object");
+    assert.equal(send({ configuration: [1] }), "params.configuration must be an object");
+    assert.equal(send({ configuration: { blocking: "yes" } }), "params.configuration.blocking must be true or false");
+    assert.equal(send({ configuration: { returnImmediately: "x" } }), "params.configuration.returnImmediately must be true or false");
+    assert.equal(send({ metadata: "x" }), "params.metadata must be an object");
+    assert.match(send({}, { role: "ROLE_X" })!, /^params\.message\.role must be "user" or "agent"/);
+    assert.equal(paramsProblem({ id: "t", historyLength: "abc" }), "params.historyLength must be a whole number, 0 or more");
+    assert.equal(paramsProblem({ id: "t", historyLength: -5 }), "params.historyLength must be a whole number, 0 or more");
+    assert.equal(paramsProblem({ id: "t", historyLength: 3 }), undefined);
+    assert.ok(isPushNotificationMethod("tasks/pushNotificationConfig/set") && isPushNotificationMethod("CreateTaskPushNotificationConfig"));
+    assert.ok(!isPushNotificationMethod("message/send") && !isPushNotificationMethod("GetTask"));
   });
 });

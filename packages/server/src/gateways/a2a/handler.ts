@@ -279,7 +279,7 @@ function rudderError(error: ApiError): JsonRpcTransportError {
   });
 }
 
-function pushNotSupported(): Error {
+export function pushNotSupported(): Error {
   return new PushNotificationNotSupportedError(
     "push notifications are not supported: stream with SendStreamingMessage or SubscribeToTask, or poll GetTask",
   );

@@ -40,6 +40,14 @@ const METHODS: Readonly<Record<"1.0" | "0.3", ReadonlySet<string>>> = {
 
 export const isMethodOf = (method: string, legacy: boolean): boolean => METHODS[legacy ? "0.3" : "1.0"].has(method);
 
+/** The push-notification methods of both versions: Rudder has none, whatever their params (-32003). */
+const PUSH_METHODS: ReadonlySet<string> = new Set([
+  ...[...METHODS["1.0"]].filter((method) => method.includes("PushNotification")),
+  ...[...METHODS["0.3"]].filter((method) => method.startsWith("tasks/pushNotificationConfig/")),
+]);
+
+export const isPushNotificationMethod = (method: string): boolean => PUSH_METHODS.has(method);
+
 /**
  * The levels the JSON-RPC envelope adds above the value a data part carries (params → message →
  * parts → part), so that value may nest as deeply as a REST request's `input` or `resume`.
@@ -89,6 +97,48 @@ export function paramsProblem(params: unknown): string | undefined {
       const value = holder[member];
       if (value !== undefined && value !== null && typeof value !== "string") return `${where}.${member} must be a string`;
     }
+  }
+  return typeProblem(params);
+}
+
+/** Members whose type the SDK does not check and a wrong one would silently change what a call does. */
+const TYPED_MEMBERS: readonly (readonly [holder: "params" | "configuration" | "message", member: string, rule: Rule])[] = [
+  ["params", "configuration", "object"],
+  ["params", "metadata", "object"],
+  ["params", "historyLength", "count"],
+  ["params", "history_length", "count"],
+  ["configuration", "blocking", "boolean"],
+  ["configuration", "returnImmediately", "boolean"],
+  ["configuration", "return_immediately", "boolean"],
+  ["configuration", "historyLength", "count"],
+  ["configuration", "history_length", "count"],
+  ["configuration", "acceptedOutputModes", "strings"],
+  ["configuration", "accepted_output_modes", "strings"],
+  ["message", "metadata", "object"],
+  ["message", "role", "role"],
+];
+
+type Rule = "object" | "boolean" | "count" | "strings" | "role";
+
+/** A message's role: 0.3's names, 1.0's enum names, or 1.0's enum numbers. */
+const ROLES: ReadonlySet<unknown> = new Set(["user", "agent", "ROLE_USER", "ROLE_AGENT", 1, 2]);
+
+const RULES: Record<Rule, { holds: (value: unknown) => boolean; must: string }> = {
+  object: { holds: isObject, must: "be an object" },
+  boolean: { holds: (value) => typeof value === "boolean", must: "be true or false" },
+  count: { holds: (value) => Number.isInteger(value) && (value as number) >= 0, must: "be a whole number, 0 or more" },
+  strings: { holds: (value) => Array.isArray(value) && value.every((item) => typeof item === "string"), must: "be an array of strings" },
+  role: { holds: (value) => ROLES.has(value), must: 'be "user" or "agent" (ROLE_USER or ROLE_AGENT in 1.0)' },
+};
+
+function typeProblem(params: Record<string, unknown>): string | undefined {
+  const holders = { params, configuration: params.configuration, message: params.message };
+  for (const [holder, member, rule] of TYPED_MEMBERS) {
+    const container = holders[holder];
+    if (!isObject(container)) continue;
+    const value = container[member];
+    if (value === undefined || value === null || RULES[rule].holds(value)) continue;
+    return `${holder === "params" ? "params" : `params.${holder}`}.${member} must ${RULES[rule].must}`;
   }
   return undefined;
 }

@@ -11,8 +11,8 @@ import { problems } from "../../http/responses.ts";
 import type { AppServices } from "../../http/services.ts";
 import { endOnShutdown } from "../../http/shutdown.ts";
 import { agentCard, legacyAgentCard } from "./card.ts";
-import { RudderA2AHandler, type A2ACall } from "./handler.ts";
-import { isMethodOf, paramsProblem } from "./request-rules.ts";
+import { pushNotSupported, RudderA2AHandler, type A2ACall } from "./handler.ts";
+import { isMethodOf, isPushNotificationMethod, paramsProblem } from "./request-rules.ts";
 
 /** One JSON-RPC 2.0 response, as both SDK transport handlers produce it. */
 interface JsonRpcResponse {
@@ -104,6 +104,8 @@ export const a2aRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
         const error = { code: METHOD_NOT_FOUND, message: `${method} is not a method of A2A ${requestedVersion}` };
         return reply.send({ jsonrpc: "2.0", id: parsed.id, error });
       }
+      // Push notifications are refused whatever the params (the 0.3 SDK reads them first and fails on a missing one).
+      if (isPushNotificationMethod(method)) return reply.send({ jsonrpc: "2.0", id: parsed.id, error: mapError(pushNotSupported()) });
       const problem = paramsProblem(parsed.request.params);
       // As the SDK shapes -32602 for the version (1.0 adds its ErrorInfo).
       if (problem) return reply.send({ jsonrpc: "2.0", id: parsed.id, error: mapError(new RequestMalformedError(problem)) });
