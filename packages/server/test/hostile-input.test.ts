@@ -281,6 +281,12 @@ describe("hostile input", () => {
     assert.equal(wrongOnParam.headers.get("allow"), "GET, HEAD");
     assertProblem(await server.request("GET", "/v1/assistants/%E0%A4%A"), 400, "invalid_request");
     assertProblem(await server.request("GET", "/v1/assistants/%ED%A0%80"), 400, "invalid_request");
+    // The query string too (its parser decodes such bytes leniently): root and /v1 routes alike.
+    for (const query of ["assistant_id=%ED%A0%80", "assistant_id=%ZZ", "%E0%A4%A=x", "limit=1&assistant_id=%"]) {
+      assertProblem(await server.request("GET", `/v1/runs?${query}`), 400, "invalid_request");
+    }
+    assertProblem(await server.request("GET", "/store/items?namespace=a&key=%ED%A0%80"), 400, "invalid_request");
+    assert.equal((await server.request("GET", "/v1/runs?assistant_id=%C3%A9cho&limit=1")).status, 200, "valid UTF-8 passes");
     assertProblem(await server.request("POST", "/v1/threads", { rawBody: '{"metadata":' }), 400, "invalid_request");
     assertProblem(await server.request("POST", "/v1/threads", { rawBody: '{"__proto__":{"x":1}}' }), 400, "invalid_request");
     assertProblem(

@@ -29,6 +29,7 @@ import { threadRoutes } from "./routes/threads.ts";
 import type { AppServices } from "./services.ts";
 import { beginShutdown, isShuttingDown } from "./shutdown.ts";
 import { clientErrorHandler, frameworkErrorHandler, RouteMethods } from "./protocol-errors.ts";
+import { queryEncodingProblem } from "./query.ts";
 import { buildCachedSerializer, buildStrictValidator, storableJsonParser } from "./validation.ts";
 
 export interface AppOptions {
@@ -144,6 +145,10 @@ export async function buildApp(options: AppOptions): Promise<App> {
   });
   // Browsers (agent-chat-ui, useStream) call from other origins; preflights are answered before auth.
   app.addHook("onRequest", corsHook);
+  app.addHook("onRequest", async (request) => {
+    const problem = queryEncodingProblem(request.raw.url ?? "");
+    if (problem) throw new ApiError("invalid_request", problem);
+  });
   const routeMethods = new RouteMethods();
   app.addHook("onRoute", (route) => routeMethods.add(route));
   app.setErrorHandler((error, request, reply) => {

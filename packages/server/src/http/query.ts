@@ -18,3 +18,23 @@ export function parseJsonObjectParam(name: string, raw: string | undefined): Rec
   if (fault) throw faultError("querystring", { path: `/${name}${fault.path}`, problem: fault.problem });
   return parsed as Record<string, unknown>;
 }
+
+/**
+ * Why a request's query string is not valid percent-encoded UTF-8 (`%ZZ`, a lone surrogate's
+ * bytes `%ED%A0%80`, a cut sequence), or undefined. The query parser decodes such bytes
+ * leniently, so this is checked on the raw URL, as the router checks the path.
+ */
+export function queryEncodingProblem(url: string): string | undefined {
+  const start = url.indexOf("?");
+  if (start < 0 || !url.includes("%", start)) return undefined;
+  for (const component of url.slice(start + 1).split(/[&=]/)) {
+    if (!component.includes("%")) continue;
+    try {
+      decodeURIComponent(component);
+    } catch {
+      const shown = component.length > 40 ? `${component.slice(0, 40)}…` : component;
+      return `the query string is not valid percent-encoded UTF-8 (at "${shown}")`;
+    }
+  }
+  return undefined;
+}
