@@ -306,6 +306,20 @@ describe("hostile input", () => {
     );
     assertProblem(await server.request("GET", `/v1/threads/${"x".repeat(20_000)}`), 431, "header_fields_too_large");
 
+    // Two Authorization headers: Node keeps the first, a proxy may check the other; refused.
+    const token = await server.token();
+    const twice = await rawHttp(
+      server.url,
+      `GET /v1/threads HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nAuthorization: Bearer other\r\nConnection: close\r\n\r\n`,
+    );
+    assert.match(twice, /^HTTP\/1\.1 400 /);
+    assert.match(twice, /"code":"invalid_request"/);
+    const once = await rawHttp(
+      server.url,
+      `GET /v1/threads HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nConnection: close\r\n\r\n`,
+    );
+    assert.match(once, /^HTTP\/1\.1 200 /);
+
     const garbage = await rawHttp(server.url, "GARBAGE\r\n\r\n");
     assert.match(garbage, /^HTTP\/1\.1 400 /);
     assert.match(garbage, /content-type: application\/problem\+json/i);

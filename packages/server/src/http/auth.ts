@@ -36,6 +36,9 @@ export const authPlugin = fp<{ authenticate: Authenticate }>(
     app.addHook("onRequest", async (request: FastifyRequest, _reply: FastifyReply) => {
       const config = request.routeOptions.config;
       if (config.public || request.is404) return;
+      if (repeatedAuthorization(request.raw.rawHeaders)) {
+        throw new ApiError("invalid_request", "send one Authorization header: with several, which one counts is up to whoever reads them");
+      }
       request.principal = await authenticate({
         bearer: bearerToken(request.headers.authorization),
         apiKey: headerValue(request.headers["x-api-key"]),
@@ -48,6 +51,18 @@ export const authPlugin = fp<{ authenticate: Authenticate }>(
   },
   { name: "rudder-auth" },
 );
+
+/**
+ * Whether the request carries more than one Authorization header. Node keeps the first, and a
+ * proxy in front may check another: refused, so that the two cannot disagree about the caller.
+ */
+function repeatedAuthorization(rawHeaders: readonly string[]): boolean {
+  let seen = 0;
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    if (rawHeaders[i]!.length === 13 && rawHeaders[i]!.toLowerCase() === "authorization" && ++seen > 1) return true;
+  }
+  return false;
+}
 
 function bearerToken(header: string | undefined): string | undefined {
   if (header === undefined) return undefined;
