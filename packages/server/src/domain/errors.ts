@@ -21,3 +21,14 @@ export class ApiError extends Error {
 }
 
 export const notFound = (what: string, id: string): ApiError => new ApiError("not_found", `${what} ${id} not found`);
+
+/**
+ * A catch handler for a lookup or an action that may be refused as expected: an `ApiError` with
+ * one of these codes becomes undefined; anything else (an outage, another refusal) is thrown on.
+ */
+export const undefinedOn =
+  (...codes: ErrorCode[]) =>
+  (error: unknown): undefined => {
+    if (error instanceof ApiError && codes.includes(error.code)) return undefined;
+    throw error;
+  };

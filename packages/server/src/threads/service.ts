@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type { ForkAnswer, ForkBody, JsonObject, Thread, ThreadState } from "@rudder/api";
-import { ApiError, notFound } from "../domain/errors.ts";
+import { ApiError, notFound, undefinedOn } from "../domain/errors.ts";
 import type { HistoryPage, ThreadStateReader } from "../graphs/thread-state.ts";
 import type { Db, Queryable } from "../storage/db.ts";
 import { deleteSchedulesOfThread } from "../storage/schedules.ts";
@@ -112,19 +112,18 @@ export class ThreadService {
    */
   async prune(tenantId: string, threadIds: readonly string[], strategy: "delete" | "keep_latest"): Promise<number> {
     let pruned = 0;
-    for (const threadId of new Set(threadIds)) {
-      try {
-        if (strategy === "delete") await this.delete(tenantId, threadId);
-        else {
-          await this.db.transaction(async (tx) => {
-            await this.lockIdle(tx, tenantId, threadId, "pruning its checkpoints");
-            await keepLatestCheckpoints(tx, tenantId, threadId);
-          });
-        }
-        pruned += 1;
-      } catch (error) {
-        if (!(error instanceof ApiError) || (error.code !== "not_found" && error.code !== "conflict")) throw error;
+    const pruneOne = async (threadId: string): Promise<true> => {
+      if (strategy === "delete") await this.delete(tenantId, threadId);
+      else {
+        await this.db.transaction(async (tx) => {
+          await this.lockIdle(tx, tenantId, threadId, "pruning its checkpoints");
+          await keepLatestCheckpoints(tx, tenantId, threadId);
+        });
       }
+      return true;
+    };
+    for (const threadId of new Set(threadIds)) {
+      if (await pruneOne(threadId).catch(undefinedOn("not_found", "conflict"))) pruned += 1;
     }
     return pruned;
   }

@@ -1,4 +1,5 @@
 import { MAX_REQUEST_JSON_DEPTH } from "../../domain/limits.ts";
+import { snakeCase } from "../../domain/names.ts";
 import { findJsonFault } from "../../domain/storable-json.ts";
 import { isObject } from "./parts.ts";
 
@@ -101,22 +102,26 @@ export function paramsProblem(params: unknown): string | undefined {
   return typeProblem(params);
 }
 
-/** Members whose type the SDK does not check and a wrong one would silently change what a call does. */
-const TYPED_MEMBERS: readonly (readonly [holder: "params" | "configuration" | "message", member: string, rule: Rule])[] = [
-  ["params", "configuration", "object"],
-  ["params", "metadata", "object"],
-  ["params", "historyLength", "count"],
-  ["params", "history_length", "count"],
-  ["configuration", "blocking", "boolean"],
-  ["configuration", "returnImmediately", "boolean"],
-  ["configuration", "return_immediately", "boolean"],
-  ["configuration", "historyLength", "count"],
-  ["configuration", "history_length", "count"],
-  ["configuration", "acceptedOutputModes", "strings"],
-  ["configuration", "accepted_output_modes", "strings"],
-  ["message", "metadata", "object"],
-  ["message", "role", "role"],
-];
+/**
+ * Members whose type the SDK does not check and a wrong one would silently change what a call
+ * does; each also in snake case, as the 1.0 SDK reads them.
+ */
+const TYPED_MEMBERS: readonly (readonly [holder: "params" | "configuration" | "message", member: string, rule: Rule])[] = (
+  [
+    ["params", "configuration", "object"],
+    ["params", "metadata", "object"],
+    ["params", "historyLength", "count"],
+    ["configuration", "blocking", "boolean"],
+    ["configuration", "returnImmediately", "boolean"],
+    ["configuration", "historyLength", "count"],
+    ["configuration", "acceptedOutputModes", "strings"],
+    ["message", "metadata", "object"],
+    ["message", "role", "role"],
+  ] as const
+).flatMap(([holder, member, rule]) => {
+  const snake = snakeCase(member);
+  return snake === member ? [[holder, member, rule] as const] : [[holder, member, rule] as const, [holder, snake, rule] as const];
+});
 
 type Rule = "object" | "boolean" | "count" | "strings" | "role";
 

@@ -26,6 +26,7 @@ import type {
 import { LG_CRON_REFUSED_FIELDS } from "@rudder/api";
 import { LANGGRAPH_KWARGS_KEY, langGraphKwargs } from "../../domain/langgraph-kwargs.ts";
 import { plainMessages } from "../../domain/langchain-messages.ts";
+import { snakeCase } from "../../domain/names.ts";
 
 /**
  * The pure rules of the LangGraph Platform facade (DESIGN.md "LangGraph Platform API"): how
@@ -503,7 +504,7 @@ export function snakeCaseKeys(item: unknown): unknown {
   if (typeof item !== "object" || item === null || Array.isArray(item)) return item;
   const fields: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(item)) {
-    const snake = key.replace(/[A-Z]/g, (letter) => `_${letter.toLowerCase()}`);
+    const snake = snakeCase(key);
     if (snake === key || !(snake in item)) fields[snake] = value;
   }
   return fields;

@@ -40,7 +40,7 @@ import {
   type Thread,
 } from "@rudder/api";
 import { contains } from "../../domain/containment.ts";
-import { ApiError, notFound } from "../../domain/errors.ts";
+import { ApiError, notFound, undefinedOn } from "../../domain/errors.ts";
 import { plainMessages } from "../../domain/langchain-messages.ts";
 import { sortedBy } from "../../domain/sorting.ts";
 import { grants } from "../../domain/roles.ts";
@@ -68,12 +68,6 @@ import { langGraphAssistantRoutes } from "./assistants.ts";
 import { langGraphStoreCronRoutes } from "./store-crons.ts";
 import { streamLangGraph } from "./stream.ts";
 import { sendWaitAnswer } from "./wait.ts";
-
-/** A missing thread among named ones is left out; any other failure (an outage) still answers as such. */
-const notFoundAsUndefined = (error: unknown): undefined => {
-  if (error instanceof ApiError && error.code === "not_found") return undefined;
-  throw error;
-};
 
 const truthy = (value: string | boolean | undefined) => value === true || value === "1" || value === "true";
 
@@ -178,8 +172,8 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
         );
         return views.map((view) => selectFields(view, body.select));
       }
-      // Named threads: each looked up in the tenant (others' ids are simply not found), filtered, sorted.
-      const named = await Promise.all([...new Set(body.ids)].map((id) => threads.get(tenantId, id).catch(notFoundAsUndefined)));
+      // Named threads: each looked up in the tenant (others' ids are simply not found, and left out), filtered, sorted.
+      const named = await Promise.all([...new Set(body.ids)].map((id) => threads.get(tenantId, id).catch(undefinedOn("not_found"))));
       const views = await Promise.all(
         named
           .filter((thread): thread is Thread => thread !== undefined)
@@ -461,6 +455,29 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
     return state?.values ?? {};
   };
 
+  /**
+   * A wait's or join's answer once the run is terminal or paused. When the wait ends first (the
+   * client left, or the server is closing), the run is cancelled if the caller asked for that, and
+   * the answer is a 503: join the run again.
+   */
+  const settledAnswer = async (
+    tenantId: string,
+    runId: string,
+    wait: { signal: AbortSignal; release: () => void },
+    cancelOnLeave: boolean,
+  ): Promise<unknown> => {
+    try {
+      const settled = await waitForRun(services, tenantId, runId, wait.signal);
+      if (settled) return await waitAnswer(tenantId, settled);
+      if (cancelOnLeave) await runService.cancel(tenantId, runId).catch(() => undefined);
+      throw new ApiError("unavailable", "the wait ended before the run did (the server is closing); join the run again", {
+        retryAfterSeconds: 1,
+      });
+    } finally {
+      wait.release();
+    }
+  };
+
   const threadParam = (request: FastifyRequest) => (request.params as { thread_id?: string }).thread_id ?? null;
 
   const create = async (request: FastifyRequest<{ Body: LgRunCreateBody }>, reply: FastifyReply) => {
@@ -474,21 +491,8 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
     const closed = new AbortController();
     const release = endOnShutdown(request, closed);
     reply.raw.on("close", () => closed.abort());
-    const answer = async () => {
-      try {
-        const settled = await waitForRun(services, tenantId, run.run_id, closed.signal);
-        if (!settled) {
-          if (request.body.on_disconnect === "cancel") await runService.cancel(tenantId, run.run_id).catch(() => undefined);
-          throw new ApiError("unavailable", "the wait ended before the run did (the server is closing); join the run again", {
-            retryAfterSeconds: 1,
-          });
-        }
-        return await waitAnswer(tenantId, settled);
-      } finally {
-        release();
-      }
-    };
-    return sendWaitAnswer(reply.header("content-location", runLocation(run)), answer());
+    const answer = settledAnswer(tenantId, run.run_id, { signal: closed.signal, release }, request.body.on_disconnect === "cancel");
+    return sendWaitAnswer(reply.header("content-location", runLocation(run)), answer);
   };
 
   const stream = async (request: FastifyRequest<{ Body: LgRunCreateBody }>, reply: FastifyReply) => {
@@ -661,22 +665,7 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
       const { tenantId } = request.principal;
       const run = await runOfThread(tenantId, request.params.thread_id, request.params.run_id);
       const cancelOnLeave = cancelOnDisconnect(request, request.query.cancel_on_disconnect);
-      const wait = requestWait(request);
-      const answer = async () => {
-        try {
-          const settled = await waitForRun(services, tenantId, run.run_id, wait.signal);
-          if (!settled) {
-            if (cancelOnLeave) await runService.cancel(tenantId, run.run_id).catch(() => undefined);
-            throw new ApiError("unavailable", "the wait ended before the run did (the server is closing); join again", {
-              retryAfterSeconds: 1,
-            });
-          }
-          return await waitAnswer(tenantId, settled);
-        } finally {
-          wait.release();
-        }
-      };
-      return sendWaitAnswer(reply, answer());
+      return sendWaitAnswer(reply, settledAnswer(tenantId, run.run_id, requestWait(request), cancelOnLeave));
     },
   );
 

@@ -1,5 +1,5 @@
 import type { CreateRunBody, JsonObject, LgCancelManyBody, LgRunCreateBody, LgStreamMode, Run, RunStatus } from "@rudder/api";
-import { ApiError } from "../../domain/errors.ts";
+import { ApiError, undefinedOn } from "../../domain/errors.ts";
 import type { AppServices } from "../../http/services.ts";
 import {
   checkpointIdOf,
@@ -142,7 +142,7 @@ export async function cancelRuns(services: AppServices, tenantId: string, body: 
   const threadId = body.thread_id ?? undefined;
   if (threadId !== undefined) await services.threads.get(tenantId, threadId);
   if (body.run_ids) {
-    const named = await Promise.all(body.run_ids.map((runId) => runService.get(tenantId, runId).catch(ignore("not_found"))));
+    const named = await Promise.all(body.run_ids.map((runId) => runService.get(tenantId, runId).catch(undefinedOn("not_found"))));
     const runs = named.filter((run): run is Run => run !== undefined && (threadId === undefined || run.thread_id === threadId));
     if (runs.length === 0) throw new ApiError("not_found", "none of run_ids names a run of this tenant" + (threadId ? " and thread" : ""));
     await cancelEach(services, tenantId, runs);
@@ -169,18 +169,10 @@ async function cancelEach(services: AppServices, tenantId: string, runs: readonl
   for (let start = 0; start < runs.length; start += CANCEL_CONCURRENCY) {
     const batch = runs.slice(start, start + CANCEL_CONCURRENCY);
     await Promise.all(
-      batch.map((run) => services.runService.cancel(tenantId, run.run_id).catch(ignore("conflict", "not_found", "run_superseded"))),
+      batch.map((run) => services.runService.cancel(tenantId, run.run_id).catch(undefinedOn("conflict", "not_found", "run_superseded"))),
     );
   }
 }
-
-/** A catch handler that lets these error codes pass as undefined and throws anything else. */
-const ignore =
-  (...codes: string[]) =>
-  (error: unknown): undefined => {
-    if (error instanceof ApiError && codes.includes(error.code)) return undefined;
-    throw error;
-  };
 
 /** Where the SDK finds a created run (`onRunCreated`): `Content-Location`. */
 export const runLocation = (run: Pick<Run, "run_id" | "thread_id">): string =>

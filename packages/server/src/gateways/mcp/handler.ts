@@ -18,7 +18,7 @@ import type { RequestHandlerExtra } from "@modelcontextprotocol/sdk/shared/proto
 import type { Assistant, Run } from "@rudder/api";
 import type { FastifyBaseLogger } from "fastify";
 import { Ajv, type ValidateFunction } from "ajv";
-import { ApiError } from "../../domain/errors.ts";
+import { ApiError, undefinedOn } from "../../domain/errors.ts";
 import { findJsonFault } from "../../domain/storable-json.ts";
 import type { AssistantCatalog } from "../../graphs/assistants.ts";
 import type { GraphSchemaCatalog, JsonSchema } from "../../graphs/schemas.ts";
@@ -305,10 +305,7 @@ async function interrupted(services: McpServices, call: McpCall, run: Run): Prom
 export async function cancelChain(runService: RunService, tenantId: string, runId: string): Promise<void> {
   let id = runId;
   for (let hop = 0; hop < MAX_RESUME_HOPS; hop++) {
-    const run = await runService.get(tenantId, id).catch((error: unknown) => {
-      if (error instanceof ApiError && error.code === "not_found") return undefined;
-      throw error;
-    });
+    const run = await runService.get(tenantId, id).catch(undefinedOn("not_found"));
     if (!run) return;
     if (run.superseded_by_run_id) {
       id = run.superseded_by_run_id;
