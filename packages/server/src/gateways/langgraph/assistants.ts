@@ -26,7 +26,7 @@ import { sortedBy } from "../../domain/sorting.ts";
 import { problems } from "../../http/responses.ts";
 import type { AppServices } from "../../http/services.ts";
 import { graphDrawing, graphSchemas, subgraphSchemas } from "./graph-info.ts";
-import { LG_ASSISTANT_VERSION, lgAssistant, lgAssistantVersion, selectFields } from "./mapping.ts";
+import { LG_ASSISTANT_VERSION, lgAssistant, lgAssistantVersion, selectFields, truthy } from "./mapping.ts";
 
 /** As on the Platform, an assistant's name matches a search's `name` as a part, in any case. */
 const nameMatches = (assistant: Assistant, name: string) => assistant.name.toLowerCase().includes(name.toLowerCase());
@@ -218,8 +218,7 @@ export const langGraphAssistantRoutes: FastifyPluginAsyncTypebox<{ services: App
       const { tenantId } = request.principal;
       const { assistant_id: assistantId } = request.params;
       await assistants.delete(tenantId, assistantId);
-      const deleteThreads = request.query.delete_threads;
-      if (deleteThreads === true || deleteThreads === "true" || deleteThreads === "1") await deleteThreadsOf(tenantId, assistantId);
+      if (truthy(request.query.delete_threads)) await deleteThreadsOf(tenantId, assistantId);
       return reply.status(204).send(null);
     },
   );
@@ -296,12 +295,7 @@ export const langGraphAssistantRoutes: FastifyPluginAsyncTypebox<{ services: App
       async (request) => {
         const { assistant, graph } = await assistantGraph(request, request.params.assistant_id);
         const { recurse } = request.query;
-        return subgraphSchemas(
-          assistant.graph_id,
-          graph,
-          request.params.namespace,
-          recurse === true || recurse === "true" || recurse === "1",
-        );
+        return subgraphSchemas(assistant.graph_id, graph, request.params.namespace, truthy(recurse));
       },
     );
   }

@@ -509,3 +509,6 @@ export function snakeCaseKeys(item: unknown): unknown {
   }
   return fields;
 }
+
+/** A boolean query flag as LangGraph clients send it: `true`, `"true"` or `"1"`. */
+export const truthy = (value: string | boolean | undefined): boolean => value === true || value === "1" || value === "true";

@@ -60,6 +60,7 @@ import {
   selectFields,
   snakeCaseKeys,
   streamModesOf,
+  truthy,
   unservedStreamModes,
   waitBody,
 } from "./mapping.ts";
@@ -68,8 +69,6 @@ import { langGraphAssistantRoutes } from "./assistants.ts";
 import { langGraphStoreCronRoutes } from "./store-crons.ts";
 import { streamLangGraph } from "./stream.ts";
 import { sendWaitAnswer } from "./wait.ts";
-
-const truthy = (value: string | boolean | undefined) => value === true || value === "1" || value === "true";
 
 /** `cancel_on_disconnect` lets a reader cancel the run: only for callers who may cancel. */
 function cancelOnDisconnect(request: FastifyRequest, value: string | boolean | undefined): boolean {
