@@ -323,6 +323,7 @@ export const LgThreadState = Type.Object(
         interrupts: Type.Array(Type.Unknown()),
         checkpoint: Nullable(Type.Ref("LgCheckpoint")),
         state: Type.Null(),
+        result: Type.Unknown(),
       }),
     ),
     interrupts: Type.Array(Type.Unknown()),

@@ -56,6 +56,9 @@ export const ThreadState = Type.Object(
         name: Type.String(),
         error: Type.Union([Type.String(), Type.Null()]),
         interrupts: Type.Array(Type.Unknown()),
+        result: Type.Optional(
+          Type.Unknown({ description: "what the task wrote to the graph's output, when it finished in this checkpoint" }),
+        ),
       }),
     ),
     checkpoint: Type.Union([Type.Ref("CheckpointRef"), Type.Null()]),

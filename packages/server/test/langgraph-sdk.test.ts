@@ -253,6 +253,23 @@ describe("LangGraph API through the SDK: assistants, threads, runs, streams", ()
     assert.equal((await client.threads.getHistory(thread.thread_id, { limit: 1 })).length, 1);
   });
 
+  test("a paused step's state: the task that finished carries its result, the one that asked its interrupt (both surfaces)", async () => {
+    const thread = await client.threads.create();
+    await client.runs.wait(thread.thread_id, "split_ask", { input: {} });
+    const state = await client.threads.getState(thread.thread_id);
+    assert.deepEqual(state.next.toSorted(), ["answer", "ask"]);
+    const byName = Object.fromEntries(state.tasks.map((task) => [task.name, task]));
+    assert.deepEqual(byName.answer!.result, { reply: "42" });
+    assert.deepEqual(byName.answer!.interrupts, []);
+    assert.equal(byName.ask!.result, null, "the Platform answers null for a task without a result");
+    assert.equal(byName.ask!.interrupts[0]!.value, "go on?");
+
+    const v1 = await server.request("GET", `/v1/threads/${thread.thread_id}/state`);
+    const v1ByName = Object.fromEntries(v1.body.tasks.map((task: { name: string }) => [task.name, task]));
+    assert.deepEqual(v1ByName.answer.result, { reply: "42" });
+    assert.equal("result" in v1ByName.ask, false, "/v1 leaves result out while a task has none");
+  });
+
   test("threads.patchState adds keys to the latest state's metadata; 404 for a thread without state", async () => {
     const thread = await client.threads.create();
     await rejectsWith(client.threads.patchState(thread.thread_id, { reviewed: true }), 404);

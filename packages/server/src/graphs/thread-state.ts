@@ -131,6 +131,7 @@ function fromSnapshot(snapshot: StateSnapshot): ThreadState {
       name: task.name,
       error: task.error === undefined || task.error === null ? null : String((task.error as Error).message ?? task.error),
       interrupts: [...(task.interrupts ?? [])],
+      ...(task.result === undefined ? {} : { result: task.result }),
     })),
     checkpoint: refOf(snapshot.config),
     parent_checkpoint: refOf(snapshot.parentConfig),

@@ -152,7 +152,7 @@ export function lgThreadState(state: ThreadState): LgThreadState {
     metadata: state.metadata,
     created_at: state.created_at,
     parent_checkpoint: lgCheckpoint(state.parent_checkpoint),
-    tasks: state.tasks.map((task) => ({ ...task, checkpoint: null, state: null })),
+    tasks: state.tasks.map((task) => ({ ...task, checkpoint: null, state: null, result: task.result ?? null })),
     interrupts: state.tasks.flatMap((task) => task.interrupts),
   };
 }
