@@ -475,7 +475,8 @@ export const LgRunCreateBody = Type.Object(
     after_seconds: Opt(
       Type.Number({ minimum: 0, maximum: MAX_AFTER_SECONDS, description: "the run is created pending and starts no sooner than this" }),
     ),
-    if_not_exists: Opt(literals(["reject"])),
+    /** On a thread that does not exist: 404 ("reject", the default), or create it ("create"). */
+    if_not_exists: Opt(literals(["reject", "create"])),
     checkpoint_during: Opt(Type.Boolean()),
     durability: Opt(Durability),
     langsmith_tracer: Opt(JsonObject),

@@ -270,6 +270,26 @@ describe("LangGraph API through the SDK: assistants, threads, runs, streams", ()
     assert.equal("result" in v1ByName.ask, false, "/v1 leaves result out while a task has none");
   });
 
+  test('ifNotExists "create" makes the thread a run names, with the graph, assistant and run metadata; "reject" is 404', async () => {
+    const threadId = randomUUID();
+    await rejectsWith(client.runs.wait(threadId, "echo", { input: { message: "x" } }), 404);
+    await rejectsWith(client.runs.create(threadId, "echo", { input: { message: "x" }, ifNotExists: "reject" }), 404);
+    const values = await client.runs.wait(threadId, "echo-loud", {
+      input: { message: "new" },
+      ifNotExists: "create",
+      metadata: { by: "sdk" },
+    });
+    assert.deepEqual(values, { message: "new", reply: "new!!!" });
+    const thread = await client.threads.get(threadId);
+    assert.deepEqual(thread.metadata, { graph_id: "echo", assistant_id: "echo-loud", by: "sdk" });
+    // On a thread that exists it changes nothing but the run's own thread metadata.
+    await client.runs.wait(threadId, "echo", { input: { message: "again" }, ifNotExists: "create" });
+    assert.equal((await client.threads.getState<{ message: string }>(threadId)).values.message, "again");
+    assert.equal((await client.runs.list(threadId)).length, 2);
+    const other = await lgClient(server, "t2");
+    await rejectsWith(other.threads.get(threadId), 404);
+  });
+
   test("threads.patchState adds keys to the latest state's metadata; 404 for a thread without state", async () => {
     const thread = await client.threads.create();
     await rejectsWith(client.threads.patchState(thread.thread_id, { reviewed: true }), 404);

@@ -187,7 +187,6 @@ export function unsupportedRunFields(body: LgRunCreateBody): string[] {
   const refused: string[] = [];
   if (body.webhook != null) refused.push("webhook (webhooks are not supported)");
   if (body.feedback_keys?.length) refused.push("feedback_keys (LangSmith feedback is not supported)");
-  if (body.if_not_exists != null && body.if_not_exists !== "reject") refused.push("if_not_exists (threads are created with POST /threads)");
   return refused;
 }
 

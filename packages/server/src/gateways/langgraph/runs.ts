@@ -44,6 +44,10 @@ export async function startRun(
   // lists threads by them), in the run's own transaction.
   const threadMetadata: JsonObject = { graph_id: assistant.graph_id, assistant_id: body.assistant_id };
   await checkBreakpoints(services, assistant.graph_id, body);
+  if (threadId !== null && body.if_not_exists === "create") {
+    // As the Platform names a thread it creates for a run: the graph and assistant, then the run's metadata.
+    await threads.create(tenantId, { ...threadMetadata, ...body.metadata }, { threadId, ifExists: "do_nothing" });
+  }
   const strategy = body.multitask_strategy ?? "reject";
   const kwargs = requestKwargs(body, modes, strategy);
 
