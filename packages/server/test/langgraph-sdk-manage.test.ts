@@ -334,6 +334,24 @@ describe("LangGraph API through the SDK: managing assistants, threads and runs",
       assert.ok(["pending", "running"].includes(await rudderStatus(other!.run_id)), "not cancelling");
     });
 
+    test('cancel with action "rollback": a run that had not started is deleted; a running one is stopped and kept, as on the Platform', async () => {
+      const thread = await client.threads.create();
+      const running = await startSlow(thread.thread_id);
+      const queued = await startSlow(thread.thread_id, "enqueue");
+      const another = await startSlow(thread.thread_id, "enqueue");
+      await waitUntilRunning(server, running.run_id);
+      await client.runs.cancel(thread.thread_id, queued.run_id, true, "rollback");
+      await rejectsWith(client.runs.get(thread.thread_id, queued.run_id), 404);
+      await client.runs.cancelMany({ runIds: [another.run_id], action: "rollback" });
+      await rejectsWith(client.runs.get(thread.thread_id, another.run_id), 404);
+      await client.runs.cancel(thread.thread_id, running.run_id, true, "rollback");
+      assert.equal((await client.runs.get(thread.thread_id, running.run_id)).status, "interrupted");
+      assert.deepEqual(
+        (await client.runs.list(thread.thread_id)).map((run) => run.run_id),
+        [running.run_id],
+      );
+    });
+
     test("cancelMany with status pending: the pending run ends interrupted, the running one keeps running", async () => {
       const thread = await client.threads.create();
       const running = await startSlow(thread.thread_id);

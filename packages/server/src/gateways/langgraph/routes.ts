@@ -64,7 +64,7 @@ import {
   unservedStreamModes,
   waitBody,
 } from "./mapping.ts";
-import { cancelRuns, runLocation, startRun, waitForRun } from "./runs.ts";
+import { cancelRun, cancelRuns, runLocation, startRun, waitForRun } from "./runs.ts";
 import { langGraphAssistantRoutes } from "./assistants.ts";
 import { langGraphStoreCronRoutes } from "./store-crons.ts";
 import { streamLangGraph } from "./stream.ts";
@@ -576,7 +576,7 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
       },
     },
     async (request, reply) => {
-      await cancelRuns(services, request.principal.tenantId, request.body);
+      await cancelRuns(services, request.principal.tenantId, request.body, request.query.action);
       return reply.status(204).send(null);
     },
   );
@@ -720,8 +720,9 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
     async (request, reply) => {
       const { tenantId } = request.principal;
       const run = await runOfThread(tenantId, request.params.thread_id, request.params.run_id);
-      await runService.cancel(tenantId, run.run_id);
+      const outcome = await cancelRun(services, tenantId, run.run_id, request.query.action ?? "interrupt");
       if (!truthy(request.query.wait)) return reply.status(202).send("");
+      if (outcome === "deleted") return reply.status(204).send(null);
       const wait = requestWait(request);
       try {
         await waitForRun(services, tenantId, run.run_id, wait.signal);

@@ -1,4 +1,5 @@
 import type { CreateRunBody, JsonObject, LgCancelManyBody, LgRunCreateBody, LgStreamMode, Run, RunStatus } from "@rudder/api";
+import { isTerminal } from "../../domain/runs.ts";
 import { ApiError, undefinedOn } from "../../domain/errors.ts";
 import type { AppServices } from "../../http/services.ts";
 import {
@@ -141,7 +142,12 @@ const CANCEL_PAGE = 1000;
  * them is the tenant's), or the pending and running runs (or those of `status`) of the thread, or
  * of the tenant when only a status is given. A run that has ended meanwhile is left as it is.
  */
-export async function cancelRuns(services: AppServices, tenantId: string, body: LgCancelManyBody): Promise<void> {
+export async function cancelRuns(
+  services: AppServices,
+  tenantId: string,
+  body: LgCancelManyBody,
+  action: CancelAction = "interrupt",
+): Promise<void> {
   const { runService } = services;
   const threadId = body.thread_id ?? undefined;
   if (threadId !== undefined) await services.threads.get(tenantId, threadId);
@@ -149,7 +155,7 @@ export async function cancelRuns(services: AppServices, tenantId: string, body: 
     const named = await Promise.all(body.run_ids.map((runId) => runService.get(tenantId, runId).catch(undefinedOn("not_found"))));
     const runs = named.filter((run): run is Run => run !== undefined && (threadId === undefined || run.thread_id === threadId));
     if (runs.length === 0) throw new ApiError("not_found", "none of run_ids names a run of this tenant" + (threadId ? " and thread" : ""));
-    await cancelEach(services, tenantId, runs);
+    await cancelEach(services, tenantId, runs, action);
     return;
   }
   if (threadId === undefined && body.status == null) {
@@ -164,18 +170,38 @@ export async function cancelRuns(services: AppServices, tenantId: string, body: 
       const fresh = page.filter((run) => !tried.has(run.run_id));
       if (fresh.length === 0) break;
       for (const run of fresh) tried.add(run.run_id);
-      await cancelEach(services, tenantId, fresh);
+      await cancelEach(services, tenantId, fresh, action);
     }
   }
 }
 
-async function cancelEach(services: AppServices, tenantId: string, runs: readonly Run[]): Promise<void> {
+async function cancelEach(services: AppServices, tenantId: string, runs: readonly Run[], action: CancelAction): Promise<void> {
   for (let start = 0; start < runs.length; start += CANCEL_CONCURRENCY) {
     const batch = runs.slice(start, start + CANCEL_CONCURRENCY);
     await Promise.all(
-      batch.map((run) => services.runService.cancel(tenantId, run.run_id).catch(undefinedOn("conflict", "not_found", "run_superseded"))),
+      batch.map((run) => cancelRun(services, tenantId, run.run_id, action).catch(undefinedOn("conflict", "not_found", "run_superseded"))),
     );
   }
+}
+
+/** LangGraph's cancel actions: `interrupt` stops the run; `rollback` also deletes a run that had not started. */
+export type CancelAction = "interrupt" | "rollback";
+
+/**
+ * Cancels a run (answers whether it is stopping or gone). With `rollback`, a run that ended at once (it was pending: nothing of it ran) is
+ * deleted with its events, as the Platform deletes an unstarted run; a running run is stopped as
+ * by `interrupt` (so does the Platform: what it wrote stays in the thread's history).
+ */
+export async function cancelRun(
+  services: AppServices,
+  tenantId: string,
+  runId: string,
+  action: CancelAction,
+): Promise<"stopping" | "deleted"> {
+  const cancelled = await services.runService.cancel(tenantId, runId);
+  if (action !== "rollback" || !isTerminal(cancelled.status)) return "stopping";
+  await services.runService.delete(tenantId, runId);
+  return "deleted";
 }
 
 /** Where the SDK finds a created run (`onRunCreated`): `Content-Location`. */
