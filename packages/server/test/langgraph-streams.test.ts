@@ -221,8 +221,10 @@ describe("LangGraph API through the SDK: after_seconds, breakpoints, stream mode
     assert.equal(tokens.join(""), "it is sunny");
     const toolEnd = events.find((event) => event.event === "on_tool_end")!;
     assert.match(JSON.stringify(toolEnd.data), /sunny in Oslo/);
-    // The graph's own stream is not repeated as events.
+    // The graph's own stream is not repeated as events, and LangGraph's hidden runnables are not streamed.
     assert.ok(!events.some((event) => event.event === "on_chain_stream" && event.name === "LangGraph"));
+    assert.ok(!kinds.includes("on_chain_start:__start__"), kinds.join(", "));
+    assert.ok(!events.some((event) => (event.tags as string[]).includes("langsmith:hidden")));
     assert.deepEqual(parts.filter((part) => part.event === "values").at(-1)!.data, {
       city: "Oslo",
       forecast: "sunny in Oslo",

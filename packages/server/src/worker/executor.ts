@@ -60,6 +60,7 @@ interface StreamEvent {
   event: string;
   run_id: string;
   parent_ids?: string[];
+  tags?: string[];
   data: unknown;
 }
 
@@ -255,8 +256,12 @@ function streamParts(graph: RunnableGraph, input: unknown, options: Record<strin
 /**
  * Runs the graph under LangChain's `streamEvents` (v2), as the LangGraph Platform does for the
  * `events` stream mode: the root run's `on_chain_stream` events are the graph's stream parts
- * (yielded); every other callback event goes to `onEvent`, in order.
+ * (yielded); every other callback event goes to `onEvent`, in order, but those of runnables
+ * LangGraph tags `langsmith:hidden` (its `__start__` nodes and channel writers), which the
+ * Platform does not stream either.
  */
+const HIDDEN_TAG = "langsmith:hidden";
+
 async function* withLangChainEvents(
   graph: RunnableGraph,
   input: unknown,
@@ -270,7 +275,7 @@ async function* withLangChainEvents(
   for await (const event of events) {
     if (rootRunId === undefined && event.event === "on_chain_start" && !event.parent_ids?.length) rootRunId = event.run_id;
     if (event.event === "on_chain_stream" && event.run_id === rootRunId) yield (event.data as { chunk: StreamPart }).chunk;
-    else onEvent(event);
+    else if (!event.tags?.includes(HIDDEN_TAG)) onEvent(event);
   }
 }
 
