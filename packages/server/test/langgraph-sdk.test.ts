@@ -68,8 +68,15 @@ describe("LangGraph API through the SDK: assistants, threads, runs, streams", ()
 
     const runId = location.split("/").at(-1)!;
     const cancel = await fetch(`${server.url}${location}/cancel`, { method: "POST", headers: { authorization: `Bearer ${token}` } });
-    assert.equal(cancel.status, 409, "a finished run cannot be cancelled");
-    assert.equal(cancel.headers.get("content-type"), "application/problem+json; charset=utf-8");
+    assert.equal(cancel.status, 202, "cancelling a finished run changes nothing, as on the Platform (a stop button races the run's end)");
+    assert.equal(await cancel.text(), "");
+    assert.equal((await server.request("GET", `/v1/runs/${runId}`)).body.status, "succeeded");
+    const unknown = await fetch(`${server.url}/threads/${thread.thread_id}/runs/${randomUUID()}/cancel`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}` },
+    });
+    assert.equal(unknown.status, 404);
+    assert.equal(unknown.headers.get("content-type"), "application/problem+json; charset=utf-8");
     const badCursor = await server.request("GET", `/threads/${thread.thread_id}/runs/${runId}/stream`, {
       headers: { "last-event-id": "abc" },
     });

@@ -722,7 +722,7 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
       const run = await runOfThread(tenantId, request.params.thread_id, request.params.run_id);
       const outcome = await cancelRun(services, tenantId, run.run_id, request.query.action ?? "interrupt");
       if (!truthy(request.query.wait)) return reply.status(202).send("");
-      if (outcome === "deleted") return reply.status(204).send(null);
+      if (outcome !== "stopping") return reply.status(204).send(null);
       const wait = requestWait(request);
       try {
         await waitForRun(services, tenantId, run.run_id, wait.signal);

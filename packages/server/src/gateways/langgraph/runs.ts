@@ -188,19 +188,27 @@ async function cancelEach(services: AppServices, tenantId: string, runs: readonl
 export type CancelAction = "interrupt" | "rollback";
 
 /**
- * Cancels a run (answers whether it is stopping or gone). With `rollback`, a run that ended at once (it was pending: nothing of it ran) is
- * deleted with its events, as the Platform deletes an unstarted run; a running run is stopped as
- * by `interrupt` (so does the Platform: what it wrote stays in the thread's history).
+ * Cancels a run, and answers whether it is stopping, gone or had already ended. A run that has
+ * ended is left as it is, as the Platform answers it (202): a UI's stop button races the run's
+ * end, and the SDK would throw on a 409. With `rollback`, a run that ended at once (it was
+ * pending: nothing of it ran) is deleted with its events, as the Platform deletes an unstarted
+ * run; a running run is stopped as by `interrupt` (so does the Platform: what it wrote stays).
  */
 export async function cancelRun(
   services: AppServices,
   tenantId: string,
   runId: string,
   action: CancelAction,
-): Promise<"stopping" | "deleted"> {
-  const cancelled = await services.runService.cancel(tenantId, runId);
+): Promise<"stopping" | "deleted" | "ended"> {
+  const { runService } = services;
+  const cancelled = await runService.cancel(tenantId, runId).catch(async (error: unknown) => {
+    if (error instanceof ApiError && error.code === "conflict" && isTerminal((await runService.get(tenantId, runId)).status))
+      return undefined;
+    throw error;
+  });
+  if (cancelled === undefined) return "ended";
   if (action !== "rollback" || !isTerminal(cancelled.status)) return "stopping";
-  await services.runService.delete(tenantId, runId);
+  await runService.delete(tenantId, runId);
   return "deleted";
 }
 
