@@ -453,6 +453,10 @@ describe("LangGraph API through the SDK: assistants, threads, runs, streams", ()
     assert.equal(checkpoints.at(-1)!.config.configurable.checkpoint_id, history[0]!.checkpoint.checkpoint_id);
     const debug = parts.filter((part) => part.event === "debug").map((part) => (part.data as { type: string }).type);
     assert.deepEqual(debug, ["checkpoint", "checkpoint", "task", "task_result", "checkpoint"]);
+    // Debug views key on the payload's checkpoint and its parent, as the Platform sends them.
+    const lastDebug = parts.filter((part) => part.event === "debug").at(-1)!.data as { payload: Record<string, unknown> };
+    assert.deepEqual(lastDebug.payload.checkpoint, history[0]!.checkpoint);
+    assert.deepEqual(lastDebug.payload.parent_checkpoint, history[0]!.parent_checkpoint);
     // A run that did not ask has no checkpoints in its log: its log stays small.
     let plain = "";
     await client.runs.wait(thread.thread_id, "echo", { input: { message: "no" }, onRunCreated: (meta) => (plain = meta.run_id) });

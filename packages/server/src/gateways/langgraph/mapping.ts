@@ -157,6 +157,25 @@ export function lgThreadState(state: ThreadState): LgThreadState {
   };
 }
 
+/** The checkpoint a recorded checkpoint event's config names, as the SDK's `Checkpoint` (null when it names none). */
+function checkpointOfConfig(config: unknown): LgCheckpoint | null {
+  const configurable = (config as { configurable?: JsonObject } | null | undefined)?.configurable;
+  if (typeof configurable?.thread_id !== "string" || typeof configurable.checkpoint_id !== "string") return null;
+  const namespace = configurable.checkpoint_ns;
+  return lgCheckpoint({
+    thread_id: configurable.thread_id,
+    checkpoint_ns: typeof namespace === "string" ? namespace : "",
+    checkpoint_id: configurable.checkpoint_id,
+  });
+}
+
+/** A `debug` checkpoint's payload: the recorded checkpoint with the checkpoints its configs name, as the Platform adds them. */
+const debugCheckpoint = (data: JsonObject): JsonObject => ({
+  ...data,
+  checkpoint: checkpointOfConfig(data.config),
+  parent_checkpoint: checkpointOfConfig(data.parent_config),
+});
+
 /** A checkpoint named by id, by a checkpoint object, or by a config's `configurable`. */
 export function checkpointIdOf(value: string | JsonObject | null | undefined): string | undefined {
   if (value === null || value === undefined) return undefined;
@@ -338,7 +357,13 @@ export class LgEventMapper {
         return [
           ...(this.modes.has("checkpoints") ? [{ id, event: "checkpoints", data }] : []),
           ...(this.modes.has("debug")
-            ? [{ id, event: "debug", data: { type: "checkpoint", timestamp: event.created_at, step: this.step, payload: data } }]
+            ? [
+                {
+                  id,
+                  event: "debug",
+                  data: { type: "checkpoint", timestamp: event.created_at, step: this.step, payload: debugCheckpoint(data) },
+                },
+              ]
             : []),
         ];
       }
