@@ -12,6 +12,7 @@ import { createTestDatabase, TEST_DRIVER } from "./support/db.ts";
 import { EXAMPLES_CONFIG } from "./support/server.ts";
 
 const BAD_GRAPH_CONFIG = fileURLToPath(new URL("./fixtures/bad-graph.rudder.json", import.meta.url));
+const COMMONJS_CONFIG = fileURLToPath(new URL("./fixtures/commonjs/rudder.json", import.meta.url));
 
 /** Where `rudder dev` keeps its data in this run: a private PostgreSQL database, or a PGlite dir. */
 async function devTarget() {
@@ -64,6 +65,33 @@ describe(`the rudder command on ${TEST_DRIVER}`, () => {
       assert.equal(result.code, 1);
       assert.match(result.stderr, /graph "lonely" in .*broken\.ts failed to compile/);
     } finally {
+      await target.drop();
+    }
+  });
+
+  test('a .ts graph in a package without "type": "module" (loaded as CommonJS) loads and runs', async () => {
+    const target = await devTarget();
+    const child = startRudder(["dev", "--config", COMMONJS_CONFIG, "--port", "0", "--data-dir", target.dataDir], target.env);
+    const closed = once(child, "close");
+    try {
+      const banner = await waitForOutput(child, /Dev token[^\n]*\n\s+(\S+)\n/);
+      const url = /ready at (http:\/\/127\.0\.0\.1:\d+)/.exec(banner)?.[1];
+      const token = /Dev token[^\n]*\n\s+(\S+)\n/.exec(banner)?.[1];
+      const headers = { authorization: `Bearer ${token}`, "content-type": "application/json" };
+      const created = await fetch(`${url}/v1/runs`, {
+        method: "POST",
+        headers,
+        body: JSON.stringify({ assistant_id: "shout", input: { message: "hi" } }),
+      });
+      const { run_id } = (await created.json()) as { run_id: string };
+      const joined = (await (await fetch(`${url}/v1/runs/${run_id}/join?timeout=30`, { headers })).json()) as {
+        status: string;
+        output: unknown;
+      };
+      assert.deepEqual([joined.status, joined.output], ["succeeded", { message: "hi", reply: "HI!" }]);
+    } finally {
+      child.kill("SIGTERM");
+      await closed;
       await target.drop();
     }
   });

@@ -72,6 +72,11 @@ async function importExport(spec: GraphSpec): Promise<unknown> {
   } catch (error) {
     throw new GraphLoadError(`graph "${spec.graphId}": importing ${spec.file} failed: ${(error as Error).message}`);
   }
+  // A module Node loaded as CommonJS may show its exports only on `default` (module.exports).
+  const fallback = module.default;
+  if (!(spec.exportName in module) && typeof fallback === "object" && fallback !== null && spec.exportName in fallback) {
+    return (fallback as Record<string, unknown>)[spec.exportName];
+  }
   if (!(spec.exportName in module)) {
     const available = Object.keys(module).join(", ") || "none";
     throw new GraphLoadError(`graph "${spec.graphId}": ${spec.file} has no export "${spec.exportName}" (its exports: ${available})`);
