@@ -59,6 +59,26 @@ describe("run control and recovery", () => {
     assert.match(cancelOld.body.detail, new RegExp(next.run_id));
   });
 
+  test("a resume that would be an empty Command is 422 and the paused run stays resumable; resume: null on a create is no command", async () => {
+    const { run } = await pausedRun();
+    for (const body of [{}, { resume: null }, { update: {} }, { resume: null, update: null, goto: null }]) {
+      const refused = await server.request("POST", `/v1/runs/${run.run_id}/resume`, { body });
+      assert.deepEqual([refused.status, refused.body.code], [422, "validation_error"], JSON.stringify(body));
+    }
+    const stillPaused = await get(run.run_id);
+    assert.deepEqual([stillPaused.status, stillPaused.superseded_by_run_id], ["paused", null]);
+    const resumed = await server.request("POST", `/v1/runs/${run.run_id}/resume`, { body: { resume: { approved: true } } });
+    assert.equal(resumed.status, 202);
+    assert.equal((await joinRun(resumed.body.run_id)).status, "succeeded");
+
+    // The spec's default for resume is null: given as null, the run starts from its input.
+    const { body: plain } = await server.request("POST", "/v1/runs", {
+      body: { assistant_id: "echo", input: { message: "n" }, resume: null },
+    });
+    const done = await joinRun(plain.run_id);
+    assert.deepEqual([done.status, done.output.reply], ["succeeded", "n"]);
+  });
+
   test("two runs paused on one thread: each resume answers its own run's interrupt, in either order", async () => {
     for (const order of [
       ["first", "second"],
@@ -207,5 +227,40 @@ describe("run control and recovery", () => {
     const ended = (await server.request("GET", `/v1/runs/${run.run_id}/join?timeout=10`)).body;
     assert.equal(ended.status, "timed_out");
     assert.deepEqual([ended.error.code, ended.error.retryable], ["run_timed_out", false]);
+  });
+});
+
+describe("the queued-run quota holds for a resume", () => {
+  let server: TestServer;
+  before(async () => {
+    server = await startTestServer({ configFile: TESTING_CONFIG, config: { queuedRunQuota: 2 } });
+  });
+  after(() => server.close());
+
+  test("a resume while the tenant's queue is full is 429 quota_exceeded, and goes through once there is room", async () => {
+    const create = (body: Record<string, unknown>, threadId?: string) =>
+      server.request("POST", threadId ? `/v1/threads/${threadId}/runs` : "/v1/runs", { body });
+    const { body: asking } = await create({ assistant_id: "approval", input: { request: "q" } });
+    const paused = (await server.request("GET", `/v1/runs/${asking.run_id}/join?timeout=30`)).body;
+    assert.equal(paused.status, "paused");
+    const threadId = (await server.request("POST", "/v1/threads", { body: {} })).body.thread_id as string;
+    const { body: slow } = await create({ assistant_id: "steps", input: { steps: 1, delayMs: 60_000 } }, threadId);
+    const queued = [
+      await create({ assistant_id: "echo", input: { message: "1" } }, threadId),
+      await create({ assistant_id: "echo", input: { message: "2" } }, threadId),
+    ];
+    assert.deepEqual(
+      queued.map((answer) => answer.body.status),
+      ["pending", "pending"],
+    );
+
+    const refused = await server.request("POST", `/v1/runs/${paused.run_id}/resume`, { body: { resume: { approved: true } } });
+    assert.deepEqual([refused.status, refused.body.code, refused.headers.get("retry-after")], [429, "quota_exceeded", "5"]);
+    assert.deepEqual((await server.request("GET", `/v1/runs/${paused.run_id}`)).body.superseded_by_run_id, null);
+
+    await server.request("POST", `/v1/runs/${queued[1]!.body.run_id}/cancel`);
+    const resumed = await server.request("POST", `/v1/runs/${paused.run_id}/resume`, { body: { resume: { approved: true } } });
+    assert.equal(resumed.status, 202);
+    await server.request("POST", `/v1/runs/${slow.run_id}/cancel`);
   });
 });

@@ -30,6 +30,21 @@ export const ACTIVE_STATUSES: readonly RunStatus[] = ["pending", "running", "can
  */
 export const freesThread = (from: RunStatus, to: RunStatus): boolean => ACTIVE_STATUSES.includes(from) && !ACTIVE_STATUSES.includes(to);
 
+/** A LangGraph Command as a run request carries it (spec: `resume`, `update`, `goto`, each null by default). */
+export interface CommandFields {
+  resume?: unknown;
+  update?: Record<string, unknown> | null | undefined;
+  goto?: string | null | undefined;
+}
+
+/**
+ * Whether the fields make a Command LangGraph would act on. A null `resume` is no resume (the
+ * spec's default; LangGraph also reads it as absent), and an empty `update` writes nothing, so a
+ * Command of only those is empty: LangGraph refuses it ("Received empty Command input").
+ */
+export const carriesCommand = (fields: CommandFields): boolean =>
+  fields.resume != null || (fields.update != null && Object.keys(fields.update).length > 0) || fields.goto != null;
+
 /** Statuses in which a worker holds the run's lease. */
 export const LEASED_STATUSES: readonly RunStatus[] = ["running", "cancelling"];
 

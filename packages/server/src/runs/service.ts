@@ -4,6 +4,7 @@ import { ApiError, notFound } from "../domain/errors.ts";
 import { isRefusal, transitionFor, type RunTrigger } from "../domain/run-lifecycle.ts";
 import {
   ACTIVE_STATUSES,
+  carriesCommand,
   isSettled,
   requestFingerprint,
   requireUsableConfig,
@@ -106,7 +107,7 @@ export class RunService {
   ): Promise<{ run: Run; replayed: boolean }> {
     const { idempotencyKey, tx, runId = randomUUID() } = options;
     const assistant = await this.checkRequest(tenantId, request, tx);
-    const hasCommand = request.resume !== undefined || request.update != null || request.goto != null;
+    const hasCommand = carriesCommand(request);
     const run: NewRun = {
       tenantId,
       runId,
@@ -203,7 +204,7 @@ export class RunService {
     if (run.threadId !== null && !(await runRows.threadExists(tx, run.tenantId, run.threadId))) throw notFound("thread", run.threadId);
     const queued = await runRows.countPending(tx, run.tenantId);
     if (batched && queued < quota) return this.createIn(tx, run, false);
-    throw new ApiError("quota_exceeded", `the tenant has ${queued} queued runs, the most it may have`, { retryAfterSeconds: 5 });
+    throw quotaExceeded(queued);
   }
 
   /** The run an Idempotency-Key already names: a replay when the request is the same, else 409. */
@@ -442,6 +443,17 @@ export class RunService {
       if (graph) validateGoto(graph, command.goto);
       if (options.threadMetadata && old.thread_id !== null) await this.recordOnThread(tx, tenantId, old.thread_id, options.threadMetadata);
       await this.transition(tx, old, "resume");
+      // Checked once the run is known to be paused (a resume of any other run is 409 whatever its
+      // body); refused here, the transaction rolls back and the paused run stays resumable.
+      if (!carriesCommand(command)) {
+        throw new ApiError(
+          "validation_error",
+          "a resume needs a non-null resume value, a non-empty update or a goto: LangGraph reads null as no answer, and the run that continued would fail",
+        );
+      }
+      // The run that continues it is a new queued run: the tenant's quota holds for it as for a create.
+      const queued = await runRows.countPending(tx, tenantId);
+      if (queued >= this.limits.queuedRunQuota) throw quotaExceeded(queued);
       const config = old.thread_id === null ? options.config : await this.resumeConfig(tx, old, options.config ?? old.config);
       const successor = await runRows.insertSuccessor(
         tx,
@@ -522,4 +534,9 @@ function mergeConfig(base: Record<string, unknown>, override: Record<string, unk
 
 function asObject(value: unknown): Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : {};
+}
+
+/** 429: the tenant's queued runs are at its quota (spec section 8); retryable once some start. */
+function quotaExceeded(queued: number): ApiError {
+  return new ApiError("quota_exceeded", `the tenant has ${queued} queued runs, the most it may have`, { retryAfterSeconds: 5 });
 }
