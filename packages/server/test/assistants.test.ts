@@ -70,7 +70,11 @@ describe("assistants", () => {
       ...developer,
       body: { assistant_id: "helper.v1", graph_id: "approval" },
     });
-    assert.deepEqual([first.status, first.body.assistant_id, first.body.name], [201, "helper.v1", "approval"]);
+    assert.deepEqual(
+      [first.status, first.body.assistant_id, first.body.name],
+      [201, "helper.v1", "helper.v1"],
+      "without a name, named by its id",
+    );
     const again = await server.request("POST", "/v1/assistants", { ...developer, body: { assistant_id: "helper.v1", graph_id: "echo" } });
     assert.deepEqual([again.status, again.body.code], [409, "conflict"]);
     const shadow = await server.request("POST", "/v1/assistants", { ...developer, body: { assistant_id: "echo", graph_id: "echo" } });

@@ -69,24 +69,28 @@ describe(`MCP behind a load balancer: two rudder serve processes on ${TEST_DRIVE
       });
       try {
         const { tools } = await client.listTools();
-        assert.deepEqual(tools.map((tool) => tool.name).sort(), ["form_ask", "steps"], "named by the assistants' names (their graph ids)");
+        assert.deepEqual(
+          tools.map((tool) => tool.name).sort(),
+          ["lb-form", "lb-steps"],
+          "named by the assistants' ids (they have no name)",
+        );
 
         const progress: number[] = [];
-        const counted = (await client.callTool({ name: "steps", arguments: { steps: 3 } }, undefined, {
+        const counted = (await client.callTool({ name: "lb-steps", arguments: { steps: 3 } }, undefined, {
           onprogress: (p) => progress.push(p.progress),
         })) as CallToolResult;
         assert.equal((counted.structuredContent as { count: number }).count, 3);
         assert.deepEqual(progress, [1, 2, 3]);
 
         // The question is asked on the call's stream (one process); the answer is POSTed to the other.
-        const answered = (await client.callTool({ name: "form_ask", arguments: { request: "deploy" } })) as CallToolResult;
+        const answered = (await client.callTool({ name: "lb-form", arguments: { request: "deploy" } })) as CallToolResult;
         assert.equal(answered.isError, undefined, JSON.stringify(answered));
         assert.deepEqual((answered.structuredContent as { decision: unknown }).decision, { approved: true });
 
         // The cancellation goes to the other process than the call.
         const file = join(scratch, "cancel.log");
         const aborted = new AbortController();
-        const call = client.callTool({ name: "steps", arguments: { steps: 20, delayMs: 500, sideEffectFile: file } }, undefined, {
+        const call = client.callTool({ name: "lb-steps", arguments: { steps: 20, delayMs: 500, sideEffectFile: file } }, undefined, {
           signal: aborted.signal,
         });
         let runId = "";

@@ -68,7 +68,8 @@ export class AssistantCatalog {
     if (this.declared.has(assistantId)) throw declaredConflict(assistantId);
     const created = await this.repository.create(tenantId, assistantId, {
       graph_id: input.graph_id,
-      name: input.name ?? input.graph_id,
+      // As a declared assistant's: the id, so a tool or card named after it without a name is named by it.
+      name: input.name ?? assistantId,
       description: input.description ?? null,
       config: input.config ?? {},
       context: input.context ?? {},
