@@ -9,3 +9,7 @@ registerCommonJs();
 register();
 const { main } = await import("../src/cli/main.ts");
 process.exitCode = await main(process.argv.slice(2));
+// Once a command is done nothing of Rudder's is left to finish, but graph code that ignored its
+// abort signal (a node's timer or socket, after a shutdown handed its run back) would keep the
+// process alive for as long as it likes: give output a moment, then exit.
+setTimeout(() => process.exit(), 1000).unref();

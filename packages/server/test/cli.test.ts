@@ -12,6 +12,7 @@ import { createTestDatabase, TEST_DRIVER } from "./support/db.ts";
 import { EXAMPLES_CONFIG } from "./support/server.ts";
 
 const BAD_GRAPH_CONFIG = fileURLToPath(new URL("./fixtures/bad-graph.rudder.json", import.meta.url));
+const TESTING_CONFIG = fileURLToPath(new URL("./fixtures/testing.rudder.json", import.meta.url));
 const COMMONJS_CONFIG = fileURLToPath(new URL("./fixtures/commonjs/rudder.json", import.meta.url));
 
 /** Where `rudder dev` keeps its data in this run: a private PostgreSQL database, or a PGlite dir. */
@@ -91,6 +92,39 @@ describe(`the rudder command on ${TEST_DRIVER}`, () => {
       assert.deepEqual([joined.status, joined.output], ["succeeded", { message: "hi", reply: "HI!" }]);
     } finally {
       child.kill("SIGTERM");
+      await closed;
+      await target.drop();
+    }
+  });
+
+  test("SIGTERM stops dev after the grace period though a node ignores its abort signal and keeps a timer", async () => {
+    const target = await devTarget();
+    const env = { ...target.env, RUDDER_SHUTDOWN_GRACE_MS: "200" };
+    const child = startRudder(["dev", "--config", TESTING_CONFIG, "--port", "0", "--data-dir", target.dataDir], env);
+    const closed = once(child, "close");
+    try {
+      const banner = await waitForOutput(child, /Dev token[^\n]*\n\s+(\S+)\n/);
+      const url = /ready at (http:\/\/127\.0\.0\.1:\d+)/.exec(banner)?.[1];
+      const token = /Dev token[^\n]*\n\s+(\S+)\n/.exec(banner)?.[1];
+      const headers = { authorization: `Bearer ${token}`, "content-type": "application/json" };
+      const created = await fetch(`${url}/v1/runs`, {
+        method: "POST",
+        headers,
+        body: JSON.stringify({ assistant_id: "ignores_abort", input: { reply: "start" } }),
+      });
+      const { run_id } = (await created.json()) as { run_id: string };
+      let status = "pending";
+      while (status === "pending") {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        status = ((await (await fetch(`${url}/v1/runs/${run_id}`, { headers })).json()) as { status: string }).status;
+      }
+      assert.equal(status, "running");
+      child.kill("SIGTERM");
+      // The node's timer runs two minutes: the process must not wait for it (bounded well below that).
+      const exited = await Promise.race([closed, new Promise((resolve) => setTimeout(() => resolve("still running"), 60_000))]);
+      assert.deepEqual(exited, [0, null]);
+    } finally {
+      child.kill("SIGKILL");
       await closed;
       await target.drop();
     }
