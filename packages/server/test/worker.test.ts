@@ -23,7 +23,7 @@ import { createTestDatabase, TEST_DRIVER, type TestDatabase } from "./support/db
 import { interceptedDb } from "./support/intercepted-db.ts";
 import { holdTransaction, type HeldTransaction } from "./support/hold.ts";
 import { stateless, succeededSettle } from "./support/runs.ts";
-import { startTestServer } from "./support/server.ts";
+import { startTestServer, type TestServer } from "./support/server.ts";
 
 const TESTING_CONFIG = fileURLToPath(new URL("./fixtures/testing.rudder.json", import.meta.url));
 
@@ -270,6 +270,50 @@ describe(`the worker's claim loop on ${TEST_DRIVER}`, () => {
       assert.equal(cancelled.body.status, "cancelled");
     } finally {
       release();
+      await server.close();
+    }
+  });
+
+  test("a cancel answered cancelling while the graph is finishing ends the run cancelled, not with the graph's result", async () => {
+    let target = "";
+    let cancelAnswer: { status: number; body: { status: string } } | undefined;
+    let server!: TestServer;
+    server = await startTestServer({
+      configFile: TESTING_CONFIG,
+      worker: {
+        // The graph has its result and steering is closed: the cancel commits before the settle,
+        // and the worker has not heard of it (the settle was decided without it).
+        hooks: {
+          afterSteeringClosed: async (runId) => {
+            if (runId === target) cancelAnswer = await server.request("POST", `/v1/runs/${runId}/cancel`);
+          },
+        },
+      },
+    });
+    try {
+      for (const threadId of [null, (await server.request("POST", "/v1/threads", { body: {} })).body.thread_id as string]) {
+        const created = await server.request("POST", threadId ? `/v1/threads/${threadId}/runs` : "/v1/runs", {
+          body: { assistant_id: "echo", input: { message: "almost" } },
+        });
+        target = created.body.run_id;
+        const ended = (await server.request("GET", `/v1/runs/${target}/join?timeout=30`)).body;
+        assert.deepEqual([cancelAnswer?.status, cancelAnswer?.body.status], [200, "cancelling"]);
+        assert.equal(ended.status, "cancelled", "as its canceller was answered");
+        const kinds = (await server.request("GET", `/v1/runs/${target}/events?limit=100`)).body.map(
+          (event: { kind: string }) => event.kind,
+        );
+        assert.equal(kinds.at(-1), "run_cancelled");
+        assert.ok(!kinds.includes("run_succeeded"));
+        if (threadId) {
+          assert.equal((await server.request("GET", `/v1/threads/${threadId}`)).body.status, "idle");
+          const next = await server.request("POST", `/v1/threads/${threadId}/runs`, {
+            body: { assistant_id: "echo", input: { message: "next" } },
+          });
+          assert.equal((await server.request("GET", `/v1/runs/${next.body.run_id}/join?timeout=30`)).body.status, "succeeded");
+        }
+      }
+    } finally {
+      target = "";
       await server.close();
     }
   });

@@ -476,7 +476,7 @@ const SETTLE_ATTEMPTS = `with batch as (
               lease_owner = null, lease_expires_at = null, finished_at = case when b.finishes then now() else r.finished_at end,
               available_at = now() + b.retry_delay_ms * interval '1 millisecond', usage = b.usage, updated_at = now(),
               last_event_sequence = r.last_event_sequence + jsonb_array_length(b.events)
-         from ${HELD_RUNS}
+         from ${HELD_RUNS} and (r.status <> 'cancelling' or b.status = 'cancelled')
         returning r.tenant_id, r.run_id, r.thread_id, r.last_event_sequence - jsonb_array_length(b.events) as event_base,
                   b.events, b.finishes, b.thread_status, b.frees_thread, case when b.return_run then r end as run_row
      ), appended as (
@@ -531,6 +531,19 @@ export async function settleAttempts(db: Queryable, settles: readonly AttemptSet
       run.run_id === null ? { threadHasQueued } : { threadHasQueued, run: toClaimed(run) },
     ]),
   );
+}
+
+/**
+ * Whether the lease still holds its run and the run reads `cancelling`: a settle that wrote nothing
+ * was stopped by a cancel its worker had not heard of, not by a lost lease (`settleAttempts` writes
+ * nothing but `cancelled` over `cancelling`).
+ */
+export async function isCancellingUnder(db: Queryable, lease: Lease): Promise<boolean> {
+  const rows = await db.query(
+    "select 1 from runs where tenant_id = $1 and run_id = $2 and attempt = $3 and lease_owner = $4 and status = 'cancelling'",
+    [lease.tenantId, lease.runId, lease.attempt, lease.owner],
+  );
+  return rows.length > 0;
 }
 
 /** One attempt's settle (`settleAttempts`); undefined, writing nothing, when the lease was lost. */

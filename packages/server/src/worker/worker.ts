@@ -20,6 +20,7 @@ import type { PendingEvent } from "../storage/events.ts";
 import type { Lease } from "../storage/lease.ts";
 import {
   claimRuns,
+  isCancellingUnder,
   lockAbandonedCancels,
   settleAttempt,
   settleAttempts,
@@ -448,16 +449,23 @@ export class Worker {
       events: taking,
       meter,
       checkpoints,
-    }: { events: Promise<PendingEvent[] | undefined>; meter: UsageMeter; checkpoints: AttemptCheckpoints },
+      gated,
+    }: {
+      events: Promise<PendingEvent[] | undefined>;
+      meter: UsageMeter;
+      checkpoints: AttemptCheckpoints;
+      /** Set when this attempt's gate already closed steering admission (whether the run was steered). */
+      gated?: { steered: boolean };
+    },
   ): Promise<RunStatus | undefined> {
     if (stopped === "lease_lost") return undefined; // another worker owns the run now; write nothing
     const outcome = attemptOutcome(run, result, stopped, this.options);
     const { rule } = outcome;
-    let steered = false;
+    let steered = gated?.steered ?? false;
     // A finished stateless run's checkpoints are dropped by the settle: the writes its attempt
     // still holds (the last step's) are not written first, by the gate or by the settle.
     const keepCheckpoints = !(rule.finishes && run.thread_id === null);
-    if (rule.finishes) {
+    if (rule.finishes && !gated) {
       // The graph has its result: close steering admission before the final flush, so a steer
       // that arrives now is refused (run_finalizing) rather than silently superseded.
       const held = await checkpoints.heldForGate();
@@ -500,7 +508,15 @@ export class Worker {
               if (error === LEASE_LOST) return undefined;
               throw error;
             });
-    if (!settled) return undefined;
+    if (!settled) {
+      // A cancel committed after this worker last heard of its run (the settle writes nothing over
+      // `cancelling` but `cancelled`): the run ends cancelled, as its canceller was answered.
+      if (stopped !== "cancelled" && (await isCancellingUnder(this.deps.db, lease))) {
+        const gate = rule.finishes ? { steered } : undefined;
+        return this.settle(run, lease, result, "cancelled", { events: taking, meter, checkpoints, ...(gate ? { gated: gate } : {}) });
+      }
+      return undefined;
+    }
     // Counted once committed, before the notices: whoever hears of the end finds it counted (the
     // attempt's duration too: the notices are not waited for, as the event writer does not).
     const metrics = this.deps.metrics;
