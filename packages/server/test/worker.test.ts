@@ -277,8 +277,7 @@ describe(`the worker's claim loop on ${TEST_DRIVER}`, () => {
   test("a cancel answered cancelling while the graph is finishing ends the run cancelled, not with the graph's result", async () => {
     let target = "";
     let cancelAnswer: { status: number; body: { status: string } } | undefined;
-    let server!: TestServer;
-    server = await startTestServer({
+    const server: TestServer = await startTestServer({
       configFile: TESTING_CONFIG,
       worker: {
         // The graph has its result and steering is closed: the cancel commits before the settle,
