@@ -317,6 +317,50 @@ describe(`the worker's claim loop on ${TEST_DRIVER}`, () => {
     }
   });
 
+  test("a run dead-lettered because its workers kept dying keeps its pending steering, and a redrive delivers it", async () => {
+    const raw = await createTestDatabase();
+    const queueOnly = await startTestServer({ configFile: TESTING_CONFIG, database: { ...raw, drop: async () => {} }, worker: false });
+    const { body: run } = await queueOnly.request("POST", "/v1/runs", {
+      body: { assistant_id: "steerable", input: { rounds: 1, waitMs: 100 } },
+    });
+    const steered = await queueOnly.request("POST", `/v1/runs/${run.run_id}/steer`, {
+      body: { kind: "message", payload: { message: "kept" } },
+    });
+    assert.equal(steered.status, 202, JSON.stringify(steered.body));
+    await queueOnly.close();
+    // Two workers took it and died: claimed twice, each lease left to expire.
+    for (const owner of ["dead-1", "dead-2"]) {
+      assert.equal((await claimRuns(raw.db, owner, 1, 10, { to: "running", thread: "busy" })).length, 1);
+      await sleep(20);
+    }
+    const server = await startTestServer({ configFile: TESTING_CONFIG, database: raw, worker: { maxAttempts: 2 } });
+    try {
+      const ended = (await server.request("GET", `/v1/runs/${run.run_id}/join?timeout=30`)).body;
+      assert.deepEqual([ended.status, ended.error.code], ["dead_letter", "dead_letter"]);
+      const kinds = (await server.request("GET", `/v1/runs/${run.run_id}/events?limit=100`)).body.map(
+        (event: { kind: string }) => event.kind,
+      );
+      assert.ok(!kinds.includes("run_started"), `no attempt ran its graph, none started: ${kinds.join(", ")}`);
+      assert.ok(!kinds.includes("run.steer.superseded"), kinds.join(", "));
+      const statuses = async () =>
+        (await raw.db.query<{ status: string }>("select status from steering_events where run_id = $1", [run.run_id])).map(
+          (row) => row.status,
+        );
+      assert.deepEqual(await statuses(), ["pending"]);
+
+      assert.equal((await server.request("POST", `/v1/runs/${run.run_id}/redrive`)).status, 202);
+      const redriven = (await server.request("GET", `/v1/runs/${run.run_id}/join?timeout=30`)).body;
+      assert.equal(redriven.status, "succeeded");
+      assert.deepEqual(
+        redriven.output.received.map((message: { kind: string; payload: unknown }) => [message.kind, message.payload]),
+        [["message", { message: "kept" }]],
+      );
+      assert.deepEqual(await statuses(), ["consumed"]);
+    } finally {
+      await server.close();
+    }
+  });
+
   test("with every pooled connection busy for longer than a lease, the leases of running attempts are still extended", async (t) => {
     if (TEST_DRIVER !== "postgres") {
       t.skip("pg's pool: PGlite has one connection and no pool to wait in (runs in npm run test:pg)");

@@ -356,10 +356,11 @@ export class Worker {
     try {
       log.info({ claimable_seconds: run.claimableSeconds }, "attempt started");
       await this.options.hooks?.afterClaim?.(run.run_id, run.attempt);
-      buffer.push({ kind: "run_started", data: { attempt: run.attempt, worker: this.id } });
-      if (run.status === "cancelling") stop("cancelled");
-      // Reclaimed after its worker died once too often: a run that keeps killing workers stops here.
+      // Reclaimed after its worker died once too often: a run that keeps killing workers stops here,
+      // without starting (no run_started for an attempt that never runs its graph).
       if (run.attempt > this.options.maxAttempts) stop("attempts_exhausted");
+      else buffer.push({ kind: "run_started", data: { attempt: run.attempt, worker: this.id } });
+      if (run.status === "cancelling") stop("cancelled");
       const result = controller.signal.aborted
         ? ({ kind: "threw", error: new Error("cancelled") } as const)
         : await executeAttempt(run, {
@@ -498,7 +499,10 @@ export class Worker {
         : await this.deps.db
             .transaction(async (tx) => {
               if (run.thread_id !== null) await lockThread(tx, run.tenant_id, run.thread_id);
-              const superseded = steered ? await supersedeAtFinalBoundary(tx, lease.tenantId, lease.runId) : [];
+              // A run dead-lettered because its workers kept dying computed no result: its pending
+              // rows stay for a redrive (spec: the supersede is for a result the graph computed).
+              const superseded =
+                steered && stopped !== "attempts_exhausted" ? await supersedeAtFinalBoundary(tx, lease.tenantId, lease.runId) : [];
               if (keepCheckpoints) await this.deps.checkpointer.flushDeferred(tx, checkpoints);
               const done = await settleAttempt(tx, lease, fields(superseded), returnRun);
               if (!done) throw LEASE_LOST; // the lease was lost meanwhile: undo the supersede and the writes
