@@ -26,6 +26,20 @@ async function devTarget() {
   return { env: { DATABASE_URL: undefined }, dataDir, drop: async () => {} };
 }
 
+/** A `rudder dev` once it is ready: its URL, request headers with the printed dev token, and a way to start a run. */
+async function devServer(child: ReturnType<typeof startRudder>) {
+  const banner = await waitForOutput(child, /Dev token[^\n]*\n\s+(\S+)\n/);
+  const url = /ready at (http:\/\/127\.0\.0\.1:\d+)/.exec(banner)?.[1];
+  const token = /Dev token[^\n]*\n\s+(\S+)\n/.exec(banner)?.[1];
+  assert.ok(url && token, banner);
+  const headers = { authorization: `Bearer ${token}`, "content-type": "application/json" };
+  const createRun = async (body: Record<string, unknown>): Promise<string> => {
+    const created = await fetch(`${url}/v1/runs`, { method: "POST", headers, body: JSON.stringify(body) });
+    return ((await created.json()) as { run_id: string }).run_id;
+  };
+  return { url, headers, createRun };
+}
+
 describe(`the rudder command on ${TEST_DRIVER}`, () => {
   test("dev starts on its database, prints a working token, and stops on SIGTERM", async () => {
     const target = await devTarget();
@@ -75,16 +89,8 @@ describe(`the rudder command on ${TEST_DRIVER}`, () => {
     const child = startRudder(["dev", "--config", COMMONJS_CONFIG, "--port", "0", "--data-dir", target.dataDir], target.env);
     const closed = once(child, "close");
     try {
-      const banner = await waitForOutput(child, /Dev token[^\n]*\n\s+(\S+)\n/);
-      const url = /ready at (http:\/\/127\.0\.0\.1:\d+)/.exec(banner)?.[1];
-      const token = /Dev token[^\n]*\n\s+(\S+)\n/.exec(banner)?.[1];
-      const headers = { authorization: `Bearer ${token}`, "content-type": "application/json" };
-      const created = await fetch(`${url}/v1/runs`, {
-        method: "POST",
-        headers,
-        body: JSON.stringify({ assistant_id: "shout", input: { message: "hi" } }),
-      });
-      const { run_id } = (await created.json()) as { run_id: string };
+      const { url, headers, createRun } = await devServer(child);
+      const run_id = await createRun({ assistant_id: "shout", input: { message: "hi" } });
       const joined = (await (await fetch(`${url}/v1/runs/${run_id}/join?timeout=30`, { headers })).json()) as {
         status: string;
         output: unknown;
@@ -103,16 +109,8 @@ describe(`the rudder command on ${TEST_DRIVER}`, () => {
     const child = startRudder(["dev", "--config", TESTING_CONFIG, "--port", "0", "--data-dir", target.dataDir], env);
     const closed = once(child, "close");
     try {
-      const banner = await waitForOutput(child, /Dev token[^\n]*\n\s+(\S+)\n/);
-      const url = /ready at (http:\/\/127\.0\.0\.1:\d+)/.exec(banner)?.[1];
-      const token = /Dev token[^\n]*\n\s+(\S+)\n/.exec(banner)?.[1];
-      const headers = { authorization: `Bearer ${token}`, "content-type": "application/json" };
-      const created = await fetch(`${url}/v1/runs`, {
-        method: "POST",
-        headers,
-        body: JSON.stringify({ assistant_id: "ignores_abort", input: { reply: "start" } }),
-      });
-      const { run_id } = (await created.json()) as { run_id: string };
+      const { url, headers, createRun } = await devServer(child);
+      const run_id = await createRun({ assistant_id: "ignores_abort", input: { reply: "start" } });
       let status = "pending";
       while (status === "pending") {
         await new Promise((resolve) => setTimeout(resolve, 50));
