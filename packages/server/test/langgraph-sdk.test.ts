@@ -275,6 +275,15 @@ describe("LangGraph API through the SDK: assistants, threads, runs, streams", ()
     const v1ByName = Object.fromEntries(v1.body.tasks.map((task: { name: string }) => [task.name, task]));
     assert.deepEqual(v1ByName.answer.result, { reply: "42" });
     assert.equal("result" in v1ByName.ask, false, "/v1 leaves result out while a task has none");
+
+    // The run has ended on this surface (success, its thread interrupted): a cancel changes nothing, as on the Platform.
+    const [paused] = await client.runs.list(thread.thread_id);
+    assert.equal(paused!.status, "success");
+    await client.runs.cancel(thread.thread_id, paused!.run_id, true);
+    assert.equal((await server.request("GET", `/v1/runs/${paused!.run_id}`)).body.status, "paused");
+    assert.equal((await client.threads.get(thread.thread_id)).status, "interrupted");
+    await client.runs.wait(thread.thread_id, "split_ask", { command: { resume: "yes" } });
+    assert.equal((await client.threads.getState<{ decision: unknown }>(thread.thread_id)).values.decision, "yes");
   });
 
   test('ifNotExists "create" makes the thread a run names, with the graph, assistant and run metadata; "reject" is 404', async () => {

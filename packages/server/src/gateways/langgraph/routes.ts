@@ -720,7 +720,7 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
     async (request, reply) => {
       const { tenantId } = request.principal;
       const run = await runOfThread(tenantId, request.params.thread_id, request.params.run_id);
-      const outcome = await cancelRun(services, tenantId, run.run_id, request.query.action ?? "interrupt");
+      const outcome = await cancelRun(services, tenantId, run, request.query.action ?? "interrupt");
       if (!truthy(request.query.wait)) return reply.status(202).send("");
       if (outcome !== "stopping") return reply.status(204).send(null);
       const wait = requestWait(request);

@@ -179,7 +179,7 @@ async function cancelEach(services: AppServices, tenantId: string, runs: readonl
   for (let start = 0; start < runs.length; start += CANCEL_CONCURRENCY) {
     const batch = runs.slice(start, start + CANCEL_CONCURRENCY);
     await Promise.all(
-      batch.map((run) => cancelRun(services, tenantId, run.run_id, action).catch(undefinedOn("conflict", "not_found", "run_superseded"))),
+      batch.map((run) => cancelRun(services, tenantId, run, action).catch(undefinedOn("conflict", "not_found", "run_superseded"))),
     );
   }
 }
@@ -190,16 +190,20 @@ export type CancelAction = "interrupt" | "rollback";
 /**
  * Cancels a run, and answers whether it is stopping, gone or had already ended. A run that has
  * ended is left as it is, as the Platform answers it (202): a UI's stop button races the run's
- * end, and the SDK would throw on a 409. With `rollback`, a run that ended at once (it was
- * pending: nothing of it ran) is deleted with its events, as the Platform deletes an unstarted
- * run; a running run is stopped as by `interrupt` (so does the Platform: what it wrote stays).
+ * end, and the SDK would throw on a 409. A run paused at an interrupt has ended on this surface
+ * (`success`, its thread `interrupted`), as on the Platform, so it is left paused and resumable.
+ * With `rollback`, a run that ended at once (it was pending: nothing of it ran) is deleted with its
+ * events, as the Platform deletes an unstarted run; a running run is stopped as by `interrupt` (so
+ * does the Platform: what it wrote stays).
  */
 export async function cancelRun(
   services: AppServices,
   tenantId: string,
-  runId: string,
+  run: Pick<Run, "run_id" | "status">,
   action: CancelAction,
 ): Promise<"stopping" | "deleted" | "ended"> {
+  if (run.status === "paused") return "ended";
+  const runId = run.run_id;
   const { runService } = services;
   const cancelled = await runService.cancel(tenantId, runId).catch(async (error: unknown) => {
     if (error instanceof ApiError && error.code === "conflict" && isTerminal((await runService.get(tenantId, runId)).status))
