@@ -66,7 +66,7 @@ export class ThreadStateReader {
         ? new ApiError("conflict", `thread ${threadId} has no checkpoint to fork from`)
         : notFound("checkpoint", request.checkpoint_id);
     }
-    if (request.values === undefined && request.as_node === undefined) return { configurable: refOf(tuple.config)! };
+    if (request.values === undefined && request.as_node === undefined) return { configurable: checkpointRefOf(tuple.config)! };
     const graphId = graphIdOf(tuple);
     const graph = graphId === undefined ? undefined : await this.graphs.get(graphId);
     if (!graph) throw new ApiError("conflict", `the graph that wrote thread ${threadId} is not loaded; it cannot be updated`);
@@ -77,7 +77,7 @@ export class ThreadStateReader {
         request.values ?? null,
         request.as_node,
       );
-      return { configurable: refOf(next)! };
+      return { configurable: checkpointRefOf(next)! };
     } catch (error) {
       if (isNamed(error, "InvalidUpdateError")) throw new ApiError("validation_error", (error as Error).message);
       throw error;
@@ -112,7 +112,8 @@ function withTenant<T extends { configurable?: Record<string, unknown> }>(tenant
   return { ...config, configurable: { ...config.configurable, [TENANT_KEY]: tenantId } };
 }
 
-function refOf(config: { configurable?: Record<string, unknown> } | undefined): CheckpointRef | null {
+/** The checkpoint a LangGraph config names (null when it names none). */
+export function checkpointRefOf(config: { configurable?: Record<string, unknown> } | null | undefined): CheckpointRef | null {
   const configurable = config?.configurable;
   if (!configurable || typeof configurable.checkpoint_id !== "string") return null;
   return {
@@ -133,8 +134,8 @@ function fromSnapshot(snapshot: StateSnapshot): ThreadState {
       interrupts: [...(task.interrupts ?? [])],
       ...(task.result === undefined ? {} : { result: task.result }),
     })),
-    checkpoint: refOf(snapshot.config),
-    parent_checkpoint: refOf(snapshot.parentConfig),
+    checkpoint: checkpointRefOf(snapshot.config),
+    parent_checkpoint: checkpointRefOf(snapshot.parentConfig),
     metadata: { ...(snapshot.metadata ?? {}) },
     created_at: snapshot.createdAt ?? null,
   };
@@ -146,8 +147,8 @@ function fromTuple(tuple: CheckpointTuple): ThreadState {
     values,
     next: [],
     tasks: [],
-    checkpoint: refOf(tuple.config),
-    parent_checkpoint: refOf(tuple.parentConfig),
+    checkpoint: checkpointRefOf(tuple.config),
+    parent_checkpoint: checkpointRefOf(tuple.parentConfig),
     metadata: { ...(tuple.metadata ?? {}) },
     created_at: tuple.checkpoint.ts,
   };

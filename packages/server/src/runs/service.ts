@@ -451,19 +451,17 @@ export class RunService {
           "a resume needs a non-null resume value, a non-empty update or a goto: LangGraph reads null as no answer, and the run that continued would fail",
         );
       }
-      // The run that continues it is a new queued run: the tenant's quota holds for it as for a create.
-      const queued = await runRows.countPending(tx, tenantId);
-      if (queued >= this.limits.queuedRunQuota) throw quotaExceeded(queued);
       const config = old.thread_id === null ? options.config : await this.resumeConfig(tx, old, options.config ?? old.config);
+      // The run that continues it is a new queued run: the tenant's quota holds for it as for a create.
       const successor = await runRows.insertSuccessor(
         tx,
         tenantId,
         runId,
         randomUUID(),
         { resume: command.resume, update: command.update ?? null, goto: command.goto ?? null },
-        config,
-        options.metadata,
+        { config, metadata: options.metadata, queuedRunQuota: this.limits.queuedRunQuota },
       );
+      if (!successor) throw quotaExceeded(await runRows.countPending(tx, tenantId));
       // A stateless run checkpoints under its own id: its state goes to the run that continues it.
       if (old.thread_id === null) await runRows.moveRunCheckpoints(tx, tenantId, runId, successor.run_id);
       const moved = await migrateToSuccessor(tx, tenantId, runId, successor.run_id);

@@ -662,14 +662,15 @@ const INSERT_SUCCESSOR = `insert into runs (run_id, tenant_id, thread_id, assist
             r.max_model_calls, r.max_tool_calls, r.max_tokens, r.max_cost, null,
             r.thread_id is not null and ${THREAD_HELD_BY_ANOTHER}
        from runs r where r.tenant_id = $5 and r.run_id = $1
+        and (select count(*) from runs q where q.tenant_id = $5 and q.status = 'pending') < $7
      returning ${RUN_COLUMNS}`;
 
 /**
  * The run that continues a resumed one: same thread, assistant, graph, context, config (unless
  * `config` replaces it) and limits, `metadata.resumed_from_run_id` (and `metadata`'s keys, when
- * given); and the old run's typed link to
- * it. It joins its thread blocked when another run holds the thread; the caller holds the thread's
- * row lock (`lockThread`).
+ * given); and the old run's typed link to it. Undefined, writing nothing, when the tenant's queued
+ * runs are at `queuedRunQuota` (the insert's own condition, as for a create). It joins its thread
+ * blocked when another run holds the thread; the caller holds the thread's row lock (`lockThread`).
  */
 export async function insertSuccessor(
   tx: Queryable,
@@ -677,23 +678,24 @@ export async function insertSuccessor(
   runId: string,
   newRunId: string,
   command: NonNullable<ClaimedRun["command"]>,
-  config?: Record<string, unknown>,
-  metadata?: Record<string, unknown>,
-): Promise<ClaimedRun> {
+  options: { config?: Record<string, unknown> | undefined; metadata?: Record<string, unknown> | undefined; queuedRunQuota: number },
+): Promise<ClaimedRun | undefined> {
   const [row] = await tx.query<RunRow>(INSERT_SUCCESSOR, [
     runId,
     newRunId,
     json(command),
-    config === undefined ? null : json(config),
+    options.config === undefined ? null : json(options.config),
     tenantId,
-    metadata === undefined ? null : json(metadata),
+    options.metadata === undefined ? null : json(options.metadata),
+    options.queuedRunQuota,
   ]);
+  if (!row) return undefined;
   await tx.query("update runs set superseded_by_run_id = $3, updated_at = now() where tenant_id = $1 and run_id = $2", [
     tenantId,
     runId,
     newRunId,
   ]);
-  return toClaimed(row!);
+  return toClaimed(row);
 }
 
 /**

@@ -253,6 +253,9 @@ function streamParts(graph: RunnableGraph, input: unknown, options: Record<strin
   return { [Symbol.asyncIterator]: () => iterator };
 }
 
+/** The tag LangGraph gives its own runnables (`__start__`, channel writers): not streamed as events. */
+const HIDDEN_TAG = "langsmith:hidden";
+
 /**
  * Runs the graph under LangChain's `streamEvents` (v2), as the LangGraph Platform does for the
  * `events` stream mode: the root run's `on_chain_stream` events are the graph's stream parts
@@ -260,8 +263,6 @@ function streamParts(graph: RunnableGraph, input: unknown, options: Record<strin
  * LangGraph tags `langsmith:hidden` (its `__start__` nodes and channel writers), which the
  * Platform does not stream either.
  */
-const HIDDEN_TAG = "langsmith:hidden";
-
 async function* withLangChainEvents(
   graph: RunnableGraph,
   input: unknown,

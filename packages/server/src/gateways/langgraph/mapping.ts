@@ -27,6 +27,7 @@ import { LG_CRON_REFUSED_FIELDS } from "@rudder/api";
 import { LANGGRAPH_KWARGS_KEY, langGraphKwargs } from "../../domain/langgraph-kwargs.ts";
 import { plainMessages } from "../../domain/langchain-messages.ts";
 import { snakeCase } from "../../domain/names.ts";
+import { checkpointRefOf } from "../../graphs/thread-state.ts";
 
 /**
  * The pure rules of the LangGraph Platform facade (DESIGN.md "LangGraph Platform API"): how
@@ -157,23 +158,11 @@ export function lgThreadState(state: ThreadState): LgThreadState {
   };
 }
 
-/** The checkpoint a recorded checkpoint event's config names, as the SDK's `Checkpoint` (null when it names none). */
-function checkpointOfConfig(config: unknown): LgCheckpoint | null {
-  const configurable = (config as { configurable?: JsonObject } | null | undefined)?.configurable;
-  if (typeof configurable?.thread_id !== "string" || typeof configurable.checkpoint_id !== "string") return null;
-  const namespace = configurable.checkpoint_ns;
-  return lgCheckpoint({
-    thread_id: configurable.thread_id,
-    checkpoint_ns: typeof namespace === "string" ? namespace : "",
-    checkpoint_id: configurable.checkpoint_id,
-  });
-}
-
 /** A `debug` checkpoint's payload: the recorded checkpoint with the checkpoints its configs name, as the Platform adds them. */
 const debugCheckpoint = (data: JsonObject): JsonObject => ({
   ...data,
-  checkpoint: checkpointOfConfig(data.config),
-  parent_checkpoint: checkpointOfConfig(data.parent_config),
+  checkpoint: lgCheckpoint(checkpointRefOf(data.config as Parameters<typeof checkpointRefOf>[0])),
+  parent_checkpoint: lgCheckpoint(checkpointRefOf(data.parent_config as Parameters<typeof checkpointRefOf>[0])),
 });
 
 /** A checkpoint named by id, by a checkpoint object, or by a config's `configurable`. */
