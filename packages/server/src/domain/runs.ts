@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { MAX_INT32, type RunError, type RunStatus } from "@rudder/api";
+import { MAX_INT32, type CreateRunBody, type RunError, type RunStatus } from "@rudder/api";
 import { ApiError } from "./errors.ts";
 import { storableText } from "./storable-json.ts";
 
@@ -30,19 +30,12 @@ export const ACTIVE_STATUSES: readonly RunStatus[] = ["pending", "running", "can
  */
 export const freesThread = (from: RunStatus, to: RunStatus): boolean => ACTIVE_STATUSES.includes(from) && !ACTIVE_STATUSES.includes(to);
 
-/** A LangGraph Command as a run request carries it (spec: `resume`, `update`, `goto`, each null by default). */
-export interface CommandFields {
-  resume?: unknown;
-  update?: Record<string, unknown> | null | undefined;
-  goto?: string | null | undefined;
-}
-
 /**
  * Whether the fields make a Command LangGraph would act on. A null `resume` is no resume (the
  * spec's default; LangGraph also reads it as absent), and an empty `update` writes nothing, so a
  * Command of only those is empty: LangGraph refuses it ("Received empty Command input").
  */
-export const carriesCommand = (fields: CommandFields): boolean =>
+export const carriesCommand = (fields: Pick<CreateRunBody, "resume" | "update" | "goto">): boolean =>
   fields.resume != null || (fields.update != null && Object.keys(fields.update).length > 0) || fields.goto != null;
 
 /** Statuses in which a worker holds the run's lease. */
