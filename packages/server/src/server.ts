@@ -93,6 +93,8 @@ export interface RunningServer {
   readonly log: Logger;
   /** The long-term store (tests and benchmarks reach it directly). */
   readonly store: StoreService;
+  /** A2A tasks over runs (tests reach it to interleave a cancel with a resume). */
+  readonly a2aTasks: A2ATaskService;
   /**
    * Stops the worker (running attempts get the grace period, the rest go back to the queue) and
    * the API (no new requests, open streams and joins end, in-flight requests finish) together,
@@ -238,6 +240,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     worker,
     scheduler,
     store,
+    a2aTasks: services.a2aTasks,
     metrics,
     metricsUrl: listener?.url,
     log,

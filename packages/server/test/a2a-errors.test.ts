@@ -123,7 +123,9 @@ describe("A2A gateway errors", () => {
       const withPush = send1({ parts: [{ data: { message: "x" } }] });
       (withPush.params as Record<string, unknown>).configuration = { taskPushNotificationConfig: { url: "https://example.com/hook" } };
       assert.equal(await code("echo", withPush, { version: "1.0" }), -32003);
-      assert.equal(await code("echo", { jsonrpc: "2.0", id: 1, method: "GetExtendedAgentCard", params: {} }, { version: "1.0" }), -32007);
+      // 1.0 §3.3.4: a card with extendedAgentCard false makes the call unsupported; 0.3 says the card is not configured.
+      assert.equal(await code("echo", { jsonrpc: "2.0", id: 1, method: "GetExtendedAgentCard", params: {} }, { version: "1.0" }), -32004);
+      assert.equal(await code("echo", { jsonrpc: "2.0", id: 1, method: "GetExtendedAgentCard" }, { version: "1.0.0" }), -32004);
       assert.equal(await code("echo", { jsonrpc: "2.0", id: 1, method: "agent/getAuthenticatedExtendedCard" }), -32007);
     });
 
@@ -158,6 +160,52 @@ describe("A2A gateway errors", () => {
       );
       const frames = sseData(streamed.text);
       assert.deepEqual(Object.keys(frames.at(-1)!.result!), ["statusUpdate"]);
+    });
+
+    test("a stream of a task that had already ended or was waiting for input is that task alone: it never goes back to working", async () => {
+      const streamOf = async (assistantId: string, body: Record<string, unknown>) =>
+        sseData((await rpc(server, assistantId, body)).text).map((frame) => frame.result as { kind: string; status: { state: string } });
+      const message = {
+        kind: "message",
+        messageId: crypto.randomUUID(),
+        role: "user",
+        parts: [{ kind: "data", data: { message: "once" } }],
+      };
+      const sendStream = { jsonrpc: "2.0", id: "s", method: "message/stream", params: { message } };
+      const first = await streamOf("echo", sendStream);
+      assert.deepEqual([first[0]!.kind, first.at(-1)!.status.state], ["task", "completed"]);
+      assert.ok(first.length > 2, "a new task's stream carries its updates");
+      // The same message again (a retry whose first answer was lost): the completed task, and the end.
+      const again = await streamOf("echo", sendStream);
+      assert.deepEqual(
+        again.map((event) => [event.kind, event.status.state]),
+        [["task", "completed"]],
+      );
+      const asked = asTask((await rpc(server, "approval", send03({ parts: [{ kind: "data", data: { request: "sub" } }] }))).body.result);
+      const subscribed = await streamOf("approval", { jsonrpc: "2.0", id: "r", method: "tasks/resubscribe", params: { id: asked.id } });
+      assert.deepEqual(
+        subscribed.map((event) => [event.kind, event.status.state]),
+        [["task", "input-required"]],
+      );
+    });
+
+    test("the card's endpoint is an http(s) origin: forwarded headers that make no origin are not used", async () => {
+      const token = await server.token();
+      const endpointOf = async (headers: Record<string, string>) => {
+        const response = await fetch(cardUrl(server, "echo"), { headers: { authorization: `Bearer ${token}`, ...headers } });
+        return ((await response.json()) as { url: string }).url;
+      };
+      const own = `${server.url}/a2a/echo`;
+      assert.equal(await endpointOf({}), own);
+      assert.equal(
+        await endpointOf({ "x-forwarded-host": "rudder.example.com", "x-forwarded-proto": "https" }),
+        "https://rudder.example.com/a2a/echo",
+      );
+      assert.equal(await endpointOf({ "x-forwarded-host": "[::1]:8443", "x-forwarded-proto": "HTTPS" }), "https://[::1]:8443/a2a/echo");
+      assert.equal(await endpointOf({ "x-forwarded-host": "evil.example/steal?x=" }), own);
+      assert.equal(await endpointOf({ "x-forwarded-host": "ex ample.com" }), own);
+      assert.equal(await endpointOf({ "x-forwarded-host": "user@evil.example" }), own);
+      assert.equal(await endpointOf({ "x-forwarded-proto": "javascript" }), own);
     });
 
     test("a quiet stream carries heartbeat comments until its task ends", async () => {

@@ -218,6 +218,52 @@ describe("A2A gateway input rules", () => {
     assert.equal(await list({ contextId: crypto.randomUUID() }), undefined, "a well-formed id of no context matches nothing");
     const answer = await call("echo", { jsonrpc: "2.0", id: 1, method: "ListTasks", params: { contextId: crypto.randomUUID() } }, "1.0");
     assert.deepEqual((answer.body.result as { tasks: unknown[] }).tasks, []);
+    // Dates JavaScript parses and PostgreSQL cannot were -32603 from the database.
+    for (const instant of ["0000-01-01T00:00:00Z", "-000001-01-01T00:00:00Z", "+275760-09-13T00:00:00Z", "yesterday"])
+      assert.equal((await list({ statusTimestampAfter: instant }))?.code, -32602, instant);
+    assert.equal(await list({ statusTimestampAfter: "0001-01-01T00:00:00Z" }), undefined);
+    assert.equal(await list({ statusTimestampAfter: "2026-11-29T08:00:00+05:30" }), undefined);
+    // Every field of a ListTasks request is optional: so are its params.
+    const bare = await call("echo", { jsonrpc: "2.0", id: 1, method: "ListTasks" }, "1.0");
+    assert.equal(bare.body.error, undefined, bare.text);
+    assert.equal(failuresLogged(), 0);
+  });
+
+  test("a text that is not a string, a part with two contents, no role or a __proto__ member are -32602 and start nothing", async () => {
+    const before = await runCount();
+    for (const version of [undefined, "1.0"]) {
+      for (const text of [5, { a: 1 }, true]) {
+        const error = await errorOf("echo-text", send(version, {}, [["text", text]]), version);
+        assert.equal(error?.code, -32602, `${version ?? "0.3"} text ${JSON.stringify(text)}`);
+      }
+      const both = send(version, {}, [["text", "hi"]]);
+      const part = (both.params.message.parts as Record<string, unknown>[])[0]!;
+      part.data = { message: "too" };
+      assert.equal((await errorOf("echo", both, version))?.code, -32602);
+      const roleless = send(version, {}, [["data", { message: "who" }]]);
+      delete (roleless.params.message as Record<string, unknown>).role;
+      assert.equal((await errorOf("echo", roleless, version))?.code, -32602);
+      const body = JSON.stringify(send(version, {}, [["data", { reply: "r" }]])).replace(
+        '{"reply":"r"}',
+        '{"__proto__":{"message":"lost"},"reply":"r"}',
+      );
+      const poisoned = await errorOf("echo", undefined, version, body);
+      assert.equal(poisoned?.code, -32602);
+      assert.match(poisoned!.message, /__proto__/);
+    }
+    const missing = send(undefined, {}, []);
+    (missing.params.message.parts as unknown[]).push({ kind: "text" });
+    assert.equal((await errorOf("echo-text", missing))?.code, -32602, "a 0.3 text part without text");
+    assert.equal(await runCount(), before);
+  });
+
+  test("a 0.3 message/send blocks unless configuration.blocking is false, also with a configuration that leaves it out", async () => {
+    const body = send(undefined, { contextId: undefined }, [["data", { message: "blocks" }]]);
+    const answer = await call("echo", {
+      ...body,
+      params: { ...body.params, configuration: { acceptedOutputModes: ["application/json"] } },
+    });
+    assert.equal((answer.body.result as { status: { state: string } }).status.state, "completed", answer.text);
   });
 
   test("a streaming send of NUL data is a plain JSON-RPC error, not a stream", async () => {

@@ -5,7 +5,14 @@ import { ContentTypeNotSupportedError, RequestMalformedError } from "@a2a-js/sdk
 import { RUN_STATUSES, type RunStatus } from "../src/domain/runs.ts";
 import { agentCard, legacyAgentCard } from "../src/gateways/a2a/card.ts";
 import { inputFromParts, outputText, resumeValueFromParts, tokenText } from "../src/gateways/a2a/parts.ts";
-import { MAX_PARAMS_DEPTH, isMethodOf, isPushNotificationMethod, paramsProblem } from "../src/gateways/a2a/request-rules.ts";
+import {
+  MAX_PARAMS_DEPTH,
+  isMethodOf,
+  isPushNotificationMethod,
+  paramsProblem,
+  protocolVersionOf,
+  withProtocolDefaults,
+} from "../src/gateways/a2a/request-rules.ts";
 import { TaskEventMapper, runStatusesOf, stateLabel, taskOf, taskStateOf } from "../src/gateways/a2a/task-view.ts";
 import type { TaskRun } from "../src/runs/a2a-tasks.ts";
 import type { RunEvent } from "@rudder/api";
@@ -261,7 +268,7 @@ describe("A2A request rules", () => {
 
   test("params that cannot be stored, or ids that are not strings, are a problem; absent params are not", () => {
     assert.equal(paramsProblem(undefined), undefined);
-    assert.equal(paramsProblem({ message: { messageId: "m", parts: [{ data: { a: "b" } }] } }), undefined);
+    assert.equal(paramsProblem({ message: { messageId: "m", role: "ROLE_USER", parts: [{ data: { a: "b" } }] } }), undefined);
     assert.match(paramsProblem({ id: "a\u0000b" })!, /^params\/id contains U\+0000/);
     assert.match(paramsProblem({ message: { parts: [{ text: "\udc00" }] } })!, /^params\/message\/parts\/0\/text .*lone surrogate/);
     assert.match(paramsProblem({ n: Number.POSITIVE_INFINITY })!, /finite/);
@@ -271,7 +278,7 @@ describe("A2A request rules", () => {
     assert.match(paramsProblem({ a: deep })!, /deeper than 131 levels/);
     assert.equal(paramsProblem({ id: { a: 1 } }), "params.id must be a string");
     assert.equal(paramsProblem({ message: { context_id: 5 } }), "params.message.context_id must be a string");
-    assert.equal(paramsProblem({ id: null, message: { taskId: null } }), undefined);
+    assert.equal(paramsProblem({ id: null, message: { role: "user", taskId: null } }), undefined);
   });
 
   test("members whose wrong type would silently change a call are a problem; push methods are known as such", () => {
@@ -294,5 +301,45 @@ describe("A2A request rules", () => {
     assert.equal(paramsProblem({ id: "t", historyLength: 3 }), undefined);
     assert.ok(isPushNotificationMethod("tasks/pushNotificationConfig/set") && isPushNotificationMethod("CreateTaskPushNotificationConfig"));
     assert.ok(!isPushNotificationMethod("message/send") && !isPushNotificationMethod("GetTask"));
+  });
+
+  test("a message needs a role, each part one content, and a text part a string text (the SDK would coerce or drop them)", () => {
+    const parts = (...list: unknown[]) => paramsProblem({ message: { messageId: "m", role: "user", parts: list } });
+    assert.equal(parts({ kind: "text", text: "hi" }, { text: "hi" }, { data: { a: 1 } }, { kind: "file", file: { uri: "u" } }), undefined);
+    assert.equal(
+      paramsProblem({ message: { messageId: "m", parts: [{ text: "hi" }] } }),
+      'params.message.role is required ("user", or ROLE_USER in 1.0)',
+    );
+    assert.equal(parts({ kind: "text", text: { a: 1 } }), "params.message.parts[0].text must be a string");
+    assert.equal(parts({ text: "ok" }, { text: 5 }), "params.message.parts[1].text must be a string");
+    assert.equal(parts({ kind: "text" }), "params.message.parts[0].text must be a string");
+    assert.equal(parts({ text: true }), "params.message.parts[0].text must be a string");
+    assert.equal(parts({ text: "a", data: { b: 1 } }), "params.message.parts[0] holds text and data: a part holds one content");
+  });
+
+  test("prototype members anywhere in params are a problem, as in a REST body", () => {
+    const poisoned = JSON.parse('{"message":{"role":"user","parts":[{"data":{"__proto__":{"message":"lost"},"reply":"r"}}]}}') as unknown;
+    assert.match(paramsProblem(poisoned)!, /^params\/message\/parts\/0\/data has a "__proto__" member/);
+    const constructor = JSON.parse('{"metadata":{"constructor":{"prototype":{}}}}') as unknown;
+    assert.match(paramsProblem(constructor)!, /^params\/metadata has a "__proto__" member, or a "constructor" member holding "prototype"/);
+    assert.equal(paramsProblem(JSON.parse('{"metadata":{"constructor":"fine"}}')), undefined);
+  });
+
+  test("what a request leaves out: 0.3 sends block, 1.0 ListTasks takes no params, a version's patch number does not count", () => {
+    const send = { message: { messageId: "m" }, configuration: { acceptedOutputModes: ["text/plain"] } };
+    assert.deepEqual(withProtocolDefaults("message/send", send, true), {
+      ...send,
+      configuration: { acceptedOutputModes: ["text/plain"], blocking: true },
+    });
+    const explicit = { message: {}, configuration: { blocking: false } };
+    assert.equal(withProtocolDefaults("message/send", explicit, true), explicit);
+    assert.equal(withProtocolDefaults("SendMessage", send, false), send);
+    assert.deepEqual(withProtocolDefaults("ListTasks", undefined, false), {});
+    assert.equal(withProtocolDefaults("GetTask", undefined, false), undefined);
+    assert.equal(protocolVersionOf("1.0.0"), "1.0");
+    assert.equal(protocolVersionOf(" 0.3.0 "), "0.3");
+    assert.equal(protocolVersionOf("1.0"), "1.0");
+    assert.equal(protocolVersionOf("2"), "2");
+    assert.equal(protocolVersionOf(undefined), undefined);
   });
 });

@@ -3,6 +3,7 @@ import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
 import { TaskState, type ListTasksRequest, type Task } from "@a2a-js/sdk";
 import type { Client } from "@a2a-js/sdk/client";
+import { TaskNotFoundError } from "@a2a-js/sdk/errors";
 import {
   a2aClient,
   answerOf,
@@ -33,8 +34,8 @@ describe("A2A tasks", () => {
   after(() => server.close());
 
   /** Waits (server-side) until the run behind a task is terminal or paused. */
-  const settled = async (runId: string) => {
-    const joined = await server.request("GET", `/v1/runs/${runId}/join?timeout=60`);
+  const settled = async (runId: string, tenant?: string) => {
+    const joined = await server.request("GET", `/v1/runs/${runId}/join?timeout=60`, { tenant });
     assert.equal(joined.status, 200, JSON.stringify(joined.body));
   };
 
@@ -138,6 +139,68 @@ describe("A2A tasks", () => {
       } finally {
         await other.server.close();
       }
+    });
+  });
+
+  describe("a task is its first run and the runs that resume it, never what run metadata says", () => {
+    test("a REST run whose metadata names a task changes nothing about it, and one naming nonsense is no task", async () => {
+      const tenant = "t-spoof";
+      const echo = await a2aClient(server, "echo", "1.0", { tenant });
+      const task = asTask(await echo.sendMessage(sendRequest(userMessage([data({ message: "original" })]))));
+      assert.equal(task.status?.state, TaskState.TASK_STATE_COMPLETED);
+      const spoof = async (path: string, body: Record<string, unknown>) => {
+        const created = await server.request("POST", path, { body, tenant });
+        assert.equal(created.status, 202, JSON.stringify(created.body));
+        await settled((created.body as { run_id: string }).run_id, tenant);
+      };
+      // A "re-run" that copied the task's metadata, on its context and stateless; another assistant's run naming it.
+      await spoof(`/v1/threads/${task.contextId}/runs`, {
+        assistant_id: "echo",
+        input: { message: "SPOOFED" },
+        metadata: { a2a_task_id: task.id },
+      });
+      await spoof("/v1/runs", { assistant_id: "echo", input: { message: "SPOOFED" }, metadata: { a2a_task_id: task.id } });
+      await spoof("/v1/runs", { assistant_id: "echo-loud", input: { message: "SPOOFED" }, metadata: { a2a_task_id: task.id } });
+      for (const bogus of [null, "", 123, { x: 1 }, "not-a-uuid"])
+        await spoof("/v1/runs", { assistant_id: "echo", input: { message: "bogus" }, metadata: { a2a_task_id: bogus } });
+      const read = await echo.getTask(get(task.id));
+      assert.equal(read.metadata?.rudder_run_id, task.id);
+      assert.equal(read.contextId, task.contextId);
+      assert.deepEqual(outputOf(read), outputOf(task));
+      const listed = await echo.listTasks({
+        tenant: "",
+        contextId: "",
+        status: TaskState.TASK_STATE_UNSPECIFIED,
+        pageToken: "",
+        statusTimestampAfter: undefined,
+        pageSize: undefined,
+        historyLength: undefined,
+        includeArtifacts: undefined,
+      });
+      assert.deepEqual(
+        listed.tasks.map((listedTask) => listedTask.id),
+        [task.id],
+      );
+      assert.equal(listed.totalSize, 1);
+      const loud = await a2aClient(server, "echo-loud", "1.0", { tenant });
+      await assert.rejects(loud.getTask(get(task.id)), (error) => error instanceof TaskNotFoundError);
+      await assert.rejects(echo.getTask(get("not-a-uuid")), (error) => error instanceof TaskNotFoundError);
+    });
+
+    test("a cancel that meets a run an answer has just resumed cancels the run that carries the task on", async () => {
+      const tenant = "t-cancel-resume";
+      const approval = await a2aClient(server, "approval", "1.0", { tenant });
+      const asked = asTask(await approval.sendMessage(sendRequest(userMessage([data({ request: "race" })]))));
+      assert.equal(asked.status?.state, TaskState.TASK_STATE_INPUT_REQUIRED);
+      const tasks = server.server.a2aTasks;
+      // The cancel read the task while it waited for input; the answer resumed it before the cancel ran.
+      const stale = (await tasks.current(tenant, "approval", asked.id))!;
+      const resumed = await server.request("POST", `/v1/runs/${asked.id}/resume`, { body: { resume: { approved: true } }, tenant });
+      assert.equal(resumed.status, 202, JSON.stringify(resumed.body));
+      const cancelled = await tasks.cancel(tenant, "approval", stale);
+      assert.equal(cancelled.run_id, (resumed.body as { run_id: string }).run_id);
+      await settled(cancelled.run_id, tenant);
+      assert.equal((await approval.getTask(get(asked.id))).status?.state, TaskState.TASK_STATE_CANCELED);
     });
   });
 

@@ -38,12 +38,25 @@ interface Pending {
   readonly key: string | undefined;
 }
 
+/** The members a JSON request may not have (they could reach an object's prototype), as refusals name them. */
+export const PROTOTYPE_MEMBERS = 'a "__proto__" member, or a "constructor" member holding "prototype"';
+
+/** Whether a member of parsed JSON is one of `PROTOTYPE_MEMBERS`. */
+const isPrototypeMember = (key: string, value: unknown): boolean =>
+  key === "__proto__" || (key === "constructor" && typeof value === "object" && value !== null && Object.hasOwn(value, "prototype"));
+
 /**
  * The first place where a parsed JSON value breaks a storage rule: a string or member name that
- * `textProblem` refuses, a number that is not finite, or nesting deeper than `maxDepth`. The walk
- * is iterative, so a hostile value cannot overflow the stack here.
+ * `textProblem` refuses, a number that is not finite, or nesting deeper than `maxDepth`; with
+ * `refusePrototypeMembers`, also one of `PROTOTYPE_MEMBERS` (what Fastify's parser refuses in a
+ * REST body, for bodies parsed elsewhere). The walk is iterative, so a hostile value cannot
+ * overflow the stack here.
  */
-export function findJsonFault(value: unknown, maxDepth: number = MAX_REQUEST_JSON_DEPTH): JsonFault | undefined {
+export function findJsonFault(
+  value: unknown,
+  maxDepth: number = MAX_REQUEST_JSON_DEPTH,
+  options: { refusePrototypeMembers?: boolean } = {},
+): JsonFault | undefined {
   const stack: Pending[] = [{ value, depth: 0, parent: undefined, key: undefined }];
   for (let item = stack.pop(); item !== undefined; item = stack.pop()) {
     const current = item.value;
@@ -62,6 +75,8 @@ export function findJsonFault(value: unknown, maxDepth: number = MAX_REQUEST_JSO
         const [key, member] = entries[index]!;
         const keyProblem = Array.isArray(current) ? undefined : textProblem(key);
         if (keyProblem) return { path: pointerOf(item), problem: `has a member name that ${keyProblem}` };
+        if (options.refusePrototypeMembers && !Array.isArray(current) && isPrototypeMember(key, member))
+          return { path: pointerOf(item), problem: `has ${PROTOTYPE_MEMBERS}: these are refused (rename the key)` };
         stack.push({ value: member, depth, parent: item, key });
       }
     }

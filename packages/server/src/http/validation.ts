@@ -3,7 +3,7 @@ import { SerializerSelector, type SerializerCompiler, type SerializerFactory } f
 import { Ajv, type AnySchema, type ErrorObject, type Options as AjvOptions, type ValidateFunction } from "ajv";
 import addFormats from "ajv-formats";
 import { ApiError } from "../domain/errors.ts";
-import { findJsonFault, type JsonFault } from "../domain/storable-json.ts";
+import { PROTOTYPE_MEMBERS, findJsonFault, type JsonFault } from "../domain/storable-json.ts";
 
 /**
  * The one validation layer every route shares. JSON bodies are parsed here and held to the
@@ -44,10 +44,7 @@ function isValidJson(text: string): boolean {
 
 /** Fastify's parser refuses these members (they could reach an object's prototype); its own message says the JSON is invalid. */
 function poisoningError(): ApiError {
-  return new ApiError(
-    "invalid_request",
-    'the body has a "__proto__" member, or a "constructor" member holding "prototype": these are refused (rename the key)',
-  );
+  return new ApiError("invalid_request", `the body has ${PROTOTYPE_MEMBERS}: these are refused (rename the key)`);
 }
 
 /** A storage-rule fault as the 422 a schema violation gives, with the same `errors` shape. */

@@ -1,6 +1,7 @@
 import { createHash, randomUUID } from "node:crypto";
 import type { Assistant, Run, RunEvent } from "@rudder/api";
 import { ApiError } from "../domain/errors.ts";
+import { isUuid } from "../domain/names.ts";
 import { canonicalJson } from "../domain/runs.ts";
 import { graphInputChannels } from "../graphs/input.ts";
 import type { GraphRegistry } from "../graphs/registry.ts";
@@ -26,6 +27,12 @@ export interface TaskInputShape {
   readonly textField: string;
 }
 
+/** The run a message left the task at, and whether an earlier send of the same message had already (`replayed`). */
+export interface TaskBegun {
+  readonly run: TaskRun;
+  readonly replayed: boolean;
+}
+
 /** What following a task's current run yields: its new events, then the run as it settled. */
 export type TaskUpdate = { readonly type: "events"; readonly events: RunEvent[] } | { readonly type: "settled"; readonly run: TaskRun };
 
@@ -33,7 +40,7 @@ const DEFAULT_TEXT_FIELD = "input";
 
 /**
  * A2A tasks over Rudder runs (docs/a2a.md): a task is its first run and the runs that resume it
- * (they inherit its `metadata.a2a_task_id`); its context is the runs' thread. Runs are created,
+ * (the chain `superseded_by_run_id` records); its context is the runs' thread. Runs are created,
  * resumed, cancelled and followed through `RunService`; tasks are read back from the runs table,
  * so any API process answers for any task, and nothing about a task lives in memory. The A2A
  * gateway speaks the protocol over this service.
@@ -57,8 +64,9 @@ export class A2ATaskService {
     };
   }
 
-  current(tenantId: string, assistantId: string, taskId: string): Promise<TaskRun | undefined> {
-    return currentTaskRun(this.db, tenantId, assistantId, taskId);
+  /** The task's current run; undefined for an id that names no task of the assistant (task ids are UUIDs). */
+  async current(tenantId: string, assistantId: string, taskId: string): Promise<TaskRun | undefined> {
+    return isUuid(taskId) ? currentTaskRun(this.db, tenantId, assistantId, taskId) : undefined;
   }
 
   list(
@@ -75,11 +83,11 @@ export class A2ATaskService {
    * message's context (thread) or a new one. The message id is the run's Idempotency-Key, so a
    * client that retries a send gets the task its first attempt started, never a second run.
    */
-  async start(tenantId: string, assistant: Assistant, start: TaskStart): Promise<TaskRun> {
+  async start(tenantId: string, assistant: Assistant, start: TaskStart): Promise<TaskBegun> {
     const key = idempotencyKeyOf(assistant.assistant_id, start.messageId);
     const fingerprint = fingerprintOf(start);
     const replay = await this.replay(tenantId, assistant.assistant_id, key, fingerprint);
-    if (replay) return replay;
+    if (replay) return { run: replay, replayed: true };
     const threadId =
       start.contextId === undefined
         ? (await this.threads.create(tenantId, { a2a_assistant_id: assistant.assistant_id })).thread_id
@@ -93,14 +101,14 @@ export class A2ATaskService {
         { assistant_id: assistant.assistant_id, input: start.input, metadata },
         { idempotencyKey: key, runId },
       );
-      return (await this.current(tenantId, assistant.assistant_id, run.metadata.a2a_task_id as string))!;
+      return { run: (await this.current(tenantId, assistant.assistant_id, run.run_id))!, replayed: false };
     } catch (error) {
       // The thread was made for this run only: without the run it would be an empty leftover.
       if (start.contextId === undefined) await this.threads.delete(tenantId, threadId).catch(() => undefined);
       // A concurrent send of the same message won the key (its new thread made its request differ).
       if (error instanceof ApiError && error.code === "idempotency_conflict") {
         const winner = await this.replay(tenantId, assistant.assistant_id, key, fingerprint);
-        if (winner) return winner;
+        if (winner) return { run: winner, replayed: true };
       }
       throw error;
     }
@@ -132,14 +140,14 @@ export class A2ATaskService {
    * answer finds the run it started (`answeredBy`). A concurrent send of the same answer that lost
    * the resume gets that run too.
    */
-  async resume(tenantId: string, assistantId: string, run: TaskRun, value: unknown, messageId: string): Promise<TaskRun> {
+  async resume(tenantId: string, assistantId: string, run: TaskRun, value: unknown, messageId: string): Promise<TaskBegun> {
     try {
       const next = await this.runService.resume(tenantId, run.run_id, { resume: value }, { metadata: { [ANSWER_KEY]: messageId } });
-      return taskRunOf(next, run.task_id);
+      return { run: taskRunOf(next, run.task_id), replayed: false };
     } catch (error) {
       if (!(error instanceof ApiError && error.code === "run_resume_conflict")) throw error;
       const current = await this.current(tenantId, assistantId, run.task_id);
-      if (current && (await this.answeredBy(tenantId, current, messageId))) return current;
+      if (current && (await this.answeredBy(tenantId, current, messageId))) return { run: current, replayed: true };
       throw error;
     }
   }
@@ -149,8 +157,23 @@ export class A2ATaskService {
     return (await this.runService.get(tenantId, run.run_id)).metadata[ANSWER_KEY] === messageId;
   }
 
-  async cancel(tenantId: string, run: TaskRun): Promise<void> {
-    await this.runService.cancel(tenantId, run.run_id);
+  /**
+   * Cancels the task's current run and returns it. An answer may resume the task between the read
+   * of `run` and the cancel (the cancel then meets a superseded run): the run that carries the task
+   * on is cancelled instead, as a client that knows only the task id means.
+   */
+  async cancel(tenantId: string, assistantId: string, run: TaskRun): Promise<TaskRun> {
+    for (let hop = 0; ; hop++) {
+      try {
+        await this.runService.cancel(tenantId, run.run_id);
+        return run;
+      } catch (error) {
+        if (!(error instanceof ApiError && error.code === "run_superseded") || hop >= MAX_CANCEL_HOPS) throw error;
+        const next = await this.current(tenantId, assistantId, run.task_id);
+        if (!next || next.run_id === run.run_id) throw error;
+        run = next;
+      }
+    }
   }
 
   /**
@@ -174,7 +197,7 @@ export class A2ATaskService {
     for await (const update of this.follow(tenantId, run, { events: false, signal })) {
       if (update.type === "settled") return update.run;
     }
-    return (await taskRunById(this.db, tenantId, run.run_id)) ?? run;
+    return (await taskRunById(this.db, tenantId, run.task_id, run.run_id)) ?? run;
   }
 }
 
@@ -183,6 +206,9 @@ function taskRunOf(run: Run, taskId: string): TaskRun {
   const { run_id, thread_id, status, output, error, created_at, updated_at } = run;
   return { task_id: taskId, run_id, thread_id, status, output, error, created_at, updated_at };
 }
+
+/** How many answers in a row a cancel follows before it gives up (each one resumed the task as the cancel read it). */
+const MAX_CANCEL_HOPS = 3;
 
 /** The run metadata key that records which answer (A2A message id) resumed the task into this run. */
 const ANSWER_KEY = "a2a_answer_message_id";

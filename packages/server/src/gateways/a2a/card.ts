@@ -21,8 +21,8 @@ export function agentCard(
   assistant: Assistant,
   describe: { endpoint: string; inputChannels: readonly string[] | undefined; target: InputTarget },
 ): AgentCard {
-  const name = assistant.name || assistant.assistant_id;
-  const description = assistant.description || `Rudder assistant ${assistant.assistant_id} (graph ${assistant.graph_id})`;
+  const name = assistant.name?.trim() || assistant.assistant_id;
+  const description = assistant.description?.trim() || `Rudder assistant ${assistant.assistant_id} (graph ${assistant.graph_id})`;
   const jsonRpc = (protocolVersion: string) => ({ url: describe.endpoint, protocolBinding: "JSONRPC", tenant: "", protocolVersion });
   return {
     name,

@@ -30,7 +30,8 @@ import type { A2ARequestHandler } from "@a2a-js/sdk/server";
 import type { Assistant } from "@rudder/api";
 import type { FastifyBaseLogger } from "fastify";
 import { ApiError, type ErrorCode } from "../../domain/errors.ts";
-import type { A2ATaskService, TaskRun } from "../../runs/a2a-tasks.ts";
+import { isUuid } from "../../domain/names.ts";
+import type { A2ATaskService, TaskBegun, TaskRun } from "../../runs/a2a-tasks.ts";
 import { inputFromParts, resumeValueFromParts, type InputTarget } from "./parts.ts";
 import { TaskEventMapper, isTerminalTask, runStatusesOf, stateLabel, taskOf, taskResponse } from "./task-view.ts";
 
@@ -42,6 +43,8 @@ export interface A2ACall {
   readonly assistant: Assistant;
   readonly card: AgentCard;
   readonly target: InputTarget;
+  /** The call speaks A2A 0.3 (the SDK's compat layer), not 1.0. */
+  readonly legacy: boolean;
   /** Aborts when the client goes away or the server shuts down: waits and streams stop. */
   readonly signal: AbortSignal;
   readonly log: FastifyBaseLogger;
@@ -61,8 +64,6 @@ const MAX_MESSAGE_ID_LENGTH = 255;
 /** Rudder errors that mean the request's params were wrong. */
 const INVALID_PARAMS: ReadonlySet<ErrorCode> = new Set(["validation_error", "invalid_request", "payload_too_large"]);
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
 /**
  * The SDK's request handler interface, answered from Rudder's runs: the SDK's JSON-RPC transport
  * handlers (1.0 and the 0.3 compat one) parse requests and shape responses; this class decides
@@ -80,21 +81,23 @@ export class RudderA2AHandler implements A2ARequestHandler {
   }
 
   async getAuthenticatedExtendedAgentCard(): Promise<AgentCard> {
+    // 1.0 (§3.3.4): a card that declares no extended card makes the call unsupported; 0.3 says "not configured".
+    if (!this.call.legacy) throw new UnsupportedOperationError("this agent has no extended card (capabilities.extendedAgentCard is false)");
     throw new ExtendedAgentCardNotConfiguredError("this agent has no extended card: its public card is complete");
   }
 
   /** Blocking by default: answers once the task is completed, failed, canceled or needs input. */
   async sendMessage(params: SendMessageRequest): Promise<Task> {
     return this.guard(async () => {
-      const run = await this.begin(params);
+      const { run } = await this.begin(params);
       if (params.configuration?.returnImmediately) return taskOf(run);
       return taskOf(await this.tasks.settle(this.call.tenantId, run, this.call.signal));
     });
   }
 
   async *sendMessageStream(params: SendMessageRequest): AsyncGenerator<StreamResponse, void, undefined> {
-    const run = await this.guard(() => this.begin(params));
-    yield* this.guardStream(this.updates(run));
+    const { run, replayed } = await this.guard(() => this.begin(params));
+    yield* this.guardStream(this.updates(run, { settledBefore: replayed }));
   }
 
   async getTask(params: GetTaskRequest): Promise<Task> {
@@ -109,18 +112,16 @@ export class RudderA2AHandler implements A2ARequestHandler {
       const offset = decodePageToken(params.pageToken);
       if (params.status === TaskState.UNRECOGNIZED)
         throw new RequestMalformedError("status must be a TaskState, such as TASK_STATE_WORKING");
-      if (params.contextId && !UUID.test(params.contextId))
+      if (params.contextId && !isUuid(params.contextId))
         throw new RequestMalformedError(`contextId ${params.contextId} is not a context id (a UUID)`);
       const statuses = params.status ? runStatusesOf(params.status) : undefined;
-      const since = params.statusTimestampAfter;
-      if (since !== undefined && since !== "" && Number.isNaN(Date.parse(since)))
-        throw new RequestMalformedError("statusTimestampAfter must be an ISO 8601 timestamp");
+      const since = params.statusTimestampAfter ? storableInstant(params.statusTimestampAfter) : undefined;
       // A state no run is in matches nothing.
       if (statuses?.length === 0) return { tasks: [], nextPageToken: "", pageSize: limit, totalSize: 0 };
       const { runs, total } = await this.tasks.list(
         this.call.tenantId,
         this.call.assistant.assistant_id,
-        { threadId: params.contextId || undefined, statuses, updatedSince: since || undefined },
+        { threadId: params.contextId || undefined, statuses, updatedSince: since },
         { limit, offset },
       );
       const tasks = runs.map(taskOf).map((task) => (params.includeArtifacts ? task : { ...task, artifacts: [] }));
@@ -139,14 +140,14 @@ export class RudderA2AHandler implements A2ARequestHandler {
       this.requireOperate("cancel tasks");
       const run = await this.taskRun(params.id);
       if (isTerminalTask(run)) throw new TaskNotCancelableError(`task ${run.task_id} is already ${stateLabel(run.status)}`);
-      await this.tasks.cancel(this.call.tenantId, run).catch(async (error: unknown) => {
+      const cancelled = await this.tasks.cancel(this.call.tenantId, this.call.assistant.assistant_id, run).catch(async (error: unknown) => {
         // The run ended between the read and the cancel.
         if (error instanceof ApiError && error.code === "conflict")
           throw new TaskNotCancelableError(`task ${run.task_id} has already ended`);
         throw error;
       });
       const waited = AbortSignal.any([this.call.signal, AbortSignal.timeout(CANCEL_WAIT_MS)]);
-      return taskOf(await this.tasks.settle(this.call.tenantId, run, waited));
+      return taskOf(await this.tasks.settle(this.call.tenantId, cancelled, waited));
     });
   }
 
@@ -157,7 +158,7 @@ export class RudderA2AHandler implements A2ARequestHandler {
       if (isTerminalTask(found)) throw new UnsupportedOperationError(`task ${found.task_id} has ended; read it with GetTask`);
       return found;
     });
-    yield* this.guardStream(this.updates(run));
+    yield* this.guardStream(this.updates(run, { settledBefore: true }));
   }
 
   async createTaskPushNotificationConfig(): Promise<TaskPushNotificationConfig> {
@@ -181,8 +182,11 @@ export class RudderA2AHandler implements A2ARequestHandler {
    * of the run's events from its first (a subscriber that joins late still gets the whole
    * streamed output), then the final artifact and status once the run is terminal or paused.
    */
-  private async *updates(run: TaskRun): AsyncGenerator<StreamResponse, void, undefined> {
+  private async *updates(run: TaskRun, options: { settledBefore: boolean }): AsyncGenerator<StreamResponse, void, undefined> {
     yield taskResponse(taskOf(run));
+    // A task that had ended or was waiting for input before this call (a resubscribe, a retried
+    // send) is all in that first event: replaying its run's log would take it back to working.
+    if (options.settledBefore && (isTerminalTask(run) || run.status === "paused")) return;
     const mapper = new TaskEventMapper(run);
     for await (const update of this.tasks.follow(this.call.tenantId, run, { events: true, signal: this.call.signal })) {
       if (update.type === "events") for (const event of update.events) yield* mapper.updates(event);
@@ -191,7 +195,7 @@ export class RudderA2AHandler implements A2ARequestHandler {
   }
 
   /** A message starts a task, or answers the input-required task it names. */
-  private async begin(params: SendMessageRequest): Promise<TaskRun> {
+  private async begin(params: SendMessageRequest): Promise<TaskBegun> {
     this.requireOperate("send messages");
     const message = params.message;
     if (!message) throw new RequestMalformedError("params.message is required");
@@ -200,7 +204,7 @@ export class RudderA2AHandler implements A2ARequestHandler {
       throw new RequestMalformedError(`message.messageId is longer than ${MAX_MESSAGE_ID_LENGTH} characters`);
     if (params.configuration?.taskPushNotificationConfig) throw pushNotSupported();
     if (message.taskId) return this.answer(message);
-    if (message.contextId && !UUID.test(message.contextId))
+    if (message.contextId && !isUuid(message.contextId))
       throw new RequestMalformedError(`contextId ${message.contextId} names no context of this tenant`);
     return this.tasks.start(this.call.tenantId, this.call.assistant, {
       input: inputFromParts(message.parts, this.call.target),
@@ -209,7 +213,7 @@ export class RudderA2AHandler implements A2ARequestHandler {
     });
   }
 
-  private async answer(message: Message): Promise<TaskRun> {
+  private async answer(message: Message): Promise<TaskBegun> {
     const run = await this.taskRun(message.taskId);
     if (message.contextId && message.contextId !== run.thread_id) {
       throw new RequestMalformedError(`contextId ${message.contextId} is not the context of task ${run.task_id}`);
@@ -223,7 +227,7 @@ export class RudderA2AHandler implements A2ARequestHandler {
         message.messageId,
       );
     // A retried answer (its reply was lost) finds the task it carried on, as a retried first send does.
-    if (await this.tasks.answeredBy(this.call.tenantId, run, message.messageId)) return run;
+    if (await this.tasks.answeredBy(this.call.tenantId, run, message.messageId)) return { run, replayed: true };
     const state = stateLabel(run.status);
     if (isTerminalTask(run))
       throw new UnsupportedOperationError(`task ${run.task_id} is ${state} and takes no more messages; send a new message in its context`);
@@ -295,4 +299,17 @@ function decodePageToken(token: string): number {
   const match = /^offset:(\d{1,9})$/.exec(Buffer.from(token, "base64url").toString());
   if (!match) throw new RequestMalformedError("pageToken is not one this server gave");
   return Number(match[1]);
+}
+
+/**
+ * `statusTimestampAfter` as an instant storage compares: a timestamp between the years 1 and 9999
+ * (JavaScript's dates reach years PostgreSQL cannot parse), normalised to ISO 8601 in UTC.
+ */
+function storableInstant(value: string): string {
+  const ms = Date.parse(value);
+  if (Number.isNaN(ms)) throw new RequestMalformedError("statusTimestampAfter must be an ISO 8601 timestamp");
+  const instant = new Date(ms);
+  const year = instant.getUTCFullYear();
+  if (year < 1 || year > 9999) throw new RequestMalformedError("statusTimestampAfter must fall between the years 0001 and 9999");
+  return instant.toISOString();
 }

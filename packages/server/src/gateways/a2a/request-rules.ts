@@ -82,7 +82,8 @@ const STRING_MEMBERS = [
  */
 export function paramsProblem(params: unknown): string | undefined {
   if (params === undefined) return undefined;
-  const fault = findJsonFault(params, MAX_PARAMS_DEPTH);
+  // The body was parsed here, not by Fastify's parser, which refuses prototype members in a REST body.
+  const fault = findJsonFault(params, MAX_PARAMS_DEPTH, { refusePrototypeMembers: true });
   if (fault) {
     // A fault deep down has a long pointer: the message shows its start.
     const path = fault.path.length > 120 ? `${fault.path.slice(0, 120)}…` : fault.path;
@@ -99,7 +100,29 @@ export function paramsProblem(params: unknown): string | undefined {
       if (value !== undefined && value !== null && typeof value !== "string") return `${where}.${member} must be a string`;
     }
   }
-  return typeProblem(params);
+  return typeProblem(params) ?? messageProblem(params.message);
+}
+
+/** A part's content members: 1.0's `oneof` (text, raw, url, data) and 0.3's file; a part holds one. */
+const PART_CONTENTS = ["text", "raw", "url", "data", "file"] as const;
+
+/**
+ * What the SDK would take from a message and change silently: a missing role (0.3's handler
+ * refuses it, 1.0's would not), a part with two contents (one is dropped), a text that is not a
+ * string (it would be turned into one: `{"a": 1}` into "[object Object]").
+ */
+function messageProblem(message: unknown): string | undefined {
+  if (!isObject(message)) return undefined;
+  if (message.role === undefined || message.role === null) return 'params.message.role is required ("user", or ROLE_USER in 1.0)';
+  if (!Array.isArray(message.parts)) return undefined;
+  for (const [index, part] of message.parts.entries()) {
+    if (!isObject(part)) continue;
+    const where = `params.message.parts[${index}]`;
+    const contents = PART_CONTENTS.filter((member) => part[member] !== undefined && part[member] !== null);
+    if (contents.length > 1) return `${where} holds ${contents.join(" and ")}: a part holds one content`;
+    if ((part.kind === "text" || contents[0] === "text") && typeof part.text !== "string") return `${where}.text must be a string`;
+  }
+  return undefined;
 }
 
 /**
@@ -146,4 +169,29 @@ function typeProblem(params: Record<string, unknown>): string | undefined {
     return `${holder === "params" ? "params" : `params.${holder}`}.${member} must ${RULES[rule].must}`;
   }
   return undefined;
+}
+
+/**
+ * `params` with what the protocol leaves out filled in where the SDK would read it otherwise: a
+ * 0.3 `message/send` blocks unless `configuration.blocking` is false (the SDK's compat layer
+ * returns at once when `blocking` is absent; 0.3 servers and 1.0's `returnImmediately` default to
+ * blocking), and 1.0 `ListTasks`, whose request's fields are all optional, may come without params.
+ */
+export function withProtocolDefaults(method: string, params: unknown, legacy: boolean): unknown {
+  if (!legacy && method === "ListTasks" && params === undefined) return {};
+  if (
+    legacy &&
+    method === "message/send" &&
+    isObject(params) &&
+    isObject(params.configuration) &&
+    params.configuration.blocking === undefined
+  )
+    return { ...params, configuration: { ...params.configuration, blocking: true } };
+  return params;
+}
+
+/** The protocol version an `A2A-Version` header asks for, as major.minor: a patch number does not count (A2A 1.0 §3.6). */
+export function protocolVersionOf(header: string | undefined): string | undefined {
+  const match = header === undefined ? null : /^(\d+)\.(\d+)\.\d+$/.exec(header.trim());
+  return match ? `${match[1]}.${match[2]}` : header?.trim();
 }

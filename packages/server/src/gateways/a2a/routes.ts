@@ -12,7 +12,7 @@ import type { AppServices } from "../../http/services.ts";
 import { endOnShutdown } from "../../http/shutdown.ts";
 import { agentCard, legacyAgentCard } from "./card.ts";
 import { pushNotSupported, RudderA2AHandler, type A2ACall } from "./handler.ts";
-import { isMethodOf, isPushNotificationMethod, paramsProblem } from "./request-rules.ts";
+import { isMethodOf, isPushNotificationMethod, paramsProblem, protocolVersionOf, withProtocolDefaults } from "./request-rules.ts";
 
 /** One JSON-RPC 2.0 response, as both SDK transport handlers produce it. */
 interface JsonRpcResponse {
@@ -88,7 +88,7 @@ export const a2aRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
     async (request, reply) => {
       const { assistant, card, target } = await describe(request, request.params.assistant_id);
       // An empty header is no header, as in the SDK's own server.
-      const requestedVersion = headerValue(request.headers["a2a-version"]) || A2A_LEGACY_PROTOCOL_VERSION;
+      const requestedVersion = protocolVersionOf(headerValue(request.headers["a2a-version"])) || A2A_LEGACY_PROTOCOL_VERSION;
       const legacy = requestedVersion === A2A_LEGACY_PROTOCOL_VERSION;
       const mapError = legacy ? LegacyJsonRpcTransportHandler.mapToLegacyJSONRPCError : JsonRpcTransportHandler.mapToJSONRPCError;
       const parsed = parseJsonRpc(request);
@@ -106,7 +106,8 @@ export const a2aRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
       }
       // Push notifications are refused whatever the params (the 0.3 SDK reads them first and fails on a missing one).
       if (isPushNotificationMethod(method)) return reply.send({ jsonrpc: "2.0", id: parsed.id, error: mapError(pushNotSupported()) });
-      const problem = paramsProblem(parsed.request.params);
+      const params = withProtocolDefaults(method, parsed.request.params, legacy);
+      const problem = paramsProblem(params);
       // As the SDK shapes -32602 for the version (1.0 adds its ErrorInfo).
       if (problem) return reply.send({ jsonrpc: "2.0", id: parsed.id, error: mapError(new RequestMalformedError(problem)) });
       const closed = new AbortController();
@@ -121,12 +122,14 @@ export const a2aRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
           assistant,
           card,
           target,
+          legacy,
           signal: closed.signal,
           log: request.log,
         };
         const handler = new RudderA2AHandler(tasks, call);
         const transport = legacy ? new LegacyJsonRpcTransportHandler(handler) : new JsonRpcTransportHandler(handler);
-        const answer = await transport.handle(parsed.request, new ServerCallContext({ requestedVersion }));
+        const rpc = params === parsed.request.params ? parsed.request : { ...parsed.request, params };
+        const answer = await transport.handle(rpc, new ServerCallContext({ requestedVersion }));
         if (!isStream(answer)) return reply.send(answer);
         return await streamAnswer(request, reply, answer, { legacy, heartbeatMs: services.streamHeartbeatMs, mapError, id: parsed.id });
       } finally {
@@ -136,7 +139,7 @@ export const a2aRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
   );
 };
 
-const isVersion1 = (request: FastifyRequest) => headerValue(request.headers["a2a-version"]) === A2A_PROTOCOL_VERSION;
+const isVersion1 = (request: FastifyRequest) => protocolVersionOf(headerValue(request.headers["a2a-version"])) === A2A_PROTOCOL_VERSION;
 
 /**
  * The body as a JSON-RPC request, or the JSON-RPC error that answers it: -32700 unparsable, -32600
@@ -251,12 +254,26 @@ function isStream(
 
 /**
  * Where clients reach this server, for the card's endpoint URL: the forwarded origin when a proxy
- * says so (a caller that forges it only misleads itself), else the request's own.
+ * says so, else the request's own, else the address the request came in on. Each part is used only
+ * when it makes a valid http(s) origin, so a card never names another scheme, a path or no host.
  */
 function publicOrigin(request: FastifyRequest): string {
-  const protocol = headerValue(request.headers["x-forwarded-proto"])?.split(",")[0]?.trim() || request.protocol;
-  const host = headerValue(request.headers["x-forwarded-host"])?.split(",")[0]?.trim() || request.host;
+  const forwardedProtocol = headerValue(request.headers["x-forwarded-proto"])?.split(",")[0]?.trim().toLowerCase();
+  const protocol = forwardedProtocol === "http" || forwardedProtocol === "https" ? forwardedProtocol : request.protocol;
+  const forwardedHost = headerValue(request.headers["x-forwarded-host"])?.split(",")[0]?.trim();
+  const local = request.socket.localFamily === "IPv6" ? `[${request.socket.localAddress}]` : request.socket.localAddress;
+  const host = [forwardedHost, request.host, `${local}:${request.socket.localPort}`].find((candidate) => isOrigin(protocol, candidate));
   return `${protocol}://${host}`;
+}
+
+/** Whether `protocol://host` is an origin and nothing more: a host (and port), no user, path, query or fragment. */
+function isOrigin(protocol: string, host: string | undefined): host is string {
+  if (!host || /[\s/?#@\\]/.test(host)) return false;
+  try {
+    return new URL(`${protocol}://${host}`).hostname !== "";
+  } catch {
+    return false;
+  }
 }
 
 function headerValue(value: string | string[] | undefined): string | undefined {
