@@ -324,6 +324,14 @@ describe("hostile input", () => {
     assert.match(garbage, /^HTTP\/1\.1 400 /);
     assert.match(garbage, /content-type: application\/problem\+json/i);
     assert.equal(JSON.parse(garbage.slice(garbage.indexOf("\r\n\r\n") + 4)).code, "invalid_request");
+
+    // CONNECT never reaches a route (Node gives it its own event): it was answered by a closed socket.
+    for (const target of [`/v1/runs/${runId}`, "127.0.0.1:443"]) {
+      const connect = await rawHttp(server.url, `CONNECT ${target} HTTP/1.1\r\nHost: x\r\n\r\n`);
+      assert.match(connect, /^HTTP\/1\.1 405 /, target);
+      assert.equal(JSON.parse(connect.slice(connect.indexOf("\r\n\r\n") + 4)).code, "method_not_allowed");
+    }
+    assert.match(await rawHttp(server.url, `CONNECT /v1/runs/${runId} HTTP/1.1\r\nHost: x\r\n\r\n`), /allow: GET, HEAD/i);
   });
 
   test("row 9: state serde cannot write (a BigInt) is refused, not stored as serde's placeholder: the thread's state still reads", async () => {
@@ -555,6 +563,96 @@ describe("hostile input", () => {
       });
       assert.equal(answer.status, 201, charset);
     }
+  });
+
+  test("row 18: a body whose bytes are not UTF-8 is a 400 (a parse error in the JSON-RPC gateways), not decoded to U+FFFD", async () => {
+    const token = await server.token();
+    const post = (path: string, bytes: Uint8Array, headers: Record<string, string> = {}) =>
+      fetch(`${server.url}${path}`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${token}`,
+          "content-type": "application/json",
+          accept: "application/json, text/event-stream",
+          ...headers,
+        },
+        body: bytes,
+      });
+    const json = (before: string, raw: number[], after: string) => new Uint8Array([...Buffer.from(before), ...raw, ...Buffer.from(after)]);
+    const threadsBefore = (await server.request("GET", "/v1/threads?limit=100")).body.length as number;
+    // An invalid byte, an overlong NUL, a lone surrogate's bytes, a truncated sequence.
+    for (const raw of [
+      [0xff, 0xfe],
+      [0xc0, 0x80],
+      [0xed, 0xa0, 0x80],
+      [0xe2, 0x82],
+    ]) {
+      const answer = await post("/v1/threads", json('{"metadata":{"a":"', raw, '"}}'));
+      assert.equal(answer.status, 400, JSON.stringify(raw));
+      assert.match(answer.headers.get("content-type") ?? "", /application\/problem\+json/);
+      const problem = (await answer.json()) as { code: string; detail: string };
+      assert.equal(problem.code, "invalid_request");
+      assert.match(problem.detail, /not valid UTF-8/);
+    }
+    assert.equal((await server.request("GET", "/v1/threads?limit=100")).body.length, threadsBefore, "nothing was created");
+    // Two keys that differ only in their invalid bytes would have been one key.
+    const steer = await post(`/v1/runs/${runId}/steer`, json('{"kind":"k","payload":{},"idempotency_key":"x', [0xff], '"}'));
+    assert.equal(steer.status, 400);
+    const a2a = await post("/a2a/echo", json('{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"', [0xff], '"}}'));
+    assert.equal(((await a2a.json()) as { error: { code: number } }).error.code, -32700);
+    const mcp = await post(
+      "/mcp",
+      json(
+        '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"',
+        [0xff],
+        '","version":"1"}}}',
+      ),
+    );
+    assert.equal(mcp.status, 400);
+    assert.equal(((await mcp.json()) as { error: { code: number } }).error.code, -32700);
+    // Valid UTF-8 beyond ASCII is text like any other.
+    const accepted = await post("/v1/threads", new Uint8Array(Buffer.from('{"metadata":{"a":"é😀"}}')));
+    assert.equal(accepted.status, 201);
+    assert.equal(((await accepted.json()) as { metadata: { a: string } }).metadata.a, "é😀");
+  });
+
+  test("row 19: a /v1 route that takes no body refuses one with content (422), as it refuses an unknown query parameter", async () => {
+    const { run_id } = (await server.request("POST", "/v1/runs", { body: { assistant_id: "echo", input: { message: "x" } } })).body;
+    for (const [method, path] of [
+      ["POST", `/v1/runs/${run_id}/cancel`],
+      ["POST", `/v1/runs/${run_id}/redrive`],
+      ["DELETE", `/v1/threads/${threadId}`],
+    ] as const) {
+      for (const rawBody of ['{"unknown":1}', "[1,2]", '"text"', "5"]) {
+        const answer = await server.request(method, path, { rawBody });
+        assertProblem(answer, 422, "validation_error");
+        assert.match(answer.body.detail, /takes no body/);
+      }
+    }
+    assert.equal((await server.request("GET", `/v1/threads/${threadId}`)).status, 200, "the thread was not deleted");
+    // {} and no body are the same request.
+    const cancelled = await server.request("POST", `/v1/runs/${run_id}/cancel`, { rawBody: "{}" });
+    assert.ok([200, 409].includes(cancelled.status), JSON.stringify(cancelled.body));
+  });
+
+  test("row 20: an Idempotency-Key on a /v1 write that does not honour one is a 422, not ignored (a retry would double it)", async () => {
+    const before = (await server.request("GET", "/v1/schedules")).body.length as number;
+    const schedule = { assistant_id: "echo", cron: "0 0 1 1 *", input: { message: "x" } };
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const answer = await server.request("POST", "/v1/schedules", { body: schedule, headers: { "idempotency-key": "once" } });
+      assertProblem(answer, 422, "validation_error");
+      assert.match(answer.body.detail, /takes no Idempotency-Key/);
+    }
+    assert.equal((await server.request("GET", "/v1/schedules")).body.length, before, "no schedule was made");
+    const thread = await server.request("POST", "/v1/threads", { body: {}, headers: { "idempotency-key": "k" } });
+    assertProblem(thread, 422, "validation_error");
+    // Where it is honoured, it works as before; a read ignores it.
+    const run = await server.request("POST", "/v1/runs", {
+      body: { assistant_id: "echo", input: { message: "k" } },
+      headers: { "idempotency-key": "row-20" },
+    });
+    assert.equal(run.status, 202);
+    assert.equal((await server.request("GET", "/v1/schedules", { headers: { "idempotency-key": "k" } })).status, 200);
   });
 
   test("row 17: a goto that names no node of the graph is a 422, at creation and at resume; the paused run still resumes", async () => {

@@ -28,9 +28,9 @@ import { storeRoutes } from "./routes/store.ts";
 import { threadRoutes } from "./routes/threads.ts";
 import type { AppServices } from "./services.ts";
 import { beginShutdown, isShuttingDown } from "./shutdown.ts";
-import { clientErrorHandler, frameworkErrorHandler, RouteMethods } from "./protocol-errors.ts";
+import { clientErrorHandler, connectHandler, frameworkErrorHandler, RouteMethods } from "./protocol-errors.ts";
 import { queryEncodingProblem } from "./query.ts";
-import { buildCachedSerializer, buildStrictValidator, storableJsonParser } from "./validation.ts";
+import { buildCachedSerializer, buildStrictValidator, storableJsonParser, utf8JsonParser } from "./validation.ts";
 
 export interface AppOptions {
   readonly services: AppServices;
@@ -103,9 +103,9 @@ export async function buildApp(options: AppOptions): Promise<App> {
   app.addSchema(Problem);
   // The API speaks JSON only: any other body is 415, not a string that then fails the schema.
   app.removeContentTypeParser("text/plain");
-  const parseJson = storableJsonParser(app.getDefaultJsonParser("error", "error"));
+  const parseJson = utf8JsonParser(storableJsonParser(app.getDefaultJsonParser("error", "error")));
   app.removeContentTypeParser("application/json");
-  app.addContentTypeParser("application/json", { parseAs: "string" }, parseJson);
+  app.addContentTypeParser("application/json", { parseAs: "buffer" }, parseJson);
   // Bodies are read as sent, as UTF-8: a compressed one, or one in another charset, is refused,
   // not parsed as garbled JSON.
   app.addHook("preParsing", async (request, _reply, payload) => {
@@ -118,6 +118,13 @@ export async function buildApp(options: AppOptions): Promise<App> {
     if (charset !== undefined && charset !== "utf-8" && charset !== "utf8") {
       throw new ApiError("unsupported_media_type", `charset "${charset}" is not accepted: send the body as UTF-8`);
     }
+    return payload;
+  });
+  // A body over the limit is refused before it is read, and Fastify then closes the connection:
+  // a client still sending meets a reset and never reads its 413. Kept open instead, Node reads
+  // the rest of the body and drops it (within the request timeout), and the client gets the answer.
+  app.addHook("onSend", async (request, reply, payload) => {
+    if (reply.statusCode === 413 && !request.raw.complete) reply.removeHeader("connection");
     return payload;
   });
   const { metrics } = options.services;
@@ -149,8 +156,21 @@ export async function buildApp(options: AppOptions): Promise<App> {
     const problem = queryEncodingProblem(request.raw.url ?? "");
     if (problem) throw new ApiError("invalid_request", problem);
   });
+  // A /v1 route that takes no body refuses one with content, as it refuses an unknown query
+  // parameter (docs/api.md): `{}` and no body at all are the same request.
+  // Likewise an Idempotency-Key where a write does not honour one: ignored, a retried create would
+  // make a second schedule that fires beside the first.
+  app.addHook("preValidation", async (request) => {
+    if (!request.url.startsWith("/v1/")) return;
+    const schema = request.routeOptions.schema;
+    if (request.body !== undefined && schema?.body === undefined && !isEmptyObject(request.body))
+      throw fieldError("body", "this route takes no body: send none, or {}");
+    if (request.headers["idempotency-key"] !== undefined && request.method !== "GET" && !takesIdempotencyKey(schema?.headers))
+      throw fieldError("headers", "this route takes no Idempotency-Key (runs and steering do): a retry of it is not made safe by one");
+  });
   const routeMethods = new RouteMethods();
   app.addHook("onRoute", (route) => routeMethods.add(route));
+  app.server.on("connect", connectHandler(routeMethods));
   app.setErrorHandler((error, request, reply) => {
     const { apiError, unexpected } = toApiError(error as Error);
     if (unexpected) request.log.error({ err: error }, "unhandled error");
@@ -211,4 +231,18 @@ const CHARSET = /;\s*charset\s*=\s*"?([^";\s]+)"?/i;
 /** Whether a request carries a body (a length above 0, or a chunked one). */
 function hasBody(headers: { "content-length"?: string; "transfer-encoding"?: string }): boolean {
   return headers["transfer-encoding"] !== undefined || (headers["content-length"] !== undefined && headers["content-length"] !== "0");
+}
+
+const isEmptyObject = (value: unknown): boolean =>
+  typeof value === "object" && value !== null && !Array.isArray(value) && Object.keys(value).length === 0;
+
+/** Whether a route's header schema declares `idempotency-key` (IdempotencyHeaders). */
+const takesIdempotencyKey = (headers: unknown): boolean =>
+  typeof headers === "object" &&
+  headers !== null &&
+  Object.hasOwn((headers as { properties?: object }).properties ?? {}, "idempotency-key");
+
+/** A 422 naming the request part at fault, in the shape schema violations have. */
+function fieldError(location: "body" | "headers", message: string): ApiError {
+  return new ApiError("validation_error", `${location} ${message}`, { fields: { errors: [{ location, path: "/", message }] } });
 }

@@ -1,5 +1,7 @@
 import { randomUUID } from "node:crypto";
+import type { IncomingMessage } from "node:http";
 import type { Socket } from "node:net";
+import type { Duplex } from "node:stream";
 import type { FastifyError, FastifyReply, FastifyRequest, RouteOptions } from "fastify";
 import { ApiError, type ErrorCode } from "../domain/errors.ts";
 import { problemFor, sendProblem } from "./problem.ts";
@@ -36,17 +38,43 @@ export function clientErrorHandler(error: Error & { code?: string }, socket: Soc
       : error.code === "ERR_HTTP_REQUEST_TIMEOUT"
         ? ["request_timeout", "the request did not arrive in time"]
         : ["invalid_request", "the request is not valid HTTP"];
-  const requestId = randomUUID();
-  const apiError = new ApiError(code, detail);
-  const body = JSON.stringify(problemFor(apiError, requestId));
-  if (socket.writable) {
-    socket.write(
-      `HTTP/1.1 ${apiError.status} ${apiError.status === 431 ? "Request Header Fields Too Large" : apiError.status === 408 ? "Request Timeout" : "Bad Request"}\r\n` +
-        `Content-Type: application/problem+json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
-        `X-Request-Id: ${requestId}\r\nConnection: close\r\n\r\n${body}`,
-    );
-  }
+  writeProblem(socket, new ApiError(code, detail));
   socket.destroy(error);
+}
+
+/**
+ * A CONNECT request (Node's `connect` event, which no route sees): this server is no proxy, so it
+ * is a 405 problem like any other method a path does not answer, not a closed socket.
+ */
+export function connectHandler(routeMethods: RouteMethods): (request: IncomingMessage, socket: Duplex) => void {
+  return (request, socket) => {
+    const allowed = routeMethods.allowed((request.url ?? "").split("?")[0] ?? "");
+    const detail = `CONNECT ${request.url ?? ""} is not answered: this server is not a proxy`;
+    writeProblem(socket, new ApiError("method_not_allowed", detail), allowed.length > 0 ? { Allow: allowed.join(", ") } : {});
+    socket.end();
+  };
+}
+
+const STATUS_TEXT: Readonly<Record<number, string>> = {
+  400: "Bad Request",
+  405: "Method Not Allowed",
+  408: "Request Timeout",
+  431: "Request Header Fields Too Large",
+};
+
+/** A problem answer written straight to a socket, where no request object exists to reply through. */
+function writeProblem(socket: Duplex, apiError: ApiError, headers: Record<string, string> = {}): void {
+  if (!socket.writable) return;
+  const requestId = randomUUID();
+  const body = JSON.stringify(problemFor(apiError, requestId));
+  const extra = Object.entries(headers)
+    .map(([name, value]) => `${name}: ${value}\r\n`)
+    .join("");
+  socket.write(
+    `HTTP/1.1 ${apiError.status} ${STATUS_TEXT[apiError.status] ?? "Bad Request"}\r\n` +
+      `Content-Type: application/problem+json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+      `X-Request-Id: ${requestId}\r\n${extra}Connection: close\r\n\r\n${body}`,
+  );
 }
 
 /**

@@ -1,3 +1,4 @@
+import { isUtf8 } from "node:buffer";
 import type { FastifyRequest, FastifySchemaCompiler } from "fastify";
 import { SerializerSelector, type SerializerCompiler, type SerializerFactory } from "@fastify/fast-json-stringify-compiler";
 import { Ajv, type AnySchema, type ErrorObject, type Options as AjvOptions, type ValidateFunction } from "ajv";
@@ -16,6 +17,27 @@ import { PROTOTYPE_MEMBERS, findJsonFault, type JsonFault } from "../domain/stor
 export const CANONICAL_UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 type JsonParser = (request: FastifyRequest, body: string, done: (error: Error | null, value?: unknown) => void) => void;
+
+/**
+ * A body's text, or undefined when its bytes are not UTF-8. Decoding would replace each bad
+ * sequence with U+FFFD, so two different bodies would read the same (two idempotency keys, two
+ * store keys, one row): parsers read bodies as bytes and refuse these instead.
+ */
+export function utf8Text(body: unknown): string | undefined {
+  if (typeof body === "string") return body;
+  return Buffer.isBuffer(body) && isUtf8(body) ? body.toString("utf8") : undefined;
+}
+
+/** Fastify's JSON parser given the body's bytes: a body that is not UTF-8 is a 400. */
+export function utf8JsonParser(
+  parse: JsonParser,
+): (request: FastifyRequest, body: Buffer, done: (error: Error | null, value?: unknown) => void) => void {
+  return (request, body, done) => {
+    const text = utf8Text(body);
+    if (text === undefined) return done(new ApiError("invalid_request", "the body is not valid UTF-8: send JSON text encoded as UTF-8"));
+    parse(request, text, done);
+  };
+}
 
 /**
  * Wraps Fastify's JSON parser (which keeps its prototype-poisoning checks and its 400 for

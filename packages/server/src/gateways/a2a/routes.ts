@@ -10,6 +10,7 @@ import { grants } from "../../domain/roles.ts";
 import { problems } from "../../http/responses.ts";
 import type { AppServices } from "../../http/services.ts";
 import { endOnShutdown } from "../../http/shutdown.ts";
+import { utf8Text } from "../../http/validation.ts";
 import { agentCard, legacyAgentCard } from "./card.ts";
 import { pushNotSupported, RudderA2AHandler, type A2ACall } from "./handler.ts";
 import { isMethodOf, isPushNotificationMethod, paramsProblem, protocolVersionOf, withProtocolDefaults } from "./request-rules.ts";
@@ -40,9 +41,9 @@ const AssistantParam = Type.Object({ assistant_id: Type.String({ minLength: 1 })
 export const a2aRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = async (app, { services }) => {
   const tasks = services.a2aTasks;
   const tags = ["a2a"];
-  // JSON-RPC reports a malformed body itself (-32700), so bodies reach the handler as text.
+  // JSON-RPC reports a malformed body itself (-32700), so bodies reach the handler as bytes.
   app.removeContentTypeParser("application/json");
-  app.addContentTypeParser("*", { parseAs: "string" }, (_request, body, done) => done(null, body));
+  app.addContentTypeParser("*", { parseAs: "buffer" }, (_request, body, done) => done(null, body));
 
   /** The assistant (404 for one the tenant cannot see), its card and where text input goes. */
   const describe = async (request: FastifyRequest, assistantId: string) => {
@@ -157,9 +158,12 @@ function parseJsonRpc(
   const mediaType = request.headers["content-type"]?.split(";")[0]?.trim().toLowerCase();
   if (mediaType !== undefined && mediaType !== "application/json")
     return failure(CONTENT_TYPE_NOT_SUPPORTED, `unsupported Content-Type "${mediaType}"; send application/json`);
+  // JSON is UTF-8 text (RFC 8259): other bytes would be decoded to U+FFFD, changing what was sent.
+  const text = utf8Text(request.body ?? "");
+  if (text === undefined) return failure(PARSE_ERROR, "the body is not valid UTF-8");
   let body: unknown;
   try {
-    body = JSON.parse(typeof request.body === "string" ? request.body : "");
+    body = JSON.parse(text);
   } catch {
     return failure(PARSE_ERROR, "the body is not valid JSON");
   }

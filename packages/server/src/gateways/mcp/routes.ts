@@ -18,6 +18,7 @@ import { isObject } from "../a2a/parts.ts";
 import { answerProblem, elicitationFor, formProblem, parseElicitationId, resumeValueOf } from "./elicitation.ts";
 import { cancelChain, MCP_PROTOCOL_VERSIONS, mcpServer, type McpCall } from "./handler.ts";
 import { callRunId, newSession, sessionOf, type McpSession } from "./session.ts";
+import { utf8Text } from "../../http/validation.ts";
 
 const PARSE_ERROR = -32700;
 const INVALID_REQUEST = -32600;
@@ -35,10 +36,10 @@ const SERVER_ERROR = -32000;
 export const mcpRoutes: FastifyPluginAsyncTypebox<{ services: AppServices; version: string }> = async (app, options) => {
   const { services, version } = options;
   const tags = ["mcp"];
-  // JSON-RPC reports a malformed body itself (-32700): bodies reach the handler as text.
+  // JSON-RPC reports a malformed body itself (-32700): bodies reach the handler as bytes.
   const parseJson = app.getDefaultJsonParser("error", "error");
   app.removeContentTypeParser("application/json");
-  app.addContentTypeParser("*", { parseAs: "string" }, (_request, body, done) => done(null, body));
+  app.addContentTypeParser("*", { parseAs: "buffer" }, (_request, body, done) => done(null, body));
 
   app.post(
     "/mcp",
@@ -248,15 +249,18 @@ function isResponse(message: Record<string, unknown>): boolean {
   return message.method === undefined && ("result" in message || "error" in message);
 }
 
-/** Parses the body with Fastify's JSON parser (its prototype-poisoning checks included). */
+/**
+ * Parses the body with Fastify's JSON parser (its prototype-poisoning checks included); bytes that
+ * are not UTF-8 are not JSON (RFC 8259), and decoding them would change what was sent.
+ */
 function parse(
   parseJson: ReturnType<FastifyRequest["server"]["getDefaultJsonParser"]>,
   request: FastifyRequest,
 ): Promise<{ ok: true; value: unknown } | { ok: false }> {
+  const text = utf8Text(request.body ?? "");
+  if (text === undefined) return Promise.resolve({ ok: false });
   return new Promise((resolve) => {
-    parseJson(request, typeof request.body === "string" ? request.body : "", (error: Error | null, value?: unknown) =>
-      resolve(error ? { ok: false } : { ok: true, value }),
-    );
+    parseJson(request, text, (error: Error | null, value?: unknown) => resolve(error ? { ok: false } : { ok: true, value }));
   });
 }
 
