@@ -5,6 +5,7 @@ import pg from "pg";
 import { mintToken } from "../src/auth/authenticator.ts";
 import { createLocalNotifier } from "../src/notify/notifier.ts";
 import { createLogger } from "../src/observability/logger.ts";
+import { Metrics } from "../src/observability/metrics.ts";
 import { startServer } from "../src/server.ts";
 import { createTestDatabase, TEST_DATABASE_URL, TEST_DRIVER } from "./support/db.ts";
 import { startTestServer, TEST_SECRET, type TestServer } from "./support/server.ts";
@@ -382,6 +383,31 @@ describe("observability: queue gauges, across processes", () => {
     } finally {
       await api.close();
     }
+  });
+});
+
+describe("observability: queue gauges when the database cannot be read", () => {
+  test("they read NaN, not the last figures, which would look current and keep a stalled-queue alert quiet", async () => {
+    const metrics = new Metrics({ processMetrics: false, queueCacheMs: 0 });
+    let readable = true;
+    metrics.setSources({
+      queue: async () => {
+        if (!readable) throw new Error("connect ECONNREFUSED");
+        return { pending: 15, ready: 15, blocked: 0, oldestReadySeconds: 4 };
+      },
+    });
+    const value = async (name: string) => (await metrics.registry.getSingleMetric(name)!.get()).values[0]?.value;
+    assert.equal(await value("rudder_queue_oldest_age_seconds"), 4);
+    readable = false;
+    for (const name of [
+      "rudder_queue_pending_runs",
+      "rudder_queue_ready_runs",
+      "rudder_queue_blocked_runs",
+      "rudder_queue_oldest_age_seconds",
+    ])
+      assert.ok(Number.isNaN(await value(name)), name);
+    readable = true;
+    assert.equal(await value("rudder_queue_pending_runs"), 15);
   });
 });
 

@@ -1,6 +1,9 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
 import { isSettled, type RunStatus } from "../domain/runs.ts";
 
+/** A queue read that failed. */
+const UNREADABLE = Symbol("unreadable");
+
 /** What the queue looks like now, read from the database at scrape time (one statement). */
 export interface QueueSnapshot {
   /** Runs with status pending, including those waiting for a retry's backoff or their thread. */
@@ -155,7 +158,8 @@ export class Metrics {
         registers: [this.registry],
         async collect() {
           const queue = await readQueue();
-          if (queue) this.set(figure(queue));
+          // Unreadable (the database is down): NaN, not the last figure read, which would look current.
+          if (queue) this.set(queue === UNREADABLE ? Number.NaN : figure(queue));
         },
       });
     queueGauge(
@@ -275,14 +279,15 @@ export class Metrics {
   }
 
   /** One read per `queueCacheMs` whoever scrapes, and concurrent scrapes share it; a failed read leaves the gauges as they were. */
-  private async queue(): Promise<QueueSnapshot | undefined> {
+  /** The queue now (cached `queueCacheMs`); undefined without a queue source, UNREADABLE when the read failed. */
+  private async queue(): Promise<QueueSnapshot | typeof UNREADABLE | undefined> {
     const read = this.sources.queue;
     if (!read) return undefined;
     const now = Date.now();
     if (!this.queueRead || now - this.queueRead.at >= this.queueCacheMs) this.queueRead = { at: now, value: read() };
     return this.queueRead.value.catch(() => {
       this.queueRead = undefined;
-      return undefined;
+      return UNREADABLE;
     });
   }
 }

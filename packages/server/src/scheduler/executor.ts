@@ -144,7 +144,7 @@ export class Scheduler {
       await tx.query("rollback to savepoint fire_schedule");
       const refusal: ScheduleError = { code: error.code, message: error.message, scheduled_at: scheduledAt.toISOString() };
       this.deps.log.warn(
-        { scheduleId: schedule.schedule_id, tenantId: schedule.tenant_id, scheduledAt: refusal.scheduled_at, code: error.code },
+        { schedule_id: schedule.schedule_id, tenant_id: schedule.tenant_id, scheduled_at: refusal.scheduled_at, code: error.code },
         `schedule skipped a due time: ${error.message}`,
       );
       await advanceSchedule(tx, schedule.tenant_id, schedule.schedule_id, schedule.due, { nextRunAt, error: refusal });
