@@ -25,6 +25,20 @@ import { startTestServer, type TestServer } from "./support/server.ts";
 
 const TESTING_CONFIG = fileURLToPath(new URL("./fixtures/testing.rudder.json", import.meta.url));
 
+/** ListTasks through the SDK client, every field of the request at its default unless `params` sets it. */
+const listTasks = (client: Client, params: Partial<ListTasksRequest> = {}) =>
+  client.listTasks({
+    tenant: "",
+    contextId: "",
+    status: TaskState.TASK_STATE_UNSPECIFIED,
+    pageToken: "",
+    statusTimestampAfter: undefined,
+    pageSize: undefined,
+    historyLength: undefined,
+    includeArtifacts: undefined,
+    ...params,
+  });
+
 /** A2A task lists, concurrent sends, several API processes, and an agent that delegates to a Rudder assistant over A2A. */
 describe("A2A tasks", () => {
   let server: TestServer;
@@ -45,18 +59,7 @@ describe("A2A tasks", () => {
       const first = asTask(await chat.sendMessage(sendRequest(userMessage([text("a")]))));
       const second = asTask(await chat.sendMessage(sendRequest(userMessage([text("b")], { contextId: first.contextId }))));
       const other = asTask(await chat.sendMessage(sendRequest(userMessage([text("c")]))));
-      const list = (params: Partial<ListTasksRequest>, lister: Client = chat) =>
-        lister.listTasks({
-          tenant: "",
-          contextId: "",
-          status: TaskState.TASK_STATE_UNSPECIFIED,
-          pageToken: "",
-          statusTimestampAfter: undefined,
-          pageSize: undefined,
-          historyLength: undefined,
-          includeArtifacts: undefined,
-          ...params,
-        });
+      const list = (params: Partial<ListTasksRequest>, lister: Client = chat) => listTasks(lister, params);
       const all = await list({});
       assert.deepEqual(
         all.tasks.map((task) => task.id),
@@ -167,16 +170,7 @@ describe("A2A tasks", () => {
       assert.equal(read.metadata?.rudder_run_id, task.id);
       assert.equal(read.contextId, task.contextId);
       assert.deepEqual(outputOf(read), outputOf(task));
-      const listed = await echo.listTasks({
-        tenant: "",
-        contextId: "",
-        status: TaskState.TASK_STATE_UNSPECIFIED,
-        pageToken: "",
-        statusTimestampAfter: undefined,
-        pageSize: undefined,
-        historyLength: undefined,
-        includeArtifacts: undefined,
-      });
+      const listed = await listTasks(echo);
       assert.deepEqual(
         listed.tasks.map((listedTask) => listedTask.id),
         [task.id],
