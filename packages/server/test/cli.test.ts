@@ -43,7 +43,8 @@ async function devServer(child: ReturnType<typeof startRudder>) {
 describe(`the rudder command on ${TEST_DRIVER}`, () => {
   test("dev starts on its database, prints a working token, and stops on SIGTERM", async () => {
     const target = await devTarget();
-    const env = { ...target.env, RUDDER_JWT_SECRET: undefined };
+    // With an issuer and audience required, the printed token carries them (it used to be a 401).
+    const env = { ...target.env, RUDDER_JWT_SECRET: undefined, RUDDER_JWT_ISSUER: "https://issuer.example", RUDDER_JWT_AUDIENCE: "rudder" };
     const child = startRudder(["dev", "--config", EXAMPLES_CONFIG, "--port", "0", "--data-dir", target.dataDir], env);
     try {
       const banner = await waitForOutput(child, /Dev token[^\n]*\n\s+(\S+)\n/);

@@ -164,6 +164,25 @@ describe("HTTP basics", () => {
     assertProblem(await server.request("GET", "/v1/threads", { token: null, headers: { "x-api-key": "wrong" } }), 401, "unauthorized");
   });
 
+  test("with Authorization and X-Api-Key both sent, Authorization decides; a Rudder key naming someone else is refused", async () => {
+    // The key's tenant ("keyed", viewer-only) and the bearer token's ("t1", admin) differ. The key
+    // used to win: a proxy that checked the token let the key through, and a viewer's token beside
+    // an admin's key could write.
+    const both = await server.request("POST", "/v1/threads", { headers: { "x-api-key": API_KEY }, body: {} });
+    assertProblem(both, 400, "invalid_request");
+    assert.match(both.body.detail, /Authorization and X-Api-Key name different credentials/);
+    const viewer = await server.request("POST", "/v1/threads", { roles: ["viewer"], headers: { "x-api-key": API_KEY }, body: {} });
+    assertProblem(viewer, 400, "invalid_request");
+    // A key that is not Rudder's (the LangGraph SDK sends LANGSMITH_API_KEY as X-Api-Key by itself) is not a credential here.
+    const langsmith = await server.request("POST", "/v1/threads", { headers: { "x-api-key": "lsv2_pt_not_a_rudder_key" }, body: {} });
+    assert.equal(langsmith.status, 201, JSON.stringify(langsmith.body));
+    // The same key in both headers is one credential.
+    assert.equal((await server.request("GET", "/v1/threads", { token: API_KEY, headers: { "x-api-key": API_KEY } })).status, 200);
+    // A forged token is refused whatever key comes with it.
+    const forged = await server.request("GET", "/v1/threads", { token: "e30.e30.forged", headers: { "x-api-key": API_KEY } });
+    assertProblem(forged, 401, "unauthorized");
+  });
+
   test("malformed JSON is 400 invalid_request", async () => {
     assertProblem(await server.request("POST", "/v1/threads", { rawBody: '{"metadata": ' }), 400, "invalid_request");
   });

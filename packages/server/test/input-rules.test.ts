@@ -90,13 +90,15 @@ describe("run configs", () => {
 
 describe("tenant ids", () => {
   test("well-formed text up to the length limit; nothing that would alias another tenant", () => {
-    for (const fine of ["acme", "t1", "tenant-ü", "org:42/team", "a".repeat(MAX_TENANT_ID_LENGTH)])
+    // 128 emoji are 128 characters (256 UTF-16 units).
+    for (const fine of ["acme", "t1", "tenant-ü", "org:42/team", "a".repeat(MAX_TENANT_ID_LENGTH), "😀".repeat(MAX_TENANT_ID_LENGTH)])
       assert.equal(tenantIdProblem(fine), undefined, fine);
     const refused: [unknown, RegExp][] = [
       ["", /non-empty/],
       [42, /string/],
       [["acme"], /string/],
       ["a".repeat(MAX_TENANT_ID_LENGTH + 1), /longer than 128/],
+      ["😀".repeat(MAX_TENANT_ID_LENGTH + 1), /longer than 128/],
       ["acme\u0000", /U\+0000/],
       ["\ud800", /lone surrogate/],
       ["\udc00", /lone surrogate/],

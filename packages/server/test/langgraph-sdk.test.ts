@@ -104,6 +104,16 @@ describe("LangGraph API through the SDK: assistants, threads, runs, streams", ()
     assert.equal((await client.threads.get(thread.thread_id)).thread_id, thread.thread_id);
     const anonymous = new Client({ apiUrl: server.url, apiKey: null, callerOptions: { maxRetries: 0 } });
     await rejectsWith(anonymous.threads.create(), 401);
+    // The SDK sends LANGSMITH_API_KEY (set for tracing) as X-Api-Key by itself, beside the bearer
+    // token the docs tell users to pass: the token decides (this was a 401 "unknown API key").
+    const traced = new Client({
+      apiUrl: server.url,
+      apiKey: "lsv2_pt_0123456789abcdef_tracing_key",
+      defaultHeaders: { authorization: `Bearer ${await server.token()}` },
+      callerOptions: { maxRetries: 0 },
+    });
+    const tracedThread = await traced.threads.create();
+    assert.equal((await client.threads.get(tracedThread.thread_id)).thread_id, tracedThread.thread_id);
   });
 
   test("assistants: search, get (a graph id is an assistant id), graph, schemas, version; 404 for unknown", async () => {

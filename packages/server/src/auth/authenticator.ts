@@ -121,13 +121,7 @@ export function createAuthenticator(config: AuthConfig): Authenticate {
     return match && { tenantId: match.tenantId, roles: match.roles, subject: `api-key:${match.sha256.slice(0, 12)}` };
   }
 
-  return async ({ bearer, apiKey }) => {
-    if (apiKey !== undefined) {
-      const principal = principalFromApiKey(apiKey);
-      if (!principal) throw unauthorized("unknown API key");
-      return principal;
-    }
-    if (bearer === undefined) throw unauthorized("missing Authorization: Bearer <token> header");
+  const fromBearer = async (bearer: string): Promise<Principal> => {
     if (bearer.split(".").length !== 3) {
       const principal = principalFromApiKey(bearer);
       if (principal) return principal;
@@ -139,7 +133,30 @@ export function createAuthenticator(config: AuthConfig): Authenticate {
     verified.remember(bearer, principal, payload.exp);
     return principal;
   };
+
+  /**
+   * `Authorization` is the credential when it is sent. An `X-Api-Key` beside it that is no Rudder
+   * key is not one of ours (the LangGraph SDK sends `LANGSMITH_API_KEY` there by itself) and is
+   * ignored; one that is a Rudder key must name the same principal, or the request is refused: a
+   * proxy in front may have checked the other one, as with two Authorization headers.
+   */
+  return async ({ bearer, apiKey }) => {
+    if (bearer === undefined) {
+      if (apiKey === undefined) throw unauthorized("missing Authorization: Bearer <token> header");
+      const principal = principalFromApiKey(apiKey);
+      if (!principal) throw unauthorized("unknown API key");
+      return principal;
+    }
+    const principal = await fromBearer(bearer);
+    const keyed = apiKey === undefined ? undefined : principalFromApiKey(apiKey);
+    if (keyed && !samePrincipal(keyed, principal))
+      throw new ApiError("invalid_request", "Authorization and X-Api-Key name different credentials: send one of them");
+    return principal;
+  };
 }
+
+const samePrincipal = (a: Principal, b: Principal): boolean =>
+  a.tenantId === b.tenantId && a.subject === b.subject && [...a.roles].sort().join() === [...b.roles].sort().join();
 
 function loadJwks(config: AuthConfig): JWTVerifyGetKey | undefined {
   if (config.jwksFile) return createLocalJWKSet(JSON.parse(readFileSync(config.jwksFile, "utf8")) as JSONWebKeySet);

@@ -18,7 +18,17 @@ export async function runDev(values: CliValues): Promise<number> {
   const server = await startOrClose(db, () =>
     startServer({ config, db, schema: "migrate", worker: {}, exclusiveDatabase, logFormat: "pretty" }),
   );
-  const token = await mintToken(secret, { tenantId: "default", roles: ["admin"], subject: "rudder-dev", expiresIn: "30d" });
+  // With the claims this server checks (issuer, audience, claim names), as `rudder token` mints them.
+  const token = await mintToken(secret, {
+    tenantId: "default",
+    roles: ["admin"],
+    subject: "rudder-dev",
+    expiresIn: "30d",
+    issuer: config.auth.issuer,
+    audience: config.auth.audience,
+    tenantClaim: config.auth.tenantClaim,
+    rolesClaim: config.auth.rolesClaim,
+  });
   process.stdout.write(
     [
       "",

@@ -10,7 +10,9 @@ import { textProblem } from "./storable-json.ts";
  */
 export function tenantIdProblem(value: unknown): string | undefined {
   if (typeof value !== "string" || value === "") return "must be a non-empty string";
-  if (value.length > MAX_TENANT_ID_LENGTH) return `is longer than ${MAX_TENANT_ID_LENGTH} characters`;
+  // Characters are code points, as PostgreSQL's char_length counts them (an emoji is one, not two UTF-16 units).
+  if (value.length > MAX_TENANT_ID_LENGTH && [...value].length > MAX_TENANT_ID_LENGTH)
+    return `is longer than ${MAX_TENANT_ID_LENGTH} characters`;
   const text = textProblem(value);
   if (text) return text;
   if (value.includes("\ufffd")) return "contains U+FFFD (a replacement character: the text was already mangled)";
