@@ -27,6 +27,14 @@ function listen(notifier: Notifier): { heard: Notice[]; next: (match: (notice: N
   return { heard, next };
 }
 
+/** Resolves once the notifier's LISTEN connection is up (checked every 10 ms, for up to 30 s). */
+async function untilListening(notifier: Notifier): Promise<void> {
+  for (const deadline = Date.now() + 30_000; !notifier.health?.().listening;) {
+    if (Date.now() > deadline) throw new Error("the LISTEN connection did not come up within 30 s");
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
 describe(`notices on ${TEST_DRIVER}`, () => {
   let database: TestDatabase;
   /** Two processes' notifiers on one database (on PGlite, one process: the same notifier). */
@@ -37,6 +45,10 @@ describe(`notices on ${TEST_DRIVER}`, () => {
     if (database.url) {
       sender = createPostgresNotifier(database.url);
       receiver = createPostgresNotifier(database.url);
+      // PostgreSQL keeps no notice for a listener still connecting: on a loaded machine the first
+      // test's notice could commit before the LISTEN did (seen once in CI, "no notice within 5 s").
+      await untilListening(sender);
+      await untilListening(receiver);
     } else {
       sender = receiver = createLocalNotifier();
     }
