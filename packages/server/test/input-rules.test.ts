@@ -9,7 +9,7 @@ import { MAX_REQUEST_JSON_DEPTH, MAX_TENANT_ID_LENGTH } from "../src/domain/limi
 import { findJsonFault, serializedFault, storableText, textProblem, UnstorableOutputError } from "../src/domain/storable-json.ts";
 import { tenantIdProblem } from "../src/domain/tenants.ts";
 import { toApiError } from "../src/http/problem.ts";
-import { CANONICAL_UUID } from "../src/http/validation.ts";
+import { CANONICAL_UUID } from "../src/domain/names.ts";
 import { isConnectionFailure } from "../src/storage/db.ts";
 import { atDeadline, MAX_TIMER_MS } from "../src/worker/deadline.ts";
 

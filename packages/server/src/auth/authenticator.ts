@@ -188,6 +188,14 @@ export interface TokenRequest {
   readonly rolesClaim?: string;
 }
 
+/** What a token must carry for a server with this auth config to accept it: its issuer, audience and claim names. */
+export const acceptedClaimsOf = (auth: AuthConfig): Pick<TokenRequest, "issuer" | "audience" | "tenantClaim" | "rolesClaim"> => ({
+  issuer: auth.issuer,
+  audience: auth.audience,
+  tenantClaim: auth.tenantClaim,
+  rolesClaim: auth.rolesClaim,
+});
+
 /** Mints an HS256 token the server started with the same secret accepts. */
 export async function mintToken(secret: string, request: TokenRequest): Promise<string> {
   let jwt = new SignJWT({

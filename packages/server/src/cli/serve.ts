@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
-import { mintToken } from "../auth/authenticator.ts";
+import { acceptedClaimsOf, mintToken } from "../auth/authenticator.ts";
 import { ConfigError, resolveConfig, type RudderConfig } from "../config/config.ts";
 import { openDatabase, startServer, type RunningServer } from "../server.ts";
 import type { Db } from "../storage/db.ts";
@@ -18,16 +18,12 @@ export async function runDev(values: CliValues): Promise<number> {
   const server = await startOrClose(db, () =>
     startServer({ config, db, schema: "migrate", worker: {}, exclusiveDatabase, logFormat: "pretty" }),
   );
-  // With the claims this server checks (issuer, audience, claim names), as `rudder token` mints them.
   const token = await mintToken(secret, {
     tenantId: "default",
     roles: ["admin"],
     subject: "rudder-dev",
     expiresIn: "30d",
-    issuer: config.auth.issuer,
-    audience: config.auth.audience,
-    tenantClaim: config.auth.tenantClaim,
-    rolesClaim: config.auth.rolesClaim,
+    ...acceptedClaimsOf(config.auth),
   });
   process.stdout.write(
     [

@@ -1,7 +1,7 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { decodeJwt } from "jose";
-import { mintToken } from "../auth/authenticator.ts";
+import { acceptedClaimsOf, mintToken } from "../auth/authenticator.ts";
 import { ConfigError, resolveConfig } from "../config/config.ts";
 import { isRole, type Role } from "../domain/roles.ts";
 import { tenantIdProblem } from "../domain/tenants.ts";
@@ -32,10 +32,7 @@ export async function runToken(values: CliValues): Promise<number> {
     roles: roles as Role[],
     expiresIn: expires,
     ...(values.subject ? { subject: values.subject } : {}),
-    issuer: config.auth.issuer,
-    audience: config.auth.audience,
-    tenantClaim: config.auth.tenantClaim,
-    rolesClaim: config.auth.rolesClaim,
+    ...acceptedClaimsOf(config.auth),
   }).catch((error: unknown) => {
     // jose refuses a lifetime it cannot read with a TypeError.
     if (error instanceof TypeError) throw new ConfigError(`--expires must be a lifetime like 30m, 12h or 7d, not "${expires}"`);

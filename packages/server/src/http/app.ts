@@ -30,7 +30,7 @@ import type { AppServices } from "./services.ts";
 import { beginShutdown, isShuttingDown } from "./shutdown.ts";
 import { clientErrorHandler, connectHandler, frameworkErrorHandler, RouteMethods } from "./protocol-errors.ts";
 import { queryEncodingProblem } from "./query.ts";
-import { buildCachedSerializer, buildStrictValidator, storableJsonParser, utf8JsonParser } from "./validation.ts";
+import { buildCachedSerializer, buildStrictValidator, faultError, storableJsonParser, utf8JsonParser } from "./validation.ts";
 
 export interface AppOptions {
   readonly services: AppServices;
@@ -164,9 +164,12 @@ export async function buildApp(options: AppOptions): Promise<App> {
     if (!request.url.startsWith("/v1/")) return;
     const schema = request.routeOptions.schema;
     if (request.body !== undefined && schema?.body === undefined && !isEmptyObject(request.body))
-      throw fieldError("body", "this route takes no body: send none, or {}");
+      throw faultError("body", { path: "", problem: "this route takes no body: send none, or {}" });
     if (request.headers["idempotency-key"] !== undefined && request.method !== "GET" && !takesIdempotencyKey(schema?.headers))
-      throw fieldError("headers", "this route takes no Idempotency-Key (runs and steering do): a retry of it is not made safe by one");
+      throw faultError("headers", {
+        path: "",
+        problem: "this route takes no Idempotency-Key (runs and steering do): a retry of it is not made safe by one",
+      });
   });
   const routeMethods = new RouteMethods();
   app.addHook("onRoute", (route) => routeMethods.add(route));
@@ -241,8 +244,3 @@ const takesIdempotencyKey = (headers: unknown): boolean =>
   typeof headers === "object" &&
   headers !== null &&
   Object.hasOwn((headers as { properties?: object }).properties ?? {}, "idempotency-key");
-
-/** A 422 naming the request part at fault, in the shape schema violations have. */
-function fieldError(location: "body" | "headers", message: string): ApiError {
-  return new ApiError("validation_error", `${location} ${message}`, { fields: { errors: [{ location, path: "/", message }] } });
-}

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import type { IncomingMessage } from "node:http";
+import { STATUS_CODES, type IncomingMessage } from "node:http";
 import type { Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import type { FastifyError, FastifyReply, FastifyRequest, RouteOptions } from "fastify";
@@ -55,13 +55,6 @@ export function connectHandler(routeMethods: RouteMethods): (request: IncomingMe
   };
 }
 
-const STATUS_TEXT: Readonly<Record<number, string>> = {
-  400: "Bad Request",
-  405: "Method Not Allowed",
-  408: "Request Timeout",
-  431: "Request Header Fields Too Large",
-};
-
 /** A problem answer written straight to a socket, where no request object exists to reply through. */
 function writeProblem(socket: Duplex, apiError: ApiError, headers: Record<string, string> = {}): void {
   if (!socket.writable) return;
@@ -71,7 +64,7 @@ function writeProblem(socket: Duplex, apiError: ApiError, headers: Record<string
     .map(([name, value]) => `${name}: ${value}\r\n`)
     .join("");
   socket.write(
-    `HTTP/1.1 ${apiError.status} ${STATUS_TEXT[apiError.status] ?? "Bad Request"}\r\n` +
+    `HTTP/1.1 ${apiError.status} ${STATUS_CODES[apiError.status] ?? "Bad Request"}\r\n` +
       `Content-Type: application/problem+json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
       `X-Request-Id: ${requestId}\r\n${extra}Connection: close\r\n\r\n${body}`,
   );

@@ -4,6 +4,7 @@ import { SerializerSelector, type SerializerCompiler, type SerializerFactory } f
 import { Ajv, type AnySchema, type ErrorObject, type Options as AjvOptions, type ValidateFunction } from "ajv";
 import addFormats from "ajv-formats";
 import { ApiError } from "../domain/errors.ts";
+import { CANONICAL_UUID } from "../domain/names.ts";
 import { PROTOTYPE_MEMBERS, findJsonFault, type JsonFault } from "../domain/storable-json.ts";
 
 /**
@@ -12,9 +13,6 @@ import { PROTOTYPE_MEMBERS, findJsonFault, type JsonFault } from "../domain/stor
  * sees them; path and query parameters get the same string rules in their validators; and ids
  * declared `format: "uuid"` must be canonical. A fault is a 422 naming the field.
  */
-
-/** The textual form the server writes ids in: lowercase 8-4-4-4-12 hex, nothing around it. */
-export const CANONICAL_UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 type JsonParser = (request: FastifyRequest, body: string, done: (error: Error | null, value?: unknown) => void) => void;
 
