@@ -190,9 +190,10 @@ export class EventFeed implements EventHandoff, SettleHandoff {
       }
       for (const tail of tails) {
         const found = byRun.get(tail.runId) ?? [];
+        // A full page: there may be more; read on (the callers' promise waits for this read only).
+        tail.more = found.length === PAGE;
         tail.deliver(found);
-        // A full page: there is more; read on (the callers' promise waits for this read only).
-        if (found.length === PAGE) this.refresh(tail).catch(() => {});
+        if (tail.more) this.refresh(tail).catch(() => {});
       }
       batch.resolve();
     } catch (error) {
@@ -223,6 +224,8 @@ export interface TailReader {
   since(cursor: number): RunEvent[] | undefined;
   /** Reads the log now (with the other due runs); resolves once a read started after this call finished. */
   refresh(): Promise<void>;
+  /** Whether the tail's last read filled its page (one read takes at most a page): the log may hold more. */
+  readonly more: boolean;
   /** Resolves "notice" once something happened since the last `take`, or "recheck" after `ms`, or on abort. */
   wait(ms: number, signal?: AbortSignal): Promise<"notice" | "recheck">;
   /** Clears the wake-up flag: call before looking at `since` and `changes`. */
@@ -240,6 +243,8 @@ class RunTail {
   private base: number;
   /** The highest sequence read. */
   head: number;
+  /** Whether the last read of the log filled its page: the log may hold events after `head`. */
+  more = false;
   changes = 0;
   private readonly readers = new Set<Reader>();
 
@@ -337,6 +342,10 @@ class Reader implements TailReader {
 
   get changes(): number {
     return this.tail.changes;
+  }
+
+  get more(): boolean {
+    return this.tail.more;
   }
 
   since(cursor: number): RunEvent[] | undefined {

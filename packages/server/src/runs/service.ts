@@ -319,9 +319,12 @@ export class RunService {
           seenChanges = tail.changes;
           const run = await this.runAt(wakeup, end, tenantId, runId);
           if (run && isSettled(run.status)) {
-            // The final status committed with the last events: one more read finds them all.
-            await tail.refresh();
-            for (let rest = await nextPage(); rest.length; rest = await nextPage()) yield { type: "events", events: rest };
+            // The final status committed with the last events: reading on until a read finds no
+            // full page finds them all (a read takes at most a page per run).
+            do {
+              await tail.refresh();
+              for (let rest = await nextPage(); rest.length; rest = await nextPage()) yield { type: "events", events: rest };
+            } while (tail.more);
             yield { type: "settled", run: publicRun(run) };
             return;
           }
