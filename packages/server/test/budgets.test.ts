@@ -53,6 +53,20 @@ describe("budgets (a fake chat model that reports token usage; no network)", () 
     });
   }
 
+  for (const [name, input, limits, expected] of [
+    ["a refused model call", { calls: 4, swallow: true }, { max_model_calls: 1 }, { model_calls: 1, tokens: 10 }],
+    ["a refused tool call (as ToolNode does)", { calls: 0, toolCalls: 3, swallow: true }, { max_tool_calls: 1 }, { tool_calls: 1 }],
+    ["the call that crosses max_tokens", { calls: 4, swallow: true }, { max_tokens: 15 }, { model_calls: 2, tokens: 20 }],
+  ] as const) {
+    test(`${name} ends the run though graph code catches the error: failed with budget_exceeded, no more calls`, async () => {
+      const ended = await run("budget", input, limits);
+      assert.equal(ended.status, "failed", JSON.stringify(ended));
+      assert.equal(ended.error.code, "budget_exceeded");
+      assert.equal(ended.error.retryable, false);
+      for (const [key, value] of Object.entries(expected)) assert.equal(ended.usage[key], value, key);
+    });
+  }
+
   test("subgraphs share the run's one budget", async () => {
     const ok = await run("budget_parent", { calls: 2 }, { max_model_calls: 4 });
     assert.equal(ok.status, "succeeded");

@@ -208,6 +208,26 @@ describe("run control and recovery", () => {
     assert.equal(kinds.filter((k: string) => k === "run_dead_letter").length, 2);
   });
 
+  test("a redrive restarts the run_timeout clock: a run redriven after its timeout has passed runs to its end", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "rudder-flaky-"));
+    const { body: run } = await server.request("POST", "/v1/runs", {
+      body: {
+        assistant_id: "flaky",
+        input: { marker: join(dir, "marker"), sideEffectFile: join(dir, "effects.log"), fatal: true },
+        run_timeout: 1,
+      },
+    });
+    const failed = await joinRun(run.run_id);
+    assert.deepEqual([failed.status, failed.error.retryable], ["failed", false]);
+    await new Promise((resolve) => setTimeout(resolve, 1_100)); // the first start's clock has run out
+    const redriven = await server.request("POST", `/v1/runs/${run.run_id}/redrive`);
+    assert.equal(redriven.status, 202);
+    assert.equal(redriven.body.started_at, null, "pending again, not started");
+    const done = await joinRun(run.run_id);
+    assert.equal(done.status, "succeeded", JSON.stringify(done.error));
+    assert.ok(Date.parse(done.started_at) > Date.parse(failed.finished_at), "its clock starts at the redriven run's start");
+  });
+
   test("a deterministic failure is not retried; redrive of it runs it again; other states are 409", async () => {
     const { body: run } = await server.request("POST", "/v1/runs", { body: { assistant_id: "failing", input: { mode: "plain" } } });
     const failed = await joinRun(run.run_id);

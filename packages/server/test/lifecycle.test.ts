@@ -175,7 +175,13 @@ describe("steering admission by run state (spec section 4, one case per row)", (
 
 describe("how an attempt ends (DESIGN.md: which failures are retried)", () => {
   const policy = { maxAttempts: 3, retryBaseMs: 1000 };
-  const facts = (attempt: number) => ({ status: "running" as RunStatus, attempt, run_timeout: 5 });
+  const facts = (attempt: number, more: { started_at?: string; handed_back?: number } = {}) => ({
+    status: "running" as RunStatus,
+    attempt,
+    run_timeout: 5,
+    started_at: null,
+    ...more,
+  });
   const threw = (error: unknown): AttemptResult => ({ kind: "threw", error });
   const cases: {
     name: string;
@@ -265,6 +271,24 @@ describe("how an attempt ends (DESIGN.md: which failures are retried)", () => {
       assert.equal(outcome.error?.code, c.code);
     });
   }
+  test("a retry whose backoff would end past the run_timeout times the run out now", () => {
+    const retryable = threw(Object.assign(new Error("x"), { retryable: true }));
+    const started = Date.parse("2026-01-01T00:00:00Z");
+    const at = (seconds: number) =>
+      attemptOutcome(facts(2, { started_at: new Date(started).toISOString() }), retryable, undefined, policy, started + seconds * 1000);
+    // run_timeout 5 s, backoff 2 s before attempt 3.
+    assert.equal(at(2.9).status, "pending");
+    assert.equal(at(3).status, "timed_out");
+    assert.equal(at(3).error?.code, "run_timed_out");
+  });
+  test("attempts handed back at shutdown count toward no limit", () => {
+    const retryable = threw(Object.assign(new Error("x"), { retryable: true }));
+    assert.equal(attemptOutcome(facts(3), retryable, undefined, policy).status, "dead_letter");
+    assert.equal(attemptOutcome(facts(5, { handed_back: 3 }), retryable, undefined, policy).status, "pending");
+    assert.equal(attemptOutcome(facts(5, { handed_back: 2 }), retryable, undefined, policy).status, "dead_letter");
+    const lost = attemptOutcome(facts(7, { handed_back: 3 }), threw(new Error("aborted")), "attempts_exhausted", policy);
+    assert.equal(lost.error?.message, "its worker was lost on each of 3 attempts");
+  });
   test("retries back off exponentially", () => {
     const delays = [1, 2].map(
       (attempt) =>

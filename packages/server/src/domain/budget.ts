@@ -34,16 +34,27 @@ export class BudgetExceededError extends Error {
  */
 export class UsageMeter {
   private spent: Usage;
+  private refusal: BudgetExceededError | undefined;
 
+  /** `onExceeded`: told once, at the first refusal, so the run can be stopped whatever graph code does with the error. */
   constructor(
     private readonly budget: Budget,
     already: Usage = NO_USAGE,
+    private readonly onExceeded?: (error: BudgetExceededError) => void,
   ) {
     this.spent = { ...NO_USAGE, ...already };
   }
 
   get usage(): Usage {
     return { ...this.spent };
+  }
+
+  /**
+   * The first refusal, kept: graph code may catch the error (LangGraph's prebuilt `ToolNode` turns
+   * a tool's error into a message for the model), but the run still ends on it.
+   */
+  get exceeded(): BudgetExceededError | undefined {
+    return this.refusal;
   }
 
   /**
@@ -69,18 +80,27 @@ export class UsageMeter {
     }
     for (const key of Object.keys(LIMIT_NAMES) as (keyof Usage)[]) {
       const max = this.budget[key];
-      if (max !== null && this.spent[key] > max) throw new BudgetExceededError(key, this.spent[key], max);
+      if (max !== null && this.spent[key] > max) throw this.refuse(key, max);
     }
   }
 
   private take(key: "model_calls" | "tool_calls", amount: number): void {
     const max = this.budget[key];
-    if (max !== null && this.spent[key] + amount > max) throw new BudgetExceededError(key, this.spent[key], max);
+    if (max !== null && this.spent[key] + amount > max) throw this.refuse(key, max);
     this.spent[key] += amount;
   }
 
   private refuseIfSpent(key: "tokens" | "cost"): void {
     const max = this.budget[key];
-    if (max !== null && this.spent[key] >= max) throw new BudgetExceededError(key, this.spent[key], max);
+    if (max !== null && this.spent[key] >= max) throw this.refuse(key, max);
+  }
+
+  private refuse(key: keyof Usage, max: number): BudgetExceededError {
+    const error = new BudgetExceededError(key, this.spent[key], max);
+    if (!this.refusal) {
+      this.refusal = error;
+      this.onExceeded?.(error);
+    }
+    return error;
   }
 }

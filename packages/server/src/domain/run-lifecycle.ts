@@ -199,6 +199,22 @@ export interface AttemptFacts {
   readonly status: RunStatus;
   readonly attempt: number;
   readonly run_timeout: number | null;
+  /** The run's first start (its clock's start), ISO; null before it ever started. */
+  readonly started_at: string | null;
+  /**
+   * Of its attempts, how many its workers handed back at shutdown (a rolling restart is not a
+   * failure: they count toward no limit). Known only near the limit (`countHandBacks`); 0 elsewhere.
+   */
+  readonly handed_back?: number;
+}
+
+/** The attempts that count toward the delivery limit: every attempt but those handed back at shutdown. */
+export const countedAttempts = (run: Pick<AttemptFacts, "attempt" | "handed_back">): number => run.attempt - (run.handed_back ?? 0);
+
+/** When the run's run_timeout passes (epoch ms); undefined without one. */
+export function runDeadline(run: Pick<AttemptFacts, "run_timeout" | "started_at">): number | undefined {
+  if (run.run_timeout === null || run.started_at === null) return undefined;
+  return Date.parse(run.started_at) + run.run_timeout * 1000;
 }
 
 export interface RetryPolicy {
@@ -230,6 +246,7 @@ export function attemptOutcome(
   result: AttemptResult,
   stopped: Exclude<StopReason, "lease_lost"> | undefined,
   policy: RetryPolicy,
+  now: number = Date.now(),
 ): AttemptOutcome {
   // A run is stopped as cancelled only once it reads cancelling (at its claim or on a heartbeat).
   const from: RunStatus = stopped === "cancelled" ? "cancelling" : run.status;
@@ -251,17 +268,22 @@ export function attemptOutcome(
     };
   };
   if (stopped === "attempts_exhausted") {
-    const error: RunError = { code: "dead_letter", message: `its worker was lost on each of ${run.attempt - 1} attempts`, retryable: true };
+    const error: RunError = {
+      code: "dead_letter",
+      message: `its worker was lost on each of ${countedAttempts(run) - 1} attempts`,
+      retryable: true,
+    };
     return outcome("give_up", { error }, { kind: "run_dead_letter", data: { error } });
   }
-  if (stopped === "timed_out") {
+  const timedOut = () => {
     const error: RunError = {
       code: "run_timed_out",
       message: `the run exceeded its run_timeout of ${run.run_timeout} s`,
       retryable: false,
     };
     return outcome("time_out", { error }, { kind: "run_timed_out", data: { error } });
-  }
+  };
+  if (stopped === "timed_out") return timedOut();
   if (stopped === "cancelled")
     return outcome("stop_cancelled", { error: cancelError("cancel_requested") }, cancelledEvent("cancel_requested", from));
   if (stopped === "shutdown") {
@@ -277,14 +299,18 @@ export function attemptOutcome(
     return outcome("pause", { output: result.output }, { kind: "run_paused", data: { interrupts: result.interrupts } });
   const error = runErrorOf(result.error);
   if (!isRetryableError(result.error)) return outcome("fail", { error }, { kind: "run_failed", data: { error } });
-  if (run.attempt < policy.maxAttempts) {
-    const delay = retryDelayMs(run.attempt, policy.retryBaseMs);
+  const attempts = countedAttempts(run);
+  if (attempts < policy.maxAttempts) {
+    const delay = retryDelayMs(attempts, policy.retryBaseMs);
+    // A retry that could start only after the deadline would never run: the run is out of time now.
+    const deadline = runDeadline(run);
+    if (deadline !== undefined && now + delay >= deadline) return timedOut();
     return outcome(
       "retry",
       { error, retryDelayMs: delay },
       { kind: "run_retrying", data: { attempt: run.attempt, reason: "error", delay_ms: delay, error } },
     );
   }
-  const dead: RunError = { code: "dead_letter", message: `gave up after ${run.attempt} attempts: ${error.message}`, retryable: true };
+  const dead: RunError = { code: "dead_letter", message: `gave up after ${attempts} attempts: ${error.message}`, retryable: true };
   return outcome("give_up", { error: dead }, { kind: "run_dead_letter", data: { error: dead } });
 }

@@ -192,6 +192,22 @@ export async function readEventsAfter(db: Queryable, cursors: readonly LogCursor
   return rows.map(toRunEvent);
 }
 
+/**
+ * How many of the run's attempts since its last redrive its worker handed back at shutdown
+ * (`run_retrying` with reason `worker_shutdown`): they do not count toward its delivery attempts.
+ * Read only when a run reaches its attempt limit, so the log's scan costs nothing on the way.
+ */
+export async function countHandBacks(db: Queryable, tenantId: string, runId: string): Promise<number> {
+  const [row] = await db.query<{ handed_back: number }>(
+    `select count(*)::int as handed_back from run_events e
+      where e.tenant_id = $1 and e.run_id = $2 and e.kind = 'run_retrying' and e.data->>'reason' = 'worker_shutdown'
+        and e.sequence > coalesce((select max(d.sequence) from run_events d
+                                    where d.tenant_id = $1 and d.run_id = $2 and d.kind = 'run_redriven'), 0)`,
+    [tenantId, runId],
+  );
+  return row?.handed_back ?? 0;
+}
+
 /** A row of the log as read. */
 interface LogRow {
   run_id: string;

@@ -587,6 +587,7 @@ const UPDATE_RUN_STATUS = `with changed as (
               lease_owner = case when $5 then null else r.lease_owner end,
               lease_expires_at = case when $5 then null else r.lease_expires_at end,
               attempt = case when $6 then 0 else r.attempt end,
+              started_at = case when $6 then null else r.started_at end,
               output = case when $6 then null else r.output end,
               available_at = case when $6 then now() else r.available_at end,
               blocked = case when $6 then r.thread_id is not null and ${THREAD_HELD_BY_ANOTHER} else r.blocked end

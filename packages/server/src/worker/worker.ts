@@ -4,6 +4,8 @@ import type { FastifyBaseLogger } from "fastify";
 import { UsageMeter } from "../domain/budget.ts";
 import {
   attemptOutcome,
+  countedAttempts,
+  runDeadline,
   isRefusal,
   transitionFor,
   RUN_TRANSITIONS,
@@ -16,7 +18,7 @@ import type { Metrics } from "../observability/metrics.ts";
 import { applyTransition } from "../runs/transitions.ts";
 import type { Db } from "../storage/db.ts";
 import { freesThread, type RunStatus } from "../domain/runs.ts";
-import type { PendingEvent } from "../storage/events.ts";
+import { countHandBacks, type PendingEvent } from "../storage/events.ts";
 import type { Lease } from "../storage/lease.ts";
 import {
   claimRuns,
@@ -348,8 +350,9 @@ export class Worker {
       controller.abort();
     };
     const buffer = this.events.open(lease, () => stop("lease_lost"));
-    // Usage carries over from earlier attempts, so a budget holds across retries.
-    const meter = new UsageMeter(budgetOf(run), run.usage);
+    // Usage carries over from earlier attempts, so a budget holds across retries. A refusal stops
+    // the graph even when its code catches the error (the attempt then ends with that error).
+    const meter = new UsageMeter(budgetOf(run), run.usage, () => controller.abort());
     const release = this.leases.hold(lease, meter, stop);
     const deadline = this.armRunTimeout(run, stop);
     const checkpoints = attemptCheckpoints(run);
@@ -358,10 +361,13 @@ export class Worker {
       await this.options.hooks?.afterClaim?.(run.run_id, run.attempt);
       // Reclaimed after its worker died once too often: a run that keeps killing workers stops here,
       // without starting (no run_started for an attempt that never runs its graph).
-      if (run.attempt > this.options.maxAttempts) stop("attempts_exhausted");
+      if (await this.attemptsExhausted(run)) stop("attempts_exhausted");
+      // Claimed with its run_timeout already past (a retry's backoff, a queue): its graph would
+      // run only to be thrown away, so it does not start.
+      else if (run.status !== "cancelling" && (runDeadline(run) ?? Number.POSITIVE_INFINITY) <= Date.now()) stop("timed_out");
       else buffer.push({ kind: "run_started", data: { attempt: run.attempt, worker: this.id } });
       if (run.status === "cancelling") stop("cancelled");
-      const result = controller.signal.aborted
+      const executed = controller.signal.aborted
         ? ({ kind: "threw", error: new Error("cancelled") } as const)
         : await executeAttempt(run, {
             graphs: this.deps.graphs,
@@ -383,6 +389,7 @@ export class Worker {
               },
             }),
           });
+      const result: AttemptResult = meter.exceeded ? { kind: "threw", error: meter.exceeded } : executed;
       release();
       // A run a stream of this process follows sends its last events with the writer's next flush,
       // while its gate closes, rather than holding them for the settle: when many runs end at once,
@@ -421,12 +428,23 @@ export class Worker {
   }
 
   /**
+   * Whether the run was delivered more often than the limit allows: reclaimed after its worker died
+   * once too often. Attempts its workers handed back at shutdown do not count (read only past the limit).
+   */
+  private async attemptsExhausted(run: ClaimedRun): Promise<boolean> {
+    const max = this.options.maxAttempts;
+    if (run.attempt <= max) return false;
+    const handedBack = await countHandBacks(this.deps.db, run.tenant_id, run.run_id);
+    return countedAttempts({ attempt: run.attempt, handed_back: handedBack }) > max;
+  }
+
+  /**
    * run_timeout bounds the run from its first start, across attempts and their backoff; a pause
    * ends the run (its resume is a new run with its own clock), so paused time never counts.
    */
   private armRunTimeout(run: ClaimedRun, stop: (reason: StopReason) => void): { cancel(): void } | undefined {
-    if (run.run_timeout === null || run.started_at === null) return undefined;
-    return atDeadline(Date.parse(run.started_at) + run.run_timeout * 1000, () => stop("timed_out"));
+    const deadline = runDeadline(run);
+    return deadline === undefined ? undefined : atDeadline(deadline, () => stop("timed_out"));
   }
 
   /**
@@ -460,7 +478,9 @@ export class Worker {
     },
   ): Promise<RunStatus | undefined> {
     if (stopped === "lease_lost") return undefined; // another worker owns the run now; write nothing
-    const outcome = attemptOutcome(run, result, stopped, this.options);
+    // At its attempt limit, a run's hand-backs at shutdown decide whether a failure retries once more.
+    const handedBack = run.attempt >= this.options.maxAttempts ? await countHandBacks(this.deps.db, run.tenant_id, run.run_id) : 0;
+    const outcome = attemptOutcome({ ...run, handed_back: handedBack }, result, stopped, this.options);
     const { rule } = outcome;
     let steered = gated?.steered ?? false;
     // A finished stateless run's checkpoints are dropped by the settle: the writes its attempt
