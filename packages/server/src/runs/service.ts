@@ -24,6 +24,7 @@ import * as runRows from "../storage/runs.ts";
 import { publicRun, type ClaimedRun, type NewRun } from "../storage/runs.ts";
 import { migrateToSuccessor } from "../storage/steering.ts";
 import { lockThread, writeThreadMetadata } from "../storage/threads.ts";
+import { ReplayTurns } from "./replay-turns.ts";
 import { EventFeed, mayHaveSettled, type RunEndWaiter } from "./event-feed.ts";
 import { applyRowOnlyMove, applyTransition } from "./transitions.ts";
 
@@ -51,6 +52,8 @@ export interface FollowOptions {
 export const RECHECK_MS = 1000;
 /** Events read per statement while following a run. */
 const EVENT_PAGE = 500;
+/** How many streams of one tenant read the log behind their run's tail at once (`ReplayTurns`). */
+const REPLAYS_PER_TENANT = 4;
 
 /**
  * Creating, reading, following and controlling runs: the rules the HTTP API, the scheduler and the
@@ -75,6 +78,7 @@ export class RunService {
   /** The process's shared reads of run event logs: every stream of a run reads through it. */
   readonly feed: EventFeed;
   private readonly inserts: RunInserts;
+  private readonly replayTurns = new ReplayTurns(REPLAYS_PER_TENANT);
 
   constructor(
     private readonly db: Db,
@@ -295,9 +299,17 @@ export class RunService {
     await this.assertOwn(tenantId, runId);
     const tail = this.feed.attach(tenantId, runId, cursor);
     const end = this.feed.awaitEnd(runId);
-    /** The next page after the cursor: from the shared tail, or from the log while behind it. */
+    /** The replay turn the page being sent holds (`ReplayTurns`): given back when the next page is asked for. */
+    let turn: (() => void) | undefined;
+    /** The next page after the cursor: from the shared tail, or from the log while behind it, in the tenant's turn. */
     const nextPage = async (): Promise<RunEvent[]> => {
-      const events = tail.since(cursor) ?? (await readEvents(this.db, tenantId, runId, cursor, EVENT_PAGE));
+      turn?.();
+      turn = undefined;
+      let events = tail.since(cursor);
+      if (events === undefined) {
+        turn = await this.replayTurns.take(tenantId);
+        events = tail.since(cursor) ?? (await readEvents(this.db, tenantId, runId, cursor, EVENT_PAGE));
+      }
       if (events.length) tail.moved((cursor = events.at(-1)!.sequence));
       return events;
     };
@@ -333,6 +345,7 @@ export class RunService {
         wakeup = await tail.wait(intervalMs, signal);
       }
     } finally {
+      turn?.();
       end.detach();
       tail.detach();
     }
