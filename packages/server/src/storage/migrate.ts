@@ -72,13 +72,16 @@ export async function migrationStatus(db: Db, chain = loadMigrations()): Promise
 /**
  * Applies the forward-only chain up to `to` (default: the latest). Each migration runs in its own
  * transaction that first records its id, so a concurrent migrator hits the primary key, rolls
- * back, and steps aside. Asking for a revision below the current one fails: there is no downgrade.
+ * back, and steps aside. Asking for a revision below the current one fails: there is no downgrade;
+ * without `to`, a database newer than the binary is left as it is.
  */
 export async function migrate(db: Db, options: { to?: number; chain?: Migration[] } = {}): Promise<number[]> {
   const chain = options.chain ?? loadMigrations();
   const status = await migrationStatus(db, chain);
   const target = options.to ?? status.latest;
-  if (target < status.current) {
+  // Only a revision asked for can be a downgrade: by default a binary older than the database
+  // (binaries rolled back, the schema kept: spec section 9) applies what it knows and lacks, if anything.
+  if (options.to !== undefined && target < status.current) {
     throw new MigrationError(
       `the database is at revision ${status.current}; migrating down to ${target} is not supported (migrations are forward-only)`,
     );
