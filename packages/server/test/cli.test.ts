@@ -157,6 +157,22 @@ describe(`the rudder command on ${TEST_DRIVER}`, () => {
     }
   });
 
+  test("a database that cannot be reached or opened stops migrate and serve with one line naming why", async () => {
+    const closed = createServer();
+    await new Promise<void>((resolve) => closed.listen(0, "127.0.0.1", resolve));
+    const port = (closed.address() as AddressInfo).port;
+    await new Promise<void>((resolve) => closed.close(() => resolve())); // nothing listens there now
+    for (const command of ["migrate", "serve"]) {
+      const env = {
+        DATABASE_URL: `postgres://postgres@127.0.0.1:${port}/rudder`,
+        RUDDER_JWT_SECRET: "a-secret-long-enough-for-hs256-tokens!",
+      };
+      const result = await runRudder([command], env);
+      assert.equal(result.code, 1, result.stderr);
+      assert.equal(result.stderr.trim(), `rudder ${command}: cannot use the database: connect ECONNREFUSED 127.0.0.1:${port}`);
+    }
+  });
+
   test("token mints a verifiable HS256 token; bad arguments are refused", async () => {
     const secret = "t".repeat(40);
     const minted = await runRudder(["token", "--tenant", "acme", "--roles", "operator,viewer", "--expires", "1h"], {

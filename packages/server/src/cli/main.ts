@@ -2,6 +2,8 @@ import { parseArgs } from "node:util";
 import { ConfigError } from "../config/config.ts";
 import { GraphLoadError } from "../graphs/registry.ts";
 import { SchemaOutdatedError } from "../server.ts";
+import { ApiError } from "../domain/errors.ts";
+import { isConnectionFailure } from "../storage/db.ts";
 import { MigrationError } from "../storage/migrate.ts";
 import { VERSION } from "../version.ts";
 import { runDev, runServe, runWorker } from "./serve.ts";
@@ -65,8 +67,28 @@ export async function main(argv: string[]): Promise<number> {
       process.stderr.write(`rudder ${command}: ${error.message}\n`);
       return 1;
     }
+    const database = databaseProblem(error);
+    if (database !== undefined) {
+      process.stderr.write(`rudder ${command}: cannot use the database: ${database}\n`);
+      return 1;
+    }
     throw error;
   }
+}
+
+/**
+ * What an operator must fix about the database, from a failure to reach or open it (refused,
+ * unknown host, no such role or database, a malformed URL), as one line: a stack of pg's
+ * internals says no more. Undefined for any other error.
+ */
+function databaseProblem(error: unknown): string | undefined {
+  const failure = error instanceof ApiError && error.cause !== undefined ? error.cause : error;
+  if (!(failure instanceof Error)) return undefined;
+  const { code } = failure as { code?: unknown };
+  const openFailure = typeof code === "string" && (code.startsWith("28") || code === "3D000"); // authorization, no such database
+  const malformedUrl = failure instanceof TypeError && /invalid url/i.test(failure.message);
+  if (!isConnectionFailure(failure) && !openFailure && !malformedUrl) return undefined;
+  return failure.message || (typeof code === "string" ? code : "unreachable");
 }
 
 function isExpected(error: unknown): error is Error {
