@@ -33,7 +33,7 @@ const editable = {
     Type.Object(
       {
         mcp_expose: Type.Optional(Type.Boolean({ description: "expose this assistant as an MCP tool" })),
-        mcp_tool_name: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
+        mcp_tool_name: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
         name: Type.Optional(Type.String()),
       },
       { additionalProperties: true },

@@ -4,7 +4,16 @@ import type { Assistant, Run } from "@rudder/api";
 import { answerProblem, elicitationFor, parseElicitationId, resumeValueOf } from "../src/gateways/mcp/elicitation.ts";
 import { failure, resultOfRun, toolOutputSchema } from "../src/gateways/mcp/results.ts";
 import { callRunId, newSession, sessionOf } from "../src/gateways/mcp/session.ts";
-import { assignToolNames, decodeCursor, encodeCursor, isExposed, preferredName, validName } from "../src/gateways/mcp/tools.ts";
+import {
+  assignToolNames,
+  decodeCursor,
+  encodeCursor,
+  isExposed,
+  preferredName,
+  taggedName,
+  toolNamesOf,
+  validName,
+} from "../src/gateways/mcp/tools.ts";
 
 /** The MCP gateway's pure rules: tool names, cursors, sessions, results, elicitation. */
 
@@ -55,6 +64,33 @@ describe("MCP tool names", () => {
     assert.deepEqual(names.slice(0, 4), ["dup", "dup_2", "dup_2_2", "dup_3"]);
     assert.equal(names[4], "y".repeat(128));
     assert.equal(names[5], `${"y".repeat(126)}_2`);
+  });
+
+  test("a tenant's names: the config's first; of several asking for a name, the oldest keeps it only when unchanged since the next was created", () => {
+    const at = (created: string, updated = created) => ({
+      created_at: `2026-01-0${created}T00:00:00.000Z`,
+      updated_at: `2026-01-0${updated}T00:00:00.000Z`,
+    });
+    const own = (id: string, name: string, times: { created_at: string; updated_at: string }) => ({ ...assistant(id, name), ...times });
+    const names = (declared: Assistant[], stored: Assistant[]) =>
+      Object.fromEntries(toolNamesOf(declared, stored).map(({ name, assistant }) => [assistant.assistant_id, name]));
+    const older = own("older", "greet", at("1"));
+    const newer = own("newer", "greet", at("2"));
+    assert.deepEqual(names([], [newer, older]), { older: "greet", newer: taggedName("greet", newer) }, "a new one never renames the old");
+    const exposedLater = own("older", "greet", at("1", "3"));
+    assert.deepEqual(
+      names([], [newer, exposedLater]),
+      { older: taggedName("greet", exposedLater), newer: taggedName("greet", newer) },
+      "changed since the other was created: nobody has the plain name",
+    );
+    assert.deepEqual(names([], [exposedLater]), { older: "greet" }, "alone, it has it");
+    assert.deepEqual(
+      names([assistant("cfg", "greet")], [older]),
+      { cfg: "greet", older: taggedName("greet", older) },
+      "the config's come first",
+    );
+    assert.match(taggedName("greet", newer), /^greet_[0-9a-f]{8}$/);
+    assert.equal(taggedName("x".repeat(128), newer).length, 128);
   });
 
   test("cursors round-trip; foreign ones are refused", () => {
@@ -118,6 +154,18 @@ describe("MCP results", () => {
     });
     assert.equal(toolOutputSchema(undefined), undefined);
     assert.equal((toolOutputSchema({ type: "object" })!.anyOf as unknown[]).length, 3);
+    const output = { type: "object", properties: { topic: { type: "string" } }, required: ["topic"], additionalProperties: false };
+    assert.deepEqual(
+      (toolOutputSchema(output)!.anyOf as unknown[])[0],
+      { type: "object", properties: { topic: { type: "string" } }, additionalProperties: false },
+      "a final state holds only the fields that were set: none is required",
+    );
+    const going = failure({ code: "unavailable", message: "closing", retryable: true }, { run_id: "r", status: "running" });
+    assert.match(
+      going.content[0]?.type === "text" ? going.content[0].text : "",
+      /\(run r is running\)$/,
+      "a run that goes on has not ended",
+    );
   });
 });
 
@@ -136,6 +184,17 @@ describe("MCP elicitation", () => {
     assert.deepEqual(form.params.requestedSchema, schema);
     assert.deepEqual(resumeValueOf("content", { action: "accept", content: { ok: true } }), { value: { ok: true } });
     assert.equal(elicitationFor(paused({ draft: 1 }))!.params.message, '{"draft":1}');
+    // A requestedSchema MCP does not allow (a nested object, an array) would be refused by the client: asked as JSON, free text.
+    for (const property of [
+      { type: "object", properties: { region: { type: "string" } } },
+      { type: "array", items: { type: "string" } },
+    ]) {
+      const value = { message: "Where?", requestedSchema: { type: "object", properties: { target: property } } };
+      const asked = elicitationFor(paused(value))!;
+      assert.equal(parseElicitationId(asked.id)!.mode, "answer");
+      assert.equal(asked.params.message, JSON.stringify(value));
+      assert.deepEqual(Object.keys(asked.params.requestedSchema.properties), ["answer"]);
+    }
   });
 
   test("an answer is the string a free-text question asks for, held to the storage rules and the resume body's nesting limit", () => {

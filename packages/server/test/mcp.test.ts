@@ -1,11 +1,12 @@
 import { after, before, describe, test } from "node:test";
+import { createHash } from "node:crypto";
 import assert from "node:assert/strict";
 import { mkdtempSync, readFileSync, existsSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { McpError, type CallToolResult, type Tool } from "@modelcontextprotocol/sdk/types.js";
-import type { DeclaredAssistant } from "../src/config/config.ts";
+import { resolveConfig, type DeclaredAssistant } from "../src/config/config.ts";
 import { TEST_DRIVER } from "./support/db.ts";
 import { initializeRequest, mcpClient, rawMcp } from "./support/mcp.ts";
 import { startTestServer, type TestServer } from "./support/server.ts";
@@ -17,6 +18,11 @@ import { startTestServer, type TestServer } from "./support/server.ts";
  */
 
 const TESTING_CONFIG = fileURLToPath(new URL("./fixtures/testing.rudder.json", import.meta.url));
+/** The testing config's graphs and the MCP tests' own. */
+const GRAPHS = [
+  ...resolveConfig({ config: TESTING_CONFIG, port: 0 }, {}).graphs,
+  { graphId: "ask_value", file: fileURLToPath(new URL("./fixtures/graphs/mcp.ts", import.meta.url)), exportName: "askValue" },
+];
 
 const exposed = (
   assistant_id: string,
@@ -40,9 +46,12 @@ const ASSISTANTS: DeclaredAssistant[] = [
   exposed("mcp-hops", "two_hops", { mcp_tool_name: "hops" }),
   exposed("mcp-dup-1", "echo", { mcp_tool_name: "dup" }),
   exposed("mcp-dup-2", "echo", { mcp_tool_name: "dup" }),
+  exposed("mcp-ask", "ask_value", { mcp_tool_name: "ask" }),
   { assistant_id: "mcp-hidden", graph_id: "echo", metadata: { mcp_expose: "true", mcp_tool_name: "hidden" } },
 ];
 
+/** The tag of a tool name whose plain form another assistant has: the first 8 hex digits of the SHA-256 of the assistant id. */
+const tagOf = (assistantId: string) => createHash("sha256").update(assistantId).digest("hex").slice(0, 8);
 const text = (result: CallToolResult) => result.content.map((part) => (part.type === "text" ? part.text : "")).join("");
 const runIdOf = (result: CallToolResult) => (result._meta as Record<string, string>)["rudder/run_id"]!;
 
@@ -125,7 +134,7 @@ describe(`MCP endpoint on ${TEST_DRIVER}`, () => {
   let server: TestServer;
   let scratch: string;
   before(async () => {
-    server = await startTestServer({ configFile: TESTING_CONFIG, assistants: ASSISTANTS });
+    server = await startTestServer({ configFile: TESTING_CONFIG, assistants: ASSISTANTS, config: { graphs: GRAPHS } });
     scratch = mkdtempSync(join(tmpdir(), "rudder-mcp-"));
   });
   after(async () => {
@@ -231,7 +240,7 @@ describe(`MCP endpoint on ${TEST_DRIVER}`, () => {
       const byName = new Map(tools.map((tool) => [tool.name, tool]));
       assert.deepEqual(
         tools.map((tool) => tool.name),
-        ["count_steps_", "mcp-failing", "chat", "write", "approve", "form", "hops", "dup", "dup_2"],
+        ["count_steps_", "mcp-failing", "chat", "write", "approve", "form", "hops", "dup", "dup_2", "ask"],
         "config order; invalid characters become _; a clash gets _2; not exposed (mcp_expose not true, or absent) is not listed",
       );
       const steps = byName.get("count_steps_")!;
@@ -269,13 +278,17 @@ describe(`MCP endpoint on ${TEST_DRIVER}`, () => {
       const second = await client.listTools({ cursor: first.nextCursor });
       assert.equal(second.nextCursor, undefined);
       const names = [...first.tools, ...second.tools].map((tool) => tool.name);
-      assert.equal(names.length, 9 + 55);
+      assert.equal(names.length, 10 + 55);
       assert.equal(new Set(names).size, names.length, "unique names");
-      assert.deepEqual(names.slice(9, 12), ["mine", "mine_2", "mine_3"], "the tenant's own, oldest first, after the config's");
+      assert.deepEqual(
+        names.slice(10, 13),
+        ["mine", `mine_${tagOf("own-01")}`, `mine_${tagOf("own-02")}`],
+        "the tenant's own, oldest first, after the config's: the oldest keeps the name, the others are tagged",
+      );
       await assert.rejects(client.listTools({ cursor: "bm9wZQ" }), (error: unknown) => error instanceof McpError && error.code === -32602);
 
       const theirs = await other.client.listTools();
-      assert.equal(theirs.tools.length, 9, "another tenant's assistants never appear");
+      assert.equal(theirs.tools.length, 10, "another tenant's assistants never appear");
       await assert.rejects(
         other.client.callTool({ name: "mine_55", arguments: {} }),
         (error: unknown) => error instanceof McpError && error.code === -32602,
@@ -650,6 +663,231 @@ describe(`MCP endpoint on ${TEST_DRIVER}`, () => {
       await client.close();
     }
   });
+
+  test("outputSchema admits what a call with valid arguments gives: a state field the caller omitted is absent, and the SDK client accepts it", async () => {
+    const { client } = await mcpClient(server);
+    try {
+      const { tools } = await client.listTools();
+      const write = tools.find((tool) => tool.name === "write")!;
+      assert.deepEqual(write.inputSchema.required, undefined, "the input schema lets a caller omit topic");
+      const output = (write.outputSchema!.anyOf as Record<string, unknown>[])[0]!;
+      assert.equal(output.required, undefined, "so the output schema does not require it");
+      assert.deepEqual(Object.keys(output.properties as object).sort(), ["text", "topic", "words"], "the types stay");
+      for (const args of [{}, { words: 2 }]) {
+        const result = (await client.callTool({ name: "write", arguments: args })) as CallToolResult;
+        assert.equal(result.isError, undefined, JSON.stringify(args));
+        assert.equal(typeof (result.structuredContent as { text: unknown }).text, "string", JSON.stringify(args));
+        assert.equal("topic" in (result.structuredContent as object), false);
+      }
+    } finally {
+      await client.close();
+    }
+  });
+
+  test("a request id with U+0000 or a lone surrogate is a valid id: the call works, and the run keeps the id as its JSON text", async () => {
+    const token = await server.token();
+    const init = await rawMcp(server.url, initializeRequest("2025-11-25"), { token });
+    const session = { "mcp-session-id": init.headers.get("mcp-session-id")!, "mcp-protocol-version": "2025-11-25" };
+    const runs = new Set<string>();
+    for (const headers of [{}, session]) {
+      for (const id of ["a\u0000b", "a\ud800b", "a\udbffb"]) {
+        const call = { jsonrpc: "2.0", id, method: "tools/call", params: { name: "count_steps_", arguments: { steps: 1 } } };
+        const answer = await rawMcp(server.url, call, { token, headers });
+        assert.equal(answer.status, 200, answer.text);
+        const last = answer.messages.at(-1)!;
+        assert.equal(last.id, id, "the id comes back as sent");
+        assert.equal(last.error, undefined, JSON.stringify(last.error));
+        const result = last.result as CallToolResult;
+        assert.equal(result.isError, undefined, text(result));
+        const run = await server.request("GET", `/v1/runs/${runIdOf(result)}`);
+        assert.equal(run.body.status, "succeeded");
+        assert.equal(run.body.metadata.mcp.request_id, undefined);
+        assert.equal(run.body.metadata.mcp.request_id_json, JSON.stringify(id));
+        runs.add(runIdOf(result));
+      }
+    }
+    assert.equal(runs.size, 6, "ids that differ only in a lone surrogate name different runs");
+  });
+
+  test("an interrupt whose requestedSchema is no form MCP allows is asked as JSON with a free-text answer, and the run goes on", async () => {
+    const asked: { message: string; requestedSchema?: unknown }[] = [];
+    const { client } = await mcpClient(server, {
+      elicitation: (request) => {
+        asked.push(request);
+        return { action: "accept", content: { answer: "eu-west" } };
+      },
+    });
+    const nested = {
+      message: "Where to deploy?",
+      requestedSchema: { type: "object", properties: { target: { type: "object", properties: { region: { type: "string" } } } } },
+    };
+    const listed = {
+      message: "Which?",
+      requestedSchema: { type: "object", properties: { picks: { type: "array", items: { type: "string" } } } },
+    };
+    try {
+      for (const ask of [nested, listed]) {
+        const result = (await client.callTool({ name: "ask", arguments: { ask } })) as CallToolResult;
+        assert.equal(result.isError, undefined, text(result));
+        assert.equal((result.structuredContent as { answer: unknown }).answer, "eu-west");
+        const question = asked.at(-1)!;
+        assert.equal(question.message, JSON.stringify(ask), "shown as JSON");
+        assert.deepEqual(Object.keys((question.requestedSchema as { properties: object }).properties), ["answer"]);
+      }
+      // A flat form is still asked as its form.
+      const flat = { message: "OK?", requestedSchema: { type: "object", properties: { ok: { type: "boolean" } } } };
+      const formClient = await mcpClient(server, { elicitation: () => ({ action: "accept", content: { ok: true } }) });
+      try {
+        const result = (await formClient.client.callTool({ name: "ask", arguments: { ask: flat } })) as CallToolResult;
+        assert.deepEqual((result.structuredContent as { answer: unknown }).answer, { ok: true });
+      } finally {
+        await formClient.client.close();
+      }
+    } finally {
+      await client.close();
+    }
+  });
+
+  test("a tool name never passes to another assistant while its holder is a tool under it", async () => {
+    const tenant = "mcp-names";
+    const create = async (assistant_id: string, metadata: Record<string, unknown>) => {
+      const created = await server.request("POST", "/v1/assistants", {
+        tenant,
+        body: { assistant_id, graph_id: "echo", name: assistant_id, metadata },
+      });
+      assert.equal(created.status, 201, JSON.stringify(created.body));
+    };
+    const patch = async (assistant_id: string, metadata: Record<string, unknown>) => {
+      const patched = await server.request("PATCH", `/v1/assistants/${assistant_id}`, { tenant, body: { metadata } });
+      assert.equal(patched.status, 200, JSON.stringify(patched.body));
+    };
+    const { client } = await mcpClient(server, { tenant });
+    const owners = async () => {
+      const { tools } = await client.listTools();
+      return Object.fromEntries(tools.filter((tool) => tool.name.startsWith("greet")).map((tool) => [tool.name, tool.title]));
+    };
+    try {
+      await create("older", { mcp_tool_name: "greet" });
+      await create("newer", { mcp_expose: true, mcp_tool_name: "greet" });
+      assert.deepEqual(await owners(), { greet: "newer" });
+      // Exposing an older assistant under the same name: "greet" never names "older".
+      await patch("older", { mcp_expose: true, mcp_tool_name: "greet" });
+      assert.deepEqual(await owners(), { [`greet_${tagOf("older")}`]: "older", [`greet_${tagOf("newer")}`]: "newer" });
+      await assert.rejects(client.callTool({ name: "greet", arguments: { message: "hi" } }), /Unknown tool: greet/);
+      // A new assistant asking for a name another has never renames it.
+      await create("solo", { mcp_expose: true, mcp_tool_name: "greet_solo" });
+      await create("late", { mcp_expose: true, mcp_tool_name: "greet_solo" });
+      const named = await owners();
+      assert.equal(named.greet_solo, "solo");
+      assert.equal(named[`greet_solo_${tagOf("late")}`], "late");
+      // Renaming the later one to the older one's name does not take it either.
+      await patch("late", { mcp_expose: true, mcp_tool_name: "greet_solo" });
+      assert.equal((await owners()).greet_solo, "solo");
+    } finally {
+      await client.close();
+    }
+  });
+
+  test("metadata.mcp_tool_name takes up to 128 characters, as MCP tool names do", async () => {
+    const tenant = "mcp-long";
+    const long = "L".repeat(128);
+    const created = await server.request("POST", "/v1/assistants", {
+      tenant,
+      body: { graph_id: "echo", name: "n", metadata: { mcp_expose: true, mcp_tool_name: long } },
+    });
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    const tooLong = await server.request("POST", "/v1/assistants", {
+      tenant,
+      body: { graph_id: "echo", name: "n", metadata: { mcp_expose: true, mcp_tool_name: `${long}L` } },
+    });
+    assert.equal(tooLong.status, 422);
+    const { client } = await mcpClient(server, { tenant });
+    try {
+      assert.ok((await client.listTools()).tools.some((tool) => tool.name === long));
+    } finally {
+      await client.close();
+    }
+  });
+
+  test("valid JSON with a prototype member is refused as a message (-32602 in params, naming where; -32600 elsewhere), not as a parse error", async () => {
+    const token = await server.token();
+    for (const args of ['{"__proto__":{"x":1}}', '{"constructor":{"prototype":{"x":1}}}']) {
+      const answer = await rawMcp(server.url, undefined, {
+        token,
+        rawBody: `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"count_steps_","arguments":${args}}}`,
+      });
+      assert.equal(answer.status, 200, answer.text);
+      assert.equal(answer.messages[0]!.id, 3);
+      const error = answer.messages[0]!.error as { code: number; message: string };
+      assert.equal(error.code, -32602, args);
+      assert.match(error.message, /^Invalid params for tools\/call: params\.arguments has a "__proto__" member/);
+    }
+    const top = await rawMcp(server.url, undefined, {
+      token,
+      rawBody: '{"jsonrpc":"2.0","id":1,"method":"tools/list","__proto__":{"x":1}}',
+    });
+    assert.equal(top.status, 400);
+    assert.equal((top.messages[0]!.error as { code: number }).code, -32600);
+  });
+
+  test("a body without Content-Type, or in another charset, is 415 with the transport's JSON-RPC error body", async () => {
+    const token = await server.token();
+    const body = new TextEncoder().encode(JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" }));
+    for (const contentType of [undefined, "application/json; charset=latin1"]) {
+      const response = await fetch(`${server.url}/mcp`, {
+        method: "POST",
+        headers: {
+          accept: "application/json, text/event-stream",
+          authorization: `Bearer ${token}`,
+          ...(contentType ? { "content-type": contentType } : {}),
+        },
+        body,
+      });
+      const answer = (await response.json()) as { jsonrpc: string; id: unknown; error: { code: number; message: string } };
+      assert.equal(response.status, 415, String(contentType));
+      assert.match(response.headers.get("content-type") ?? "", /^application\/json/);
+      assert.equal(answer.jsonrpc, "2.0");
+      assert.equal(answer.id, null);
+      assert.equal(answer.error.code, -32000);
+    }
+    const noToken = await fetch(`${server.url}/mcp`, { method: "POST", body });
+    assert.equal(noToken.status, 401, "auth still comes first");
+  });
+
+  test("notifications/cancelled sent as a request (with an id) is answered -32601, and cancels nothing", async () => {
+    const token = await server.token();
+    const init = await rawMcp(server.url, initializeRequest("2025-11-25"), { token });
+    const headers = { "mcp-session-id": init.headers.get("mcp-session-id")!, "mcp-protocol-version": "2025-11-25" };
+    const file = join(scratch, "cancel-as-request.log");
+    const call = rawMcp(
+      server.url,
+      {
+        jsonrpc: "2.0",
+        id: "c1",
+        method: "tools/call",
+        params: { name: "count_steps_", arguments: { steps: 3, delayMs: 300, sideEffectFile: file } },
+      },
+      { token, headers },
+    );
+    await firstRunIdIn(file);
+    const asRequest = await rawMcp(
+      server.url,
+      { jsonrpc: "2.0", id: 5, method: "notifications/cancelled", params: { requestId: "c1" } },
+      { token, headers },
+    );
+    assert.equal(asRequest.messages[0]!.id, 5);
+    assert.equal((asRequest.messages[0]!.error as { code: number }).code, -32601);
+    const result = (await call).messages.at(-1)!.result as CallToolResult;
+    assert.equal(result.isError, undefined, text(result));
+    assert.equal((result.structuredContent as { count: number }).count, 3);
+  });
+
+  test("CORS: a browser client may read Mcp-Session-Id", async () => {
+    const token = await server.token();
+    const init = await rawMcp(server.url, initializeRequest("2025-11-25"), { token, headers: { origin: "http://localhost:6274" } });
+    assert.ok(init.headers.get("mcp-session-id"));
+    assert.match(init.headers.get("access-control-expose-headers") ?? "", /\bmcp-session-id\b/);
+  });
 });
 
 /** Its own servers, after the others closed: two servers in one process share the example graphs' module objects (and so their checkpointer). */
@@ -661,7 +899,7 @@ describe(`MCP endpoint at shutdown on ${TEST_DRIVER}`, () => {
   after(() => rmSync(scratch, { recursive: true, force: true }));
 
   test("a closing server ends a waiting call at once with a retryable error; the run is not cancelled", async () => {
-    const closing = await startTestServer({ configFile: TESTING_CONFIG, assistants: ASSISTANTS });
+    const closing = await startTestServer({ configFile: TESTING_CONFIG, assistants: ASSISTANTS, config: { graphs: GRAPHS } });
     let reopened: TestServer | undefined;
     try {
       const { client } = await mcpClient(closing);
@@ -673,10 +911,16 @@ describe(`MCP endpoint at shutdown on ${TEST_DRIVER}`, () => {
       const result = (await call) as CallToolResult;
       await closed;
       assert.equal(result.isError, true);
-      assert.match(text(result), new RegExp(`^unavailable: .*run ${runId} goes on`));
+      assert.match(text(result), new RegExp(`^unavailable: .*run ${runId} goes on.*\\(run ${runId} is running\\)$`));
+      assert.equal((result.structuredContent as { status: string }).status, "running", "the run as it is, not as it was created");
       assert.equal((result.structuredContent as { error: { retryable: boolean } }).error.retryable, true);
       // The run was not cancelled: it runs to its end (on the closing server's worker, in its grace period, or on the next one).
-      reopened = await startTestServer({ configFile: TESTING_CONFIG, assistants: ASSISTANTS, database: closing.database });
+      reopened = await startTestServer({
+        configFile: TESTING_CONFIG,
+        assistants: ASSISTANTS,
+        database: closing.database,
+        config: { graphs: GRAPHS },
+      });
       const finished = await joinRun(reopened, runId);
       assert.equal(finished.status, "succeeded");
       assert.equal(finished.output.count, 20);

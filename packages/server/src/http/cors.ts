@@ -1,9 +1,14 @@
 import type { FastifyReply, FastifyRequest } from "fastify";
 
-/** Response headers a browser client may read: the LangGraph SDK reads `Content-Location` (onRunCreated) and the pagination headers. */
-const EXPOSED = "content-location, location, x-pagination-total, x-pagination-next, x-request-id, retry-after";
+/**
+ * Response headers a browser client may read: the LangGraph SDK reads `Content-Location`
+ * (onRunCreated) and the pagination headers; an MCP client reads `Mcp-Session-Id` at initialize
+ * and sends it back (without it, cancellation, elicitation and idempotent retries are lost).
+ */
+const EXPOSED = "content-location, location, x-pagination-total, x-pagination-next, x-request-id, retry-after, mcp-session-id";
 const ALLOWED_METHODS = "GET, POST, PUT, PATCH, DELETE, OPTIONS";
-const DEFAULT_ALLOWED_HEADERS = "authorization, content-type, x-api-key, last-event-id, idempotency-key, x-request-id";
+const DEFAULT_ALLOWED_HEADERS =
+  "authorization, content-type, x-api-key, last-event-id, idempotency-key, x-request-id, mcp-session-id, mcp-protocol-version";
 
 /**
  * CORS for browser UIs (agent-chat-ui, `useStream`, Studio): any origin may call, with a token

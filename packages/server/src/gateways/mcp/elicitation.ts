@@ -1,4 +1,4 @@
-import type { ElicitRequest } from "@modelcontextprotocol/sdk/types.js";
+import { ElicitRequestFormParamsSchema, type ElicitRequest } from "@modelcontextprotocol/sdk/types.js";
 import { Ajv } from "ajv";
 import addFormats from "ajv-formats";
 import type { Run } from "@rudder/api";
@@ -37,7 +37,8 @@ export interface Elicitation {
  * The elicitation for a paused run with exactly one interrupt, from its value: a string is the
  * question (a free-text answer resumes the run); an object may give `message` (or `question`) and
  * a `requestedSchema` (a flat object schema, as MCP allows), whose filled-in form is the resume
- * value. Undefined for a run paused at several interrupts at once (it is answered over the API).
+ * value; any other value (a `requestedSchema` MCP does not allow included) is shown as JSON, with a
+ * free-text answer. Undefined for a run paused at several interrupts at once (it is answered over the API).
  */
 export function elicitationFor(run: Run): Elicitation | undefined {
   const interrupts = isObject(run.output) && Array.isArray(run.output.__interrupt__) ? run.output.__interrupt__ : [];
@@ -50,8 +51,10 @@ export function elicitationFor(run: Run): Elicitation | undefined {
         ? value.question
         : undefined
     : undefined;
-  const message = typeof value === "string" ? value : (asked ?? JSON.stringify(value));
   const form = isObject(value) && isFormSchema(value.requestedSchema) ? value.requestedSchema : undefined;
+  // A value whose requestedSchema is no form MCP allows is any other value: shown as JSON (the user sees what it asks for).
+  const unusable = isObject(value) && value.requestedSchema !== undefined && !form;
+  const message = typeof value === "string" ? value : !unusable && asked !== undefined ? asked : JSON.stringify(value);
   const mode: AnswerMode = form ? "content" : "answer";
   return {
     id: `${ID_PREFIX}${run.run_id}:${mode}`,
@@ -113,6 +116,13 @@ export function formProblem(asked: Elicitation, content: unknown): string | unde
   }
 }
 
+/**
+ * Whether a `requestedSchema` is a form MCP allows: an object schema whose properties are each a
+ * primitive (string, number, integer, boolean, enum), checked with the SDK's own schema, which a
+ * client checks an `elicitation/create` request with. Any other schema (nested objects, arrays)
+ * would be refused by the client, and the refusal would cancel the run: the question is asked as
+ * JSON with a free-text answer instead.
+ */
 function isFormSchema(schema: unknown): schema is JsonSchema {
-  return isObject(schema) && schema.type === "object" && isObject(schema.properties);
+  return ElicitRequestFormParamsSchema.shape.requestedSchema.safeParse(schema).success;
 }

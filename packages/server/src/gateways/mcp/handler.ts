@@ -19,14 +19,15 @@ import type { Assistant, Run } from "@rudder/api";
 import type { FastifyBaseLogger } from "fastify";
 import { Ajv, type ValidateFunction } from "ajv";
 import { ApiError, undefinedOn } from "../../domain/errors.ts";
-import { findJsonFault } from "../../domain/storable-json.ts";
+import { isSettled } from "../../domain/runs.ts";
+import { findJsonFault, textProblem } from "../../domain/storable-json.ts";
 import type { AssistantCatalog } from "../../graphs/assistants.ts";
 import type { GraphSchemaCatalog, JsonSchema } from "../../graphs/schemas.ts";
 import type { RunService } from "../../runs/service.ts";
 import { elicitationFor } from "./elicitation.ts";
 import { failure, resultOfRun, toolOutputSchema } from "./results.ts";
 import { callIdempotencyKey, callRunId, type McpSession } from "./session.ts";
-import { assignToolNames, decodeCursor, encodeCursor, isExposed } from "./tools.ts";
+import { decodeCursor, encodeCursor, isExposed, toolNamesOf } from "./tools.ts";
 
 /** The MCP protocol versions Rudder speaks; a client asking for another gets the latest. */
 export const MCP_PROTOCOL_VERSIONS = ["2025-11-25", "2025-06-18"] as const;
@@ -132,8 +133,9 @@ async function guard<T>(call: McpCall, work: () => Promise<T>): Promise<T> {
 }
 
 /**
- * Every exposed assistant of the tenant as a tool, in a stable order (config-declared first, in
- * config order; then the tenant's own, oldest first), so a name keeps naming the same assistant.
+ * Every exposed assistant of the tenant as a tool (config-declared first, in config order; then
+ * the tenant's own, oldest first), named so that a name never passes to another assistant while
+ * its holder is a tool under it (`toolNamesOf`).
  */
 async function allTools(services: McpServices, tenantId: string): Promise<ToolEntry[]> {
   const exposed: Assistant[] = [];
@@ -143,9 +145,9 @@ async function allTools(services: McpServices, tenantId: string): Promise<ToolEn
     if (page.length < CATALOG_PAGE) break;
   }
   const declared = exposed.filter((assistant) => services.assistants.isDeclared(assistant.assistant_id));
-  const stored = exposed.filter((assistant) => !services.assistants.isDeclared(assistant.assistant_id)).sort(byCreation);
+  const stored = exposed.filter((assistant) => !services.assistants.isDeclared(assistant.assistant_id));
   const entries: ToolEntry[] = [];
-  for (const { name, assistant } of assignToolNames([...declared, ...stored])) {
+  for (const { name, assistant } of toolNamesOf(declared, stored)) {
     const schemas = await services.schemas.schemasOf(assistant.graph_id);
     const input = schemas?.input ?? { type: "object" };
     const outputSchema = toolOutputSchema(schemas?.output);
@@ -161,18 +163,6 @@ async function allTools(services: McpServices, tenantId: string): Promise<ToolEn
     entries.push({ name, assistant, tool, input });
   }
   return entries;
-}
-
-function byCreation(a: Assistant, b: Assistant): number {
-  return a.created_at < b.created_at
-    ? -1
-    : a.created_at > b.created_at
-      ? 1
-      : a.assistant_id < b.assistant_id
-        ? -1
-        : a.assistant_id > b.assistant_id
-          ? 1
-          : 0;
 }
 
 async function listTools(services: McpServices, call: McpCall, cursor: string | undefined): Promise<ListToolsResult> {
@@ -202,7 +192,7 @@ async function callTool(
   const problem = argumentProblem(entry.input, args);
   if (problem) return failure({ code: "validation_error", message: problem, retryable: false });
   const session = call.session;
-  const metadata = { mcp: { tool: entry.name, request_id: extra.requestId, ...(session ? { session: session.id } : {}) } };
+  const metadata = { mcp: { tool: entry.name, ...requestIdMetadata(extra.requestId), ...(session ? { session: session.id } : {}) } };
   let run: Run;
   try {
     ({ run } = await services.runService.create(
@@ -221,6 +211,19 @@ async function callTool(
     throw error;
   }
   return awaitResult(services, call, run, extra);
+}
+
+/**
+ * The request id as the run's metadata keeps it. Any string is a valid JSON-RPC id, but one with
+ * U+0000 or a lone surrogate cannot be stored (docs/mcp.md "Calling a tool"): such an id is kept
+ * as its JSON text (`JSON.stringify` writes those characters as `\u` escapes) in
+ * `request_id_json`, and the call goes on. The run id and idempotency key are digests of the
+ * id's JSON text, so they need no such care.
+ */
+export function requestIdMetadata(requestId: RequestId): { request_id: RequestId } | { request_id_json: string } {
+  return typeof requestId === "string" && textProblem(requestId)
+    ? { request_id_json: JSON.stringify(requestId) }
+    : { request_id: requestId };
 }
 
 /** The JSON Schema and storage rules' verdict on tool arguments: undefined when they are fine. */
@@ -290,7 +293,10 @@ async function awaitResult(services: McpServices, call: McpCall, first: Run, ext
 async function interrupted(services: McpServices, call: McpCall, run: Run): Promise<CallToolResult> {
   if (call.shutdown.aborted) {
     const message = `this server is shutting down; run ${run.run_id} goes on: read it with GET /v1/runs/${run.run_id}`;
-    return failure({ code: "unavailable", message, retryable: true }, run);
+    // The run as it is now (the call saw it as it was when created or resumed); as last seen if the database does not answer.
+    const now = await services.runService.get(call.tenantId, run.run_id).catch(() => run);
+    if (isSettled(now.status) && !now.superseded_by_run_id) return resultOfRun(now);
+    return failure({ code: "unavailable", message, retryable: true }, now);
   }
   await cancelChain(services.runService, call.tenantId, run.run_id).catch((error: unknown) =>
     call.log.warn({ err: error }, "MCP: cancelling an abandoned call's run failed"),

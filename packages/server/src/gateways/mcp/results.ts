@@ -1,5 +1,6 @@
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import type { Run } from "@rudder/api";
+import { isTerminal } from "../../domain/runs.ts";
 import type { JsonSchema } from "../../graphs/schemas.ts";
 import { isObject, outputText } from "../a2a/parts.ts";
 
@@ -37,9 +38,18 @@ const FAILED_SCHEMA: JsonSchema = {
   required: ["status", "error"],
 };
 
-/** A tool's output schema: the graph's output, or a paused run, or a failure (a client validates every result against it). */
+/**
+ * A tool's output schema: the graph's output, or a paused run, or a failure (a client validates
+ * every result against it, and the MCP SDK's client refuses a result that does not match). The
+ * graph's output is its final state, which holds only the fields that were set: the input schema
+ * lets a caller omit any field and a node need not set one, so the output schema requires none
+ * (its `required` is dropped at the top level). The types stay: LangGraph checks every value a
+ * node writes to a zod or StateSchema state against them.
+ */
 export function toolOutputSchema(graphOutput: JsonSchema | undefined): JsonSchema | undefined {
-  return graphOutput && { type: "object", anyOf: [graphOutput, PAUSED_SCHEMA, FAILED_SCHEMA] };
+  if (!graphOutput) return undefined;
+  const { required: _notGuaranteed, ...output } = graphOutput;
+  return { type: "object", anyOf: [output, PAUSED_SCHEMA, FAILED_SCHEMA] };
 }
 
 /** The result of a run that is terminal or paused. */
@@ -57,9 +67,9 @@ export function resultOfRun(run: Run): CallToolResult {
   return failure({ code: error.code, message: error.message, retryable: error.retryable }, run);
 }
 
-/** A call that failed, with or without a run. */
+/** A call that failed, with or without a run; the run "ended" only when it did (a call cut short at shutdown leaves it going on). */
 export function failure(error: ToolFailure, run?: Pick<Run, "run_id" | "status">): CallToolResult {
-  const where = run ? ` (run ${run.run_id} ended ${run.status})` : "";
+  const where = run ? ` (run ${run.run_id} ${isTerminal(run.status) ? "ended" : "is"} ${run.status})` : "";
   return {
     isError: true,
     content: [{ type: "text", text: `${error.code}: ${error.message}${where}` }],

@@ -19,6 +19,7 @@ import { answerProblem, elicitationFor, formProblem, parseElicitationId, resumeV
 import { cancelChain, MCP_PROTOCOL_VERSIONS, mcpServer, type McpCall } from "./handler.ts";
 import { callRunId, newSession, sessionOf, type McpSession } from "./session.ts";
 import { utf8Text } from "../../http/validation.ts";
+import { PROTOTYPE_MEMBERS } from "../../domain/storable-json.ts";
 
 const PARSE_ERROR = -32700;
 const INVALID_REQUEST = -32600;
@@ -36,10 +37,21 @@ const SERVER_ERROR = -32000;
 export const mcpRoutes: FastifyPluginAsyncTypebox<{ services: AppServices; version: string }> = async (app, options) => {
   const { services, version } = options;
   const tags = ["mcp"];
-  // JSON-RPC reports a malformed body itself (-32700): bodies reach the handler as bytes.
-  const parseJson = app.getDefaultJsonParser("error", "error");
+  // JSON-RPC reports a malformed body itself (-32700): bodies reach the handler as bytes. Valid
+  // JSON is parsed as it is (prototype members included), then refused as a message (-32600/-32602).
+  const parseJson = app.getDefaultJsonParser("ignore", "ignore");
   app.removeContentTypeParser("application/json");
   app.addContentTypeParser("*", { parseAs: "buffer" }, (_request, body, done) => done(null, body));
+  // A body the HTTP layer refuses for its media type (no Content-Type, a charset other than UTF-8,
+  // an encoding) gets the transport's JSON-RPC error body, as one whose Content-Type is not JSON
+  // does; every other refusal goes on to the API's handler (problem+json).
+  app.setErrorHandler((error: Error, _request, reply) => {
+    const unsupported =
+      (error instanceof ApiError && error.code === "unsupported_media_type") ||
+      (error as { code?: unknown }).code === "FST_ERR_CTP_INVALID_MEDIA_TYPE";
+    if (!unsupported) throw error;
+    return rpcError(reply, 415, SERVER_ERROR, `Unsupported Media Type: ${error.message}`);
+  });
 
   app.post(
     "/mcp",
@@ -75,6 +87,17 @@ export const mcpRoutes: FastifyPluginAsyncTypebox<{ services: AppServices; versi
         return rpcError(reply, 400, INVALID_REQUEST, "Invalid Request: the body must be one JSON-RPC message (MCP has no batches)");
       const notMessage = envelopeProblem(parsed.value);
       if (notMessage) return rpcError(reply, 400, INVALID_REQUEST, `Invalid Request: ${notMessage}`);
+      // A prototype member would reach objects the SDK builds from the message (its parser copies members by assignment).
+      const prototypeMember = prototypeMemberOf(parsed.value);
+      if (prototypeMember) {
+        const problem = `${prototypeMember.path} has ${PROTOTYPE_MEMBERS}: these are refused (rename the key)`;
+        const request = parsed.value as Record<string, unknown>;
+        if (prototypeMember.inParams && typeof request.method === "string" && "id" in request) {
+          const error = { code: INVALID_PARAMS, message: `Invalid params for ${request.method}: ${problem}` };
+          return reply.type("application/json").send(JSON.stringify({ jsonrpc: "2.0", id: request.id, error }));
+        }
+        return rpcError(reply, 400, INVALID_REQUEST, `Invalid Request: ${problem}`);
+      }
       const message = withoutTask(parsed.value as Record<string, unknown>);
       const tenantId = request.principal.tenantId;
       const canOperate = grants(request.principal.roles, "operate");
@@ -93,15 +116,17 @@ export const mcpRoutes: FastifyPluginAsyncTypebox<{ services: AppServices; versi
         : sessionOf(headerValue(request.headers["mcp-session-id"]));
 
       // Answers to elicitation requests and cancellations act on runs here; the rest goes to the SDK.
+      // A cancellation is a notification: sent with an id it is a request of an unknown method, which the SDK answers (-32601).
+      const cancellation = message.method === "notifications/cancelled" && !("id" in message);
       const elicited = isResponse(message) ? parseElicitationId(message.id) : undefined;
       if (elicited) {
         const refused = await answerElicitation(services, tenantId, session, elicited, message.result);
         if (refused) return rpcError(reply, 400, INVALID_PARAMS, refused);
-      } else if (message.method === "notifications/cancelled") {
+      } else if (cancellation) {
         await cancelCall(services, tenantId, session, canOperate, message.params);
       }
       // Accepted, with no body (as the transport answers notifications and responses).
-      if (isResponse(message) || message.method === "notifications/cancelled") return reply.code(202).send("");
+      if (isResponse(message) || cancellation) return reply.code(202).send("");
 
       const disconnected = new AbortController();
       const shutdown = new AbortController();
@@ -245,13 +270,46 @@ function withoutTask(message: Record<string, unknown>): Record<string, unknown> 
   return { ...message, params };
 }
 
+/**
+ * The first prototype member (`PROTOTYPE_MEMBERS`) in a parsed message: where (a dotted path
+ * from the message, as invalid-params messages name fields) and whether it is inside `params`.
+ * The walk is iterative: a deeply nested body cannot overflow the stack.
+ */
+function prototypeMemberOf(message: unknown): { path: string; inParams: boolean } | undefined {
+  interface Walked {
+    readonly value: unknown;
+    readonly parent: Walked | undefined;
+    readonly key: string | undefined;
+  }
+  const stack: Walked[] = [{ value: message, parent: undefined, key: undefined }];
+  for (let item = stack.pop(); item !== undefined; item = stack.pop()) {
+    if (typeof item.value !== "object" || item.value === null) continue;
+    const array = Array.isArray(item.value);
+    for (const [key, member] of Object.entries(item.value)) {
+      if (!array && isPrototypeMember(key, member)) {
+        const keys: string[] = [];
+        for (let at: Walked | undefined = item; at?.key !== undefined; at = at.parent) keys.push(at.key);
+        keys.reverse();
+        const where = keys.length ? keys.join(".") : "the message";
+        return { path: where.length > 120 ? `${where.slice(0, 120)}…` : where, inParams: keys[0] === "params" };
+      }
+      stack.push({ value: member, parent: item, key });
+    }
+  }
+  return undefined;
+}
+
+const isPrototypeMember = (key: string, value: unknown): boolean =>
+  key === "__proto__" || (key === "constructor" && typeof value === "object" && value !== null && Object.hasOwn(value, "prototype"));
+
 function isResponse(message: Record<string, unknown>): boolean {
   return message.method === undefined && ("result" in message || "error" in message);
 }
 
 /**
- * Parses the body with Fastify's JSON parser (its prototype-poisoning checks included); bytes that
- * are not UTF-8 are not JSON (RFC 8259), and decoding them would change what was sent.
+ * Parses the body with Fastify's JSON parser, without its prototype-poisoning checks (valid JSON
+ * is not a parse error: the route refuses prototype members as a message); bytes that are not
+ * UTF-8 are not JSON (RFC 8259), and decoding them would change what was sent.
  */
 function parse(
   parseJson: ReturnType<FastifyRequest["server"]["getDefaultJsonParser"]>,
