@@ -1,4 +1,5 @@
 import { STATUS_CODES } from "node:http";
+import type { FastifyInstance, RouteOptions } from "fastify";
 import { Type, type TSchema } from "typebox";
 
 /** The media type of every non-2xx answer (sendProblem), and so of every problem the document lists. */
@@ -69,4 +70,42 @@ export function jsonRpcErrors(...statuses: number[]): Record<number, MediaRespon
       { description: `${STATUS_CODES[status]}: a JSON-RPC error`, content: { "application/json": { schema } } },
     ]),
   );
+}
+
+/** Methods whose requests Fastify parses a body of (a route without a body schema included). */
+const BODY_METHODS = new Set(["POST", "PUT", "PATCH", "DELETE"]);
+
+/**
+ * The problems a route answers because of how it is asked, not what it does, added to every
+ * documented route's responses (an `onRoute` hook), so no route has to list them:
+ * - 400, 500, 503 on every route: an undecodable query string is refused before routing reaches
+ *   a handler; a bug is a 500 anywhere; a shutting-down instance refuses every request, and every
+ *   route but /health reaches the database.
+ * - 413 and 415 on every route of a method with a body: the body limit and the JSON-only parser
+ *   apply before the route's own schema (which may declare no body). A scope without the JSON
+ *   parser takes any body as bytes (the JSON-RPC gateways, which report a malformed one
+ *   themselves): no 415 there (Fastify cannot be asked about its catch-all parser itself).
+ * - 414 on every route with a path parameter (the router's limit on one).
+ * Answers that belong to no documented operation are not listed: 404 of a path no route has, 405
+ * of a method a path does not answer, 408, 431 and 400 of a request Node refused before routing.
+ */
+export function addProtocolProblems(this: Pick<FastifyInstance, "hasContentTypeParser">, route: RouteOptions): void {
+  const schema = route.schema as { hide?: boolean; response?: Record<string, unknown> } | undefined;
+  if (schema?.response === undefined || schema.hide === true) return;
+  const statuses = [400, 500, 503];
+  if ([route.method].flat().some((method) => BODY_METHODS.has(method))) {
+    statuses.push(413);
+    if (this.hasContentTypeParser("application/json")) statuses.push(415);
+  }
+  if (route.url.includes(":")) statuses.push(414);
+  // New objects throughout: route files share response objects between routes.
+  const response: Record<string, unknown> = { ...schema.response };
+  for (const [status, problem] of Object.entries(problems(...statuses))) {
+    const listed = response[status] as Partial<MediaResponse> | undefined;
+    // A status the route answers otherwise too (a JSON-RPC error) gets the problem beside it.
+    if (listed === undefined) response[status] = problem;
+    else if (listed.content !== undefined && listed.content[PROBLEM_MEDIA_TYPE] === undefined)
+      response[status] = { ...listed, content: { ...listed.content, ...problem.content } };
+  }
+  route.schema = { ...schema, response };
 }
