@@ -32,8 +32,30 @@ export const ERROR_CODES = {
 
 export type ErrorCode = keyof typeof ERROR_CODES;
 
-// The table's keys are not a tuple type, so the union's static type is stated: exactly ErrorCode.
-const ErrorCodeSchema = Type.Unsafe<ErrorCode>(Type.Union(Object.keys(ERROR_CODES).map((code) => Type.Literal(code))));
+/**
+ * `code` on the wire: any string. New codes can appear (spec §9.2) and a client treats one it does
+ * not know as an unknown error (spec §7), so the schema is open and the known codes are its
+ * examples, not an enum a validator or a generated client would refuse a new code by. The static
+ * type keeps the known codes for completion and accepts any other string.
+ */
+const KnownOrNewCode = Type.Unsafe<ErrorCode | (string & {})>(
+  Type.String({
+    minLength: 1,
+    description: `Branch on this. Known codes: ${Object.keys(ERROR_CODES).join(", ")}. New codes can appear: treat a code you do not know as an unknown error.`,
+    examples: Object.keys(ERROR_CODES),
+  }),
+);
+
+/** One schema violation of a 422 `validation_error`: where it is, and what is wrong there. */
+export const ValidationIssue = Type.Object(
+  {
+    location: Type.String({ description: "the part of the request: body, querystring, params or headers" }),
+    path: Type.String({ description: "JSON Pointer to the value within that part; / for the part itself" }),
+    message: Type.String(),
+  },
+  { additionalProperties: false },
+);
+export type ValidationIssue = Static<typeof ValidationIssue>;
 
 /** The body of every non-2xx answer: RFC 9457 plus the spec's `code`, `request_id` and `retryable`. */
 export const Problem = Type.Object(
@@ -42,11 +64,21 @@ export const Problem = Type.Object(
     title: Type.String(),
     status: Type.Integer(),
     detail: Type.String(),
-    code: ErrorCodeSchema,
+    code: KnownOrNewCode,
     request_id: Type.String(),
     retryable: Type.Boolean(),
+    errors: Type.Optional(
+      Type.Array(ValidationIssue, { description: "validation_error only: each schema violation (detail lists them for people)" }),
+    ),
+    superseded_by_run_id: Type.Optional(
+      Type.String({ format: "uuid", description: "run_superseded only: the run that the resume created, to steer or cancel instead" }),
+    ),
   },
-  { $id: "Problem", additionalProperties: true, description: "application/problem+json; unknown codes must be tolerated" },
+  {
+    $id: "Problem",
+    additionalProperties: true,
+    description: "application/problem+json (RFC 9457). Unknown codes and unknown members must be tolerated.",
+  },
 );
-/** Extensions (`errors` of a 422, `superseded_by_run_id` of a 409 …) ride beside the standard members. */
+/** Further extensions may ride beside the standard and the described members. */
 export type Problem = Static<typeof Problem> & { [extension: string]: unknown };

@@ -30,6 +30,7 @@ import type { AppServices } from "./services.ts";
 import { beginShutdown, isShuttingDown } from "./shutdown.ts";
 import { clientErrorHandler, connectHandler, frameworkErrorHandler, RouteMethods } from "./protocol-errors.ts";
 import { queryEncodingProblem } from "./query.ts";
+import { addProtocolProblems } from "./responses.ts";
 import { buildCachedSerializer, buildStrictValidator, faultError, storableJsonParser, utf8JsonParser } from "./validation.ts";
 
 export interface AppOptions {
@@ -173,6 +174,8 @@ export async function buildApp(options: AppOptions): Promise<App> {
   });
   const routeMethods = new RouteMethods();
   app.addHook("onRoute", (route) => routeMethods.add(route));
+  // Every route's schema lists the problems any request of its shape may get (415, 414, 503 …).
+  app.addHook("onRoute", addProtocolProblems);
   app.server.on("connect", connectHandler(routeMethods));
   app.setErrorHandler((error, request, reply) => {
     const { apiError, unexpected } = toApiError(error as Error);
@@ -195,7 +198,10 @@ export async function buildApp(options: AppOptions): Promise<App> {
       info: {
         title: "Rudder API",
         version: options.version,
-        description: "Durable execution server for LangGraph.js agents. Errors are application/problem+json.",
+        description:
+          "Durable execution server for LangGraph.js agents. Errors are application/problem+json; branch on `code`, and treat a code " +
+          "you do not know as an unknown error. Answers that belong to no operation listed here: 404 for a path no route has, " +
+          "405 (with Allow) for a method a path does not answer, and 408, 431 or 400 for a request refused before it was routed.",
       },
       components: {
         securitySchemes: { bearer: { type: "http", scheme: "bearer", bearerFormat: "JWT or API key" } },

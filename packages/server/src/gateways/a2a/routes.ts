@@ -7,7 +7,7 @@ import type { FastifyPluginAsyncTypebox } from "@fastify/type-provider-typebox";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { Type } from "typebox";
 import { grants } from "../../domain/roles.ts";
-import { problems } from "../../http/responses.ts";
+import { jsonRpcAnswer, problems } from "../../http/responses.ts";
 import type { AppServices } from "../../http/services.ts";
 import { endOnShutdown } from "../../http/shutdown.ts";
 import { utf8Text } from "../../http/validation.ts";
@@ -81,7 +81,7 @@ export const a2aRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
           "A2A JSON-RPC 2.0: SendMessage, SendStreamingMessage, GetTask, ListTasks, CancelTask, SubscribeToTask (1.0) or their 0.3 names",
         params: AssistantParam,
         response: {
-          200: Type.Unknown({ description: "a JSON-RPC response, or text/event-stream of them for streaming methods" }),
+          200: jsonRpcAnswer("a JSON-RPC response, or text/event-stream of them for streaming methods"),
           ...problems(401, 403, 404, 413),
         },
       },

@@ -44,7 +44,7 @@ import { ApiError, notFound, undefinedOn } from "../../domain/errors.ts";
 import { plainMessages } from "../../domain/langchain-messages.ts";
 import { sortedBy } from "../../domain/sorting.ts";
 import { grants } from "../../domain/roles.ts";
-import { problems } from "../../http/responses.ts";
+import { eventStream, problems } from "../../http/responses.ts";
 import type { AppServices } from "../../http/services.ts";
 import { endOnShutdown, requestWait } from "../../http/shutdown.ts";
 import {
@@ -513,7 +513,7 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
   const waitResponse = {
     200: Type.Unknown({ description: "the run's last values; __interrupt__ when interrupted; __error__ when it failed" }),
   };
-  const streamResponse = { 200: Type.String({ description: "text/event-stream" }) };
+  const streamResponse = { 200: eventStream("the run's events in the requested stream modes") };
 
   app.post(
     "/threads/:thread_id/runs",

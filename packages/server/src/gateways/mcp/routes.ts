@@ -11,7 +11,7 @@ import type { FastifyReply, FastifyRequest } from "fastify";
 import { Type } from "typebox";
 import { ApiError } from "../../domain/errors.ts";
 import { grants } from "../../domain/roles.ts";
-import { problems } from "../../http/responses.ts";
+import { jsonRpcAnswer, jsonRpcErrors, problems } from "../../http/responses.ts";
 import type { AppServices } from "../../http/services.ts";
 import { endOnShutdown } from "../../http/shutdown.ts";
 import { isObject } from "../a2a/parts.ts";
@@ -61,9 +61,10 @@ export const mcpRoutes: FastifyPluginAsyncTypebox<{ services: AppServices; versi
         tags,
         summary: "MCP over Streamable HTTP (protocol 2025-11-25 and 2025-06-18): exposed assistants are tools",
         response: {
-          200: Type.Unknown({ description: "a JSON-RPC response, or text/event-stream of JSON-RPC messages" }),
+          200: jsonRpcAnswer("a JSON-RPC response, or text/event-stream of JSON-RPC messages"),
           202: Type.Unknown({ description: "notifications and responses accepted: no body" }),
           ...problems(401, 403, 413),
+          ...jsonRpcErrors(400, 415),
         },
       },
     },

@@ -19,7 +19,7 @@ import {
   ThreadIdParams,
 } from "@rudder/api";
 import { parseJsonObjectParam } from "../query.ts";
-import { problems } from "../responses.ts";
+import { eventStream, problems } from "../responses.ts";
 import type { AppServices } from "../services.ts";
 import { streamRunEvents } from "../sse.ts";
 import { requestWait } from "../shutdown.ts";
@@ -268,7 +268,7 @@ export const runRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
         params: RunIdParams,
         headers: RunStreamHeaders,
         querystring: NoQuery,
-        response: { 200: Type.String({ description: "text/event-stream" }), ...problems(401, 403, 404, 422) },
+        response: { 200: eventStream("the run's events, from Last-Event-ID on"), ...problems(401, 403, 404, 422) },
       },
     },
     async (request, reply) => {
