@@ -76,10 +76,21 @@ describe(`the rudder command on ${TEST_DRIVER}`, () => {
       const list = await fetch(`${url}/v1/threads`, { headers: { authorization: `Bearer ${minted.stdout.trim()}` } });
       assert.equal(list.status, 200);
       assert.equal(((await list.json()) as unknown[]).length, 1);
+
+      if (TEST_DRIVER === "pglite") {
+        // One process at a time opens an embedded data dir: a second is refused, naming the first.
+        const second = await runRudder(["migrate", "--data-dir", target.dataDir], env);
+        assert.equal(second.code, 1);
+        assert.match(second.stderr.trim(), new RegExp(`^rudder migrate: the data dir .* is in use by process ${child.pid}:`));
+      }
     } finally {
       child.kill("SIGTERM");
       const [code] = await once(child, "close");
       assert.equal(code, 0, "SIGTERM stops the dev server cleanly");
+      if (TEST_DRIVER === "pglite") {
+        const after = await runRudder(["migrate", "--data-dir", target.dataDir], target.env);
+        assert.equal(after.code, 0, `the dir is free once dev stopped: ${after.stderr}`);
+      }
       await target.drop();
     }
   });

@@ -4,6 +4,7 @@ import { GraphLoadError } from "../graphs/registry.ts";
 import { SchemaOutdatedError } from "../server.ts";
 import { ApiError } from "../domain/errors.ts";
 import { isConnectionFailure } from "../storage/db.ts";
+import { DataDirInUseError } from "../storage/data-dir-lock.ts";
 import { MigrationError } from "../storage/migrate.ts";
 import { VERSION } from "../version.ts";
 import { runDev, runServe, runWorker } from "./serve.ts";
@@ -92,7 +93,7 @@ function databaseProblem(error: unknown): string | undefined {
 }
 
 function isExpected(error: unknown): error is Error {
-  return [ConfigError, GraphLoadError, MigrationError, SchemaOutdatedError].some((type) => error instanceof type);
+  return [ConfigError, DataDirInUseError, GraphLoadError, MigrationError, SchemaOutdatedError].some((type) => error instanceof type);
 }
 
 function print(text: string): number {

@@ -1,6 +1,7 @@
 import pg from "pg";
 import { setImmediate as nextTurn } from "node:timers/promises";
 import { Worker } from "node:worker_threads";
+import { lockDataDir } from "./data-dir-lock.ts";
 import { PGlite } from "@electric-sql/pglite";
 import { vector } from "@electric-sql/pglite-pgvector";
 import { DEFAULT_POOL_SIZE, DEFAULT_POOL_WAIT_MS, type PgliteThreadSetting } from "../config/config.ts";
@@ -311,8 +312,27 @@ export interface PgliteOptions {
  * of its own, another core than the graphs and HTTP (measured slower overall on two cores).
  */
 export async function createPgliteDb(options: PgliteOptions = {}): Promise<Db> {
-  if (options.thread === "worker") return pgliteThreadDb(options);
-  return pgliteDb(await PGlite.create({ dataDir: options.dataDir, loadDataDir: options.loadDataDir, extensions: PGLITE_EXTENSIONS }));
+  const release = options.dataDir === undefined ? undefined : lockDataDir(options.dataDir);
+  try {
+    const db =
+      options.thread === "worker"
+        ? await pgliteThreadDb(options)
+        : pgliteDb(await PGlite.create({ dataDir: options.dataDir, loadDataDir: options.loadDataDir, extensions: PGLITE_EXTENSIONS }));
+    if (!release) return db;
+    return {
+      ...db,
+      close: async () => {
+        try {
+          await db.close();
+        } finally {
+          release();
+        }
+      },
+    };
+  } catch (error) {
+    release?.();
+    throw error;
+  }
 }
 
 /** pgvector, for the store's semantic search (the migration creates the extension when offered). */
