@@ -289,6 +289,8 @@ async function listen(app: App, host: string, port: number): Promise<void> {
     if (code === "EACCES")
       throw new ConfigError(`cannot listen on ${host}:${port}: permission denied (choose a port above 1023 with --port or PORT)`);
     if (code === "EADDRNOTAVAIL") throw new ConfigError(`cannot listen on ${host}:${port}: no such local address (check --host or HOST)`);
+    if (code === "ENOTFOUND" || code === "EAI_AGAIN")
+      throw new ConfigError(`cannot listen on ${host}:${port}: no such host name (check --host or HOST)`);
     throw error;
   }
 }

@@ -103,6 +103,7 @@ describe("config", () => {
   test("a missing explicit config file and an invalid port are ConfigErrors", () => {
     assert.throws(() => resolveConfig({ config: "/nope/rudder.json" }, {}), ConfigError);
     assert.throws(() => resolveConfig({}, { PORT: "70000" }, dir), ConfigError);
+    assert.throws(() => resolveConfig({}, { PORT: "abc" }, dir), /invalid port from PORT="abc": a whole number from 0 to 65535/);
     assert.throws(() => resolveConfig({}, { RUDDER_PGLITE_THREAD: "both" }, dir), ConfigError);
     assert.equal(resolveConfig({}, {}, dir).pgliteThread, "main");
     assert.equal(resolveConfig({}, { RUDDER_PGLITE_THREAD: "worker" }, dir).pgliteThread, "worker");

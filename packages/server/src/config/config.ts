@@ -147,7 +147,10 @@ export function resolveConfig(flags: ConfigFlags, env: Env = process.env, cwd = 
   const file = configFile ? readConfigFile(configFile) : {};
   const configDir = configFile ? dirname(configFile) : cwd;
   const port = flags.port ?? (env.PORT ? Number(env.PORT) : 2024);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new ConfigError(`invalid port ${String(port)}`);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) {
+    const given = flags.port !== undefined ? `--port` : `PORT=${JSON.stringify(env.PORT)}`;
+    throw new ConfigError(`invalid port from ${given}: a whole number from 0 to 65535`);
+  }
   return {
     configFile,
     graphs: parseGraphs(file.graphs, configDir, configFile),
