@@ -92,7 +92,19 @@ export class StoreService {
    * its own). `where` names the operations list in a 422 (`body/operations`).
    */
   async batch(tenantId: string, operations: readonly StoreOperation[], where = "body/operations"): Promise<StoreResult[]> {
-    const prepared = operations.map((operation, index) => this.prepare(operation, `${where}/${index}`));
+    return this.execute(
+      tenantId,
+      operations.map((operation, index) => this.prepare(operation, `${where}/${index}`)),
+    );
+  }
+
+  /** One operation, a batch of one; `where` names it in a 422 (graph code: `store.put`). */
+  async one(tenantId: string, operation: StoreOperation, where: string): Promise<StoreResult> {
+    const [result] = await this.execute(tenantId, [this.prepare(operation, where)]);
+    return result!;
+  }
+
+  private async execute(tenantId: string, prepared: Prepared[]): Promise<StoreResult[]> {
     const queries = await this.embedPutsAndQueries(prepared);
     const run = (q: Queryable) => this.runAll(q, tenantId, prepared, queries);
     return prepared.length === 1 ? run(this.db) : this.db.transaction(run);
