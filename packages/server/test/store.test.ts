@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { ConfigError, DEFAULT_STORE_CONFIG, resolveConfig, type StoreConfig } from "../src/config/config.ts";
 import { loadEmbedder } from "../src/store/embedder.ts";
+import { TenantStore } from "../src/store/langgraph-store.ts";
 import { StoreSweeper } from "../src/store/sweeper.ts";
 import { createTestDatabase, TEST_DRIVER } from "./support/db.ts";
 import { assertProblem } from "./support/problem.ts";
@@ -512,6 +513,49 @@ describe(`store semantic search (${TEST_DRIVER})`, () => {
     } finally {
       await server.close();
     }
+  });
+
+  const keyScores = (hits: unknown) => (hits as { key: string; score: number }[]).map((hit) => ({ key: hit.key, score: hit.score }));
+
+  /** A zero vector (the fixture embeds a text with no topic word as one) in the data and as the query. */
+  async function zeroVectorsOn(server: TestServer) {
+    await results(server, [...seed, put(["docs"], "blank", { text: "nothing at all here" })]);
+    // Two searches in one batch: its first semantic search runs inside the batch's transaction.
+    const [food, blankQuery] = await results(server, [search(["docs"], { query: "pizza" }), search(["docs"], { query: "hello there" })]);
+    // Graph code reads the same search through LangGraph's store.
+    const graphHits = await new TenantStore(server.server.store, "t1").search(["docs"], { query: "pizza", limit: 10 });
+    return {
+      food: keyScores(food),
+      blankQuery: keyScores(blankQuery),
+      graph: graphHits.map((hit) => ({ key: hit.key, score: hit.score! })),
+    };
+  }
+
+  test("a zero vector (an item's or the query's) has similarity 0 on both paths: never NaN, never a 500, never ranked first", async () => {
+    const answers = [];
+    for (const dropPgvector of [false, true]) {
+      const database = await createTestDatabase();
+      if (dropPgvector) await database.db.exec("drop extension if exists vector");
+      const server = await startTestServer({ database, worker: false, config: { store: SEMANTIC } });
+      try {
+        if (dropPgvector) assert.equal(await server.server.store.semanticPath(), "exact-scan");
+        const answer = await zeroVectorsOn(server);
+        assert.equal(answer.food[0]!.key, "pasta");
+        assert.equal(answer.food.find((hit) => hit.key === "blank")!.score, 0);
+        assert.ok(answer.blankQuery.length > 0);
+        for (const hit of [...answer.food, ...answer.blankQuery, ...answer.graph])
+          assert.ok(Number.isFinite(hit.score), JSON.stringify(hit));
+        assert.ok(answer.blankQuery.every((hit) => hit.score === 0));
+        assert.deepEqual(answer.graph, answer.food);
+        answers.push(answer);
+      } finally {
+        await server.close();
+      }
+    }
+    // The same answer whichever path ranked it (scores to float precision: pgvector computes in real).
+    const rounded = (hits: { key: string; score: number }[]) => hits.map((hit) => [hit.key, Math.round(hit.score * 1e5)]);
+    assert.deepEqual(rounded(answers[0]!.food), rounded(answers[1]!.food));
+    assert.deepEqual(rounded(answers[0]!.blankQuery), rounded(answers[1]!.blankQuery));
   });
 
   test("an embedder that fails makes the batch a 503 (retryable) and writes nothing", async () => {

@@ -189,7 +189,10 @@ export async function searchItems(db: Queryable, tenantId: string, request: Sear
         : `(select sum(a::float8 * b) from unnest(embedding, ${params.add(ranking.embedding)}::real[]) as pair(a, b)) / nullif(embedding_norm * ${params.add(ranking.norm)}::float8, 0)`;
       where.push(`(embedding is not null or ${textMatch})`);
       tier = "case when embedding is null then 1 else 0 end";
-      score = `case when embedding is null then ${textRank} else coalesce((${cosine})::float8, 0) end`;
+      // A zero vector has no direction: its similarity to anything is 0 on both paths. pgvector's
+      // `<=>` answers NaN there (which sorts above every number and is not JSON), the exact scan
+      // null (its division by a zero norm); both become 0.
+      score = `case when embedding is null then ${textRank} else coalesce(nullif((${cosine})::float8, 'NaN'::float8), 0) end`;
     }
   }
   const order = "tier, score desc nulls last, updated_at desc, ns_path, key";

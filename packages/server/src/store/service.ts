@@ -106,6 +106,9 @@ export class StoreService {
 
   private async execute(tenantId: string, prepared: Prepared[]): Promise<StoreResult[]> {
     const queries = await this.embedPutsAndQueries(prepared);
+    // Which semantic path: asked (once) before the transaction opens. Asked inside it, on PGlite's
+    // one connection, the question waited for the transaction, which waited for the answer.
+    if (queries.size > 0) await this.semanticPath();
     const run = (q: Queryable) => this.runAll(q, tenantId, prepared, queries);
     return prepared.length === 1 ? run(this.db) : this.db.transaction(run);
   }
