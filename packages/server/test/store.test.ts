@@ -1,4 +1,5 @@
 import { after, before, describe, test } from "node:test";
+import type { StoreOperation } from "@rudder/api";
 import assert from "node:assert/strict";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -7,8 +8,9 @@ import { fileURLToPath } from "node:url";
 import { ConfigError, DEFAULT_STORE_CONFIG, resolveConfig, type StoreConfig } from "../src/config/config.ts";
 import { loadEmbedder } from "../src/store/embedder.ts";
 import { TenantStore } from "../src/store/langgraph-store.ts";
+import { StoreService } from "../src/store/service.ts";
 import { StoreSweeper } from "../src/store/sweeper.ts";
-import { createTestDatabase, TEST_DRIVER } from "./support/db.ts";
+import { createTestDatabase, TEST_DRIVER, type TestDatabase } from "./support/db.ts";
 import { assertProblem } from "./support/problem.ts";
 import { startTestServer, type RequestOptions, type TestServer } from "./support/server.ts";
 
@@ -588,6 +590,53 @@ describe(`store semantic search (${TEST_DRIVER})`, () => {
     } finally {
       await plain.close();
     }
+  });
+});
+
+describe(`store batches in parallel (${TEST_DRIVER}; on PostgreSQL, many connections)`, () => {
+  let database: TestDatabase;
+  let service: StoreService;
+  before(async () => {
+    database = await createTestDatabase();
+    service = new StoreService(database.db, { defaultTtl: null, refreshOnRead: true });
+  });
+  after(() => database.drop());
+
+  test("batches writing the same items in different orders never deadlock, and keep their order and answers", async () => {
+    const tenant = "locks";
+    const keys = ["k1", "k2", "k3", "k4"];
+    const putAll = (order: string[], v: string, extra: Op = {}) =>
+      order.map((key) => ({ kind: "put", namespace: ["dl"], key, value: { v }, ...extra }) as StoreOperation);
+    for (let round = 0; round < 8; round++) {
+      // New items (round 0) and existing ones (the rest); with TTLs, reads refresh rows others are writing.
+      const batches: StoreOperation[][] = [];
+      for (let i = 0; i < 6; i++) {
+        batches.push(putAll(keys, `a${i}`, { ttl: 60 }), putAll([...keys].reverse(), `b${i}`, { ttl: 60 }));
+        batches.push([
+          { kind: "search", namespace: ["dl"], refresh_ttl: true },
+          ...putAll(["k3", "k1"], `c${i}`),
+          { kind: "get", namespace: ["dl"], key: "k2", refresh_ttl: true },
+          { kind: "delete", namespace: ["dl"], key: "k4" },
+        ]);
+        batches.push([{ kind: "get", namespace: ["dl"], key: "k4", refresh_ttl: true }, ...putAll(["k4", "k2"], `d${i}`)]);
+      }
+      const settled = await Promise.allSettled(batches.map((operations) => service.batch(tenant, operations)));
+      const failures = settled.flatMap((result) => (result.status === "rejected" ? [String(result.reason)] : []));
+      assert.deepEqual(failures, [], `round ${round}`);
+    }
+    // The operations still run in the batch's order (a later one sees an earlier one's write), with answers in that order.
+    const answers = await service.batch(tenant, [
+      { kind: "put", namespace: ["dl"], key: "k2", value: { v: "first" } },
+      { kind: "get", namespace: ["dl"], key: "k2" },
+      { kind: "put", namespace: ["dl"], key: "k1", value: { v: "second" } },
+      { kind: "delete", namespace: ["dl"], key: "k2" },
+      { kind: "get", namespace: ["dl"], key: "k2" },
+      { kind: "get", namespace: ["dl"], key: "k1" },
+    ]);
+    assert.deepEqual(
+      answers.map((answer) => (answer === null ? null : (answer as { value: unknown }).value)),
+      [null, { v: "first" }, null, null, null, { v: "second" }],
+    );
   });
 });
 

@@ -25,6 +25,7 @@ import {
   getItem,
   hasPgvector,
   listNamespaces,
+  lockItemsForWrite,
   putItem,
   searchItems,
   type PutRow,
@@ -109,8 +110,15 @@ export class StoreService {
     // Which semantic path: asked (once) before the transaction opens. Asked inside it, on PGlite's
     // one connection, the question waited for the transaction, which waited for the answer.
     if (queries.size > 0) await this.semanticPath();
-    const run = (q: Queryable) => this.runAll(q, tenantId, prepared, queries);
-    return prepared.length === 1 ? run(this.db) : this.db.transaction(run);
+    if (prepared.length === 1) return this.runAll(this.db, tenantId, prepared, queries);
+    const writes = prepared.flatMap((op): { namespace: readonly string[]; key: string }[] =>
+      op.kind === "put" ? [op.row] : op.kind === "delete" ? [op] : [],
+    );
+    return this.db.transaction(async (tx) => {
+      // Its items locked in one global order first, so concurrent batches never deadlock.
+      if (writes.length > 0) await lockItemsForWrite(tx, tenantId, writes);
+      return this.runAll(tx, tenantId, prepared, queries);
+    });
   }
 
   /** `GET /v1/store/search`: one search operation. */
