@@ -30,7 +30,16 @@ import type {
   ThreadStateQuery,
 } from "@rudder/api";
 import { RudderError, type ProblemBody } from "./errors.ts";
-import { DEFAULT_RETRY, shouldRetry, sleep, backoffMs, withRetries, type RetryOptions } from "./retry.ts";
+import {
+  DEFAULT_RETRY,
+  backoffMs,
+  retryAfterSeconds,
+  shouldRetry,
+  shouldRetryUnsafeWrite,
+  sleep,
+  withRetries,
+  type RetryOptions,
+} from "./retry.ts";
 import { parseEventStream } from "./sse.ts";
 
 export interface RudderClientOptions {
@@ -73,8 +82,10 @@ interface RequestOptions extends CallOptions {
   readonly query?: Query;
   readonly headers?: Record<string, string>;
   /**
-   * Whether a network failure may be retried: true for reads and for writes that carry an
-   * Idempotency-Key or are idempotent by nature; false otherwise (the server may have done it).
+   * Whether the request is safe to send again whatever became of the last send: true for reads
+   * and for writes that carry an Idempotency-Key or are idempotent by nature (retried by
+   * `shouldRetry`); false otherwise, and then it is retried only when the answer says it was not
+   * carried out (`shouldRetryUnsafeWrite`: never after a network failure, a 500, 502 or 504).
    */
   readonly replayable: boolean;
   /** Error codes never retried by this call (join leaves join_timeout to its caller). */
@@ -87,8 +98,10 @@ const JOIN_TIMEOUT = "join_timeout";
 /**
  * A typed client for Rudder's `/v1` API with the spec's client retry rules built in: bounded
  * exponential backoff with jitter only on retryable answers, network failures, 429 and temporary
- * 5xx; Retry-After respected; run creation retried with the same Idempotency-Key and body (one is
- * made when the caller gives none); never a silent new key; no automatic redrive.
+ * 5xx (a write that is not safe to repeat only when the answer says it was not carried out: 429,
+ * 503, a retryable 4xx); Retry-After respected (seconds or an HTTP-date); run creation retried with
+ * the same Idempotency-Key and body (one is made when the caller gives none); never a silent new
+ * key; no automatic redrive.
  */
 export class RudderClient {
   readonly threads: ThreadsResource;
@@ -121,13 +134,13 @@ export class RudderClient {
     return withRetries(
       async () =>
         attempt().catch((error: unknown) => {
-          // A write that may have happened must not be sent twice without an idempotency key.
-          if (error instanceof RudderError && error.status === 0 && !options.replayable) throw withoutRetry(error);
           if (error instanceof RudderError && options.noRetry?.includes(error.code)) throw withoutRetry(error);
           throw error;
         }),
       this.retry,
       options.signal,
+      // A write that may have happened must not be sent twice without an idempotency key.
+      options.replayable ? shouldRetry : shouldRetryUnsafeWrite,
     ).catch((error: unknown) => {
       throw error instanceof NoRetry ? error.error : error;
     });
@@ -219,11 +232,9 @@ async function problemOf(response: Response): Promise<RudderError> {
   } catch {
     problem = { detail: text.slice(0, 500) || response.statusText };
   }
-  const retryAfter = response.headers.get("retry-after");
-  const seconds = retryAfter === null ? undefined : Number(retryAfter);
   return new RudderError(problem, response.status, {
     requestId: response.headers.get("x-request-id") ?? undefined,
-    retryAfterSeconds: seconds !== undefined && Number.isFinite(seconds) && seconds >= 0 ? seconds : undefined,
+    retryAfterSeconds: retryAfterSeconds(response.headers.get("retry-after")),
   });
 }
 

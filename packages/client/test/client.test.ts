@@ -6,7 +6,7 @@ import { fileURLToPath } from "node:url";
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { RudderClient, RudderError } from "../src/index.ts";
-import { backoffMs, shouldRetry, DEFAULT_RETRY } from "../src/retry.ts";
+import { backoffMs, retryAfterSeconds, shouldRetry, shouldRetryUnsafeWrite, DEFAULT_RETRY } from "../src/retry.ts";
 import { startTestServer, type TestServer } from "../../server/test/support/server.ts";
 
 const run = promisify(execFile);
@@ -20,6 +20,8 @@ type Fault =
   | { kind: "answer"; status: number; headers?: Record<string, string>; body?: unknown }
   /** Forwards, lets the server do the work, then resets the client's connection before any answer. */
   | { kind: "reset_after_forward" }
+  /** Forwards, lets the server do the work, then answers this status instead (a proxy that lost the answer). */
+  | { kind: "answer_after_forward"; status: number }
   /** Forwards, then cuts the answer after this many SSE frames. */
   | { kind: "cut_stream"; frames: number };
 
@@ -51,6 +53,14 @@ async function faultProxy(
         if (fault.kind === "reset_after_forward") {
           answer.resume();
           answer.on("end", () => req.socket.destroy());
+          return;
+        }
+        if (fault.kind === "answer_after_forward") {
+          answer.resume();
+          answer.on("end", () => {
+            res.writeHead(fault.status, { "content-type": "text/html" });
+            res.end("<html>upstream answer lost</html>");
+          });
           return;
         }
         res.writeHead(answer.statusCode!, answer.headers);
@@ -101,6 +111,26 @@ describe("retry rules (spec section 7), as pure functions", () => {
     assert.equal(shouldRetry(new RudderError({ code: "validation_error", retryable: false }, 422)), false);
     assert.equal(shouldRetry(new RudderError({ code: "some_new_code" }, 400)), false, "unknown codes are handled safely");
     assert.equal(shouldRetry(new Error("not ours")), false);
+  });
+  test("a write that is not safe to repeat: retried only when the answer says it was not carried out", () => {
+    for (const status of [429, 503]) assert.equal(shouldRetryUnsafeWrite(new RudderError({}, status)), true, String(status));
+    assert.equal(shouldRetryUnsafeWrite(new RudderError({ code: "request_timeout", retryable: true }, 408)), true);
+    assert.equal(shouldRetryUnsafeWrite(new RudderError({ code: "unavailable", retryable: true }, 503)), true);
+    // The write may have happened: a network failure, a 500 (even one marked retryable), a proxy's 502 or 504.
+    assert.equal(shouldRetryUnsafeWrite(RudderError.network(new Error("ECONNRESET"))), false);
+    for (const status of [500, 502, 504]) assert.equal(shouldRetryUnsafeWrite(new RudderError({}, status)), false, String(status));
+    assert.equal(shouldRetryUnsafeWrite(new RudderError({ code: "internal", retryable: true }, 500)), false);
+    assert.equal(shouldRetryUnsafeWrite(new RudderError({ code: "validation_error", retryable: false }, 422)), false);
+    assert.equal(shouldRetryUnsafeWrite(new Error("not ours")), false);
+  });
+  test("Retry-After: delay-seconds or an HTTP-date", () => {
+    const now = Date.parse("2026-01-01T00:00:00.000Z");
+    assert.equal(retryAfterSeconds("2", now), 2);
+    assert.equal(retryAfterSeconds("0", now), 0);
+    assert.equal(retryAfterSeconds(new Date(now + 3000).toUTCString(), now), 3);
+    assert.equal(retryAfterSeconds("Thu, 01 Jan 2026 00:00:05 GMT", now), 5);
+    assert.equal(retryAfterSeconds("Wed, 31 Dec 2025 23:59:00 GMT", now), 0, "a past date: at once");
+    for (const unreadable of [null, "", "soon", "-1"]) assert.equal(retryAfterSeconds(unreadable, now), undefined, String(unreadable));
   });
   test("backoff is bounded exponential with jitter; Retry-After wins (capped)", () => {
     const options = { ...DEFAULT_RETRY, baseMs: 100, capMs: 1000 };
@@ -312,6 +342,66 @@ describe("@rudder/client through a fault-injecting proxy", () => {
       const thread = await client.threads.create();
       assert.ok(thread.thread_id);
       assert.equal(proxy.seen.length, 3);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  test("a write that is not safe to repeat is not sent again after a 500, 502 or 504 (it may have been done)", async () => {
+    for (const status of [500, 502, 504]) {
+      let faulted = 0;
+      const { proxy, client } = await through((req) =>
+        req.method === "POST" && !faulted++ ? { kind: "answer_after_forward", status } : { kind: "pass" },
+      );
+      try {
+        const marker = `unsafe-${status}`;
+        const error = await client.threads.create({ metadata: { marker } }).catch((e: unknown) => e);
+        assert.ok(error instanceof RudderError && error.status === status, String(error));
+        assert.equal(proxy.seen.length, 1, `create sent once after a ${status}`);
+        const threads = (await server.request("GET", `/v1/threads?metadata=${encodeURIComponent(JSON.stringify({ marker }))}`)).body;
+        assert.equal((threads as unknown[]).length, 1, "one thread, not two");
+      } finally {
+        await proxy.close();
+      }
+    }
+    // Cancel likewise; a read after the same fault is retried.
+    const thread = await new RudderClient({ baseUrl: server.url, token: () => server.token() }).threads.create();
+    let faulted = 0;
+    const { proxy, client } = await through(() => (!faulted++ ? { kind: "answer_after_forward", status: 502 } : { kind: "pass" }));
+    try {
+      assert.equal((await client.threads.get(thread.thread_id)).thread_id, thread.thread_id);
+      assert.equal(proxy.seen.length, 2, "the read was retried");
+      faulted = 0;
+      const run = await client.runs.create({ thread_id: thread.thread_id, assistant_id: "steps", input: { steps: 50, delayMs: 100 } });
+      assert.equal(proxy.seen.length, 4, "run creation (with its key) was retried");
+      faulted = 0;
+      const error = await client.runs.cancel(run.run_id).catch((e: unknown) => e);
+      assert.ok(error instanceof RudderError && error.status === 502);
+      assert.equal(proxy.seen.filter((request) => request.path.endsWith("/cancel")).length, 1, "cancel sent once");
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  test("Retry-After as an HTTP-date is waited for", async () => {
+    const times: number[] = [];
+    const { proxy } = await through((_req, index) => {
+      times.push(Date.now());
+      // Two seconds ahead; the header has whole seconds, so the wait is between one and two.
+      return index === 0
+        ? {
+            kind: "answer",
+            status: 429,
+            headers: { "retry-after": new Date(Date.now() + 2000).toUTCString() },
+            body: { code: "rate_limited" },
+          }
+        : { kind: "pass" };
+    });
+    try {
+      const client = new RudderClient({ baseUrl: proxy.url, token: () => server.token(), retry: { ...FAST_RETRY, capMs: 5000 } });
+      await client.threads.list();
+      assert.equal(proxy.seen.length, 2);
+      assert.ok(times[1]! - times[0]! >= 900, `waited ${times[1]! - times[0]!} ms`);
     } finally {
       await proxy.close();
     }

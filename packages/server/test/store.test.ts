@@ -1,4 +1,5 @@
 import { after, before, describe, test } from "node:test";
+import type { StoreOperation } from "@rudder/api";
 import assert from "node:assert/strict";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -6,8 +7,10 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { ConfigError, DEFAULT_STORE_CONFIG, resolveConfig, type StoreConfig } from "../src/config/config.ts";
 import { loadEmbedder } from "../src/store/embedder.ts";
+import { TenantStore } from "../src/store/langgraph-store.ts";
+import { StoreService } from "../src/store/service.ts";
 import { StoreSweeper } from "../src/store/sweeper.ts";
-import { createTestDatabase, TEST_DRIVER } from "./support/db.ts";
+import { createTestDatabase, TEST_DRIVER, type TestDatabase } from "./support/db.ts";
 import { assertProblem } from "./support/problem.ts";
 import { startTestServer, type RequestOptions, type TestServer } from "./support/server.ts";
 
@@ -514,6 +517,49 @@ describe(`store semantic search (${TEST_DRIVER})`, () => {
     }
   });
 
+  const keyScores = (hits: unknown) => (hits as { key: string; score: number }[]).map((hit) => ({ key: hit.key, score: hit.score }));
+
+  /** A zero vector (the fixture embeds a text with no topic word as one) in the data and as the query. */
+  async function zeroVectorsOn(server: TestServer) {
+    await results(server, [...seed, put(["docs"], "blank", { text: "nothing at all here" })]);
+    // Two searches in one batch: its first semantic search runs inside the batch's transaction.
+    const [food, blankQuery] = await results(server, [search(["docs"], { query: "pizza" }), search(["docs"], { query: "hello there" })]);
+    // Graph code reads the same search through LangGraph's store.
+    const graphHits = await new TenantStore(server.server.store, "t1").search(["docs"], { query: "pizza", limit: 10 });
+    return {
+      food: keyScores(food),
+      blankQuery: keyScores(blankQuery),
+      graph: graphHits.map((hit) => ({ key: hit.key, score: hit.score! })),
+    };
+  }
+
+  test("a zero vector (an item's or the query's) has similarity 0 on both paths: never NaN, never a 500, never ranked first", async () => {
+    const answers = [];
+    for (const dropPgvector of [false, true]) {
+      const database = await createTestDatabase();
+      if (dropPgvector) await database.db.exec("drop extension if exists vector");
+      const server = await startTestServer({ database, worker: false, config: { store: SEMANTIC } });
+      try {
+        if (dropPgvector) assert.equal(await server.server.store.semanticPath(), "exact-scan");
+        const answer = await zeroVectorsOn(server);
+        assert.equal(answer.food[0]!.key, "pasta");
+        assert.equal(answer.food.find((hit) => hit.key === "blank")!.score, 0);
+        assert.ok(answer.blankQuery.length > 0);
+        for (const hit of [...answer.food, ...answer.blankQuery, ...answer.graph])
+          assert.ok(Number.isFinite(hit.score), JSON.stringify(hit));
+        assert.ok(answer.blankQuery.every((hit) => hit.score === 0));
+        assert.deepEqual(answer.graph, answer.food);
+        answers.push(answer);
+      } finally {
+        await server.close();
+      }
+    }
+    // The same answer whichever path ranked it (scores to float precision: pgvector computes in real).
+    const rounded = (hits: { key: string; score: number }[]) => hits.map((hit) => [hit.key, Math.round(hit.score * 1e5)]);
+    assert.deepEqual(rounded(answers[0]!.food), rounded(answers[1]!.food));
+    assert.deepEqual(rounded(answers[0]!.blankQuery), rounded(answers[1]!.blankQuery));
+  });
+
   test("an embedder that fails makes the batch a 503 (retryable) and writes nothing", async () => {
     const server = await startTestServer({ worker: false, config: { store: SEMANTIC } });
     try {
@@ -544,6 +590,53 @@ describe(`store semantic search (${TEST_DRIVER})`, () => {
     } finally {
       await plain.close();
     }
+  });
+});
+
+describe(`store batches in parallel (${TEST_DRIVER}; on PostgreSQL, many connections)`, () => {
+  let database: TestDatabase;
+  let service: StoreService;
+  before(async () => {
+    database = await createTestDatabase();
+    service = new StoreService(database.db, { defaultTtl: null, refreshOnRead: true });
+  });
+  after(() => database.drop());
+
+  test("batches writing the same items in different orders never deadlock, and keep their order and answers", async () => {
+    const tenant = "locks";
+    const keys = ["k1", "k2", "k3", "k4"];
+    const putAll = (order: string[], v: string, extra: Op = {}) =>
+      order.map((key) => ({ kind: "put", namespace: ["dl"], key, value: { v }, ...extra }) as StoreOperation);
+    for (let round = 0; round < 8; round++) {
+      // New items (round 0) and existing ones (the rest); with TTLs, reads refresh rows others are writing.
+      const batches: StoreOperation[][] = [];
+      for (let i = 0; i < 6; i++) {
+        batches.push(putAll(keys, `a${i}`, { ttl: 60 }), putAll([...keys].reverse(), `b${i}`, { ttl: 60 }));
+        batches.push([
+          { kind: "search", namespace: ["dl"], refresh_ttl: true },
+          ...putAll(["k3", "k1"], `c${i}`),
+          { kind: "get", namespace: ["dl"], key: "k2", refresh_ttl: true },
+          { kind: "delete", namespace: ["dl"], key: "k4" },
+        ]);
+        batches.push([{ kind: "get", namespace: ["dl"], key: "k4", refresh_ttl: true }, ...putAll(["k4", "k2"], `d${i}`)]);
+      }
+      const settled = await Promise.allSettled(batches.map((operations) => service.batch(tenant, operations)));
+      const failures = settled.flatMap((result) => (result.status === "rejected" ? [String(result.reason)] : []));
+      assert.deepEqual(failures, [], `round ${round}`);
+    }
+    // The operations still run in the batch's order (a later one sees an earlier one's write), with answers in that order.
+    const answers = await service.batch(tenant, [
+      { kind: "put", namespace: ["dl"], key: "k2", value: { v: "first" } },
+      { kind: "get", namespace: ["dl"], key: "k2" },
+      { kind: "put", namespace: ["dl"], key: "k1", value: { v: "second" } },
+      { kind: "delete", namespace: ["dl"], key: "k2" },
+      { kind: "get", namespace: ["dl"], key: "k2" },
+      { kind: "get", namespace: ["dl"], key: "k1" },
+    ]);
+    assert.deepEqual(
+      answers.map((answer) => (answer === null ? null : (answer as { value: unknown }).value)),
+      [null, { v: "first" }, null, null, null, { v: "second" }],
+    );
   });
 });
 

@@ -87,13 +87,71 @@ export async function deleteItem(db: Queryable, tenantId: string, namespace: rea
   await db.query("delete from store_items where tenant_id = $1 and ns_path = $2 and key = $3", [tenantId, namespacePath(namespace), key]);
 }
 
-/** The refresh of the hits' expiry, as a CTE over `hits` (columns ns_path, key). */
+/**
+ * The refresh of the hits' expiry, as a CTE over `hits` (columns ns_path, key). A read never waits
+ * for a row lock: a hit another transaction is writing at this moment (a put, which sets its own
+ * expiry, a delete, or another refresh) is skipped (`skip locked`). A read that waited while
+ * holding the rows it had refreshed could close a cycle with a batch writing them (see
+ * `lockItemsForWrite`).
+ */
 const REFRESH = (tenant: string) =>
-  `, refreshed as (
+  `, refreshable as (
+     select s.ns_path, s.key from store_items s join hits h on s.ns_path = h.ns_path and s.key = h.key
+      where s.tenant_id = ${tenant} and s.ttl_minutes is not null
+      order by s.ns_path, s.key
+        for update of s skip locked),
+   refreshed as (
      update store_items s set expires_at = now() + s.ttl_minutes * interval '1 minute'
-       from hits h
-      where s.tenant_id = ${tenant} and s.ns_path = h.ns_path and s.key = h.key and s.ttl_minutes is not null
+       from refreshable r
+      where s.tenant_id = ${tenant} and s.ns_path = r.ns_path and s.key = r.key
      returning 1)`;
+
+/** The first key of the store's advisory locks (their two-key form, which no other lock of Rudder's uses). */
+const STORE_LOCK_CLASS = 0x53544f52; // "STOR"
+
+/** A 32-bit FNV-1a hash of the item's address within the tenant: the second key of its advisory lock. */
+function itemLockKey(tenantId: string, nsPath: string, key: string): number {
+  let hash = 0x811c9dc5;
+  for (const char of `${tenantId}\u0000${nsPath}\u0000${key}`) {
+    hash ^= char.codePointAt(0)!;
+    hash = Math.imul(hash, 0x01000193);
+  }
+  return hash | 0;
+}
+
+/**
+ * The lock phase of a batch that writes (in its transaction, before its first operation): every
+ * item it puts or deletes is locked in one global order, so two batches writing the same items in
+ * different orders wait for each other instead of deadlocking (PostgreSQL then kills one: a 503).
+ * First a transaction-scoped advisory lock per address, in the order of the lock keys (this covers
+ * items that do not exist yet, whose insertion takes no row lock until it happens); then the rows
+ * that exist, `for update`, in (ns_path, key) order. After this phase the batch waits for no lock
+ * another batch could hold while waiting for it: its own writes are locked, reads never wait (MVCC),
+ * and a TTL refresh skips rows others hold. A lone statement holds one row at most, so it closes no
+ * cycle either. The operations then run in the batch's order, with its answers in that order.
+ */
+export async function lockItemsForWrite(
+  db: Queryable,
+  tenantId: string,
+  items: readonly { readonly namespace: readonly string[]; readonly key: string }[],
+): Promise<void> {
+  const addresses = new Map<string, { path: string; key: string; lock: number }>();
+  for (const item of items) {
+    const path = namespacePath(item.namespace);
+    addresses.set(`${path}\u0000${item.key}`, { path, key: item.key, lock: itemLockKey(tenantId, path, item.key) });
+  }
+  const locks = [...new Set([...addresses.values()].map((address) => address.lock))].sort((a, b) => a - b);
+  // unnest yields the array's order, and each row's call runs as its row is read: locks taken in order.
+  await db.query("select pg_advisory_xact_lock($1::int, lock) from unnest($2::int[]) as lock", [STORE_LOCK_CLASS, locks]);
+  const rows = [...addresses.values()];
+  await db.query(
+    `select 1 from store_items
+      where tenant_id = $1 and (ns_path, key) in (select * from unnest($2::text[], $3::text[]))
+      order by ns_path, key
+        for update`,
+    [tenantId, rows.map((row) => row.path), rows.map((row) => row.key)],
+  );
+}
 
 /** An unexpired item, or undefined; with `refresh`, its TTL restarts (same statement). */
 export async function getItem(
@@ -189,7 +247,10 @@ export async function searchItems(db: Queryable, tenantId: string, request: Sear
         : `(select sum(a::float8 * b) from unnest(embedding, ${params.add(ranking.embedding)}::real[]) as pair(a, b)) / nullif(embedding_norm * ${params.add(ranking.norm)}::float8, 0)`;
       where.push(`(embedding is not null or ${textMatch})`);
       tier = "case when embedding is null then 1 else 0 end";
-      score = `case when embedding is null then ${textRank} else coalesce((${cosine})::float8, 0) end`;
+      // A zero vector has no direction: its similarity to anything is 0 on both paths. pgvector's
+      // `<=>` answers NaN there (which sorts above every number and is not JSON), the exact scan
+      // null (its division by a zero norm); both become 0.
+      score = `case when embedding is null then ${textRank} else coalesce(nullif((${cosine})::float8, 'NaN'::float8), 0) end`;
     }
   }
   const order = "tier, score desc nulls last, updated_at desc, ns_path, key";

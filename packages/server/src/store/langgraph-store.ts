@@ -3,12 +3,21 @@ import type { StoreItem, StoreOperation, StoreResult, StoreSearchHit } from "@ru
 import type { StoreService } from "./service.ts";
 
 /**
+ * A store that runs one operation as a batch of one under the name of the call that made it (a
+ * 422 names `store.put/key`, not `store.batch/0/key`); the run's `AsyncBatchedStore` uses it when
+ * the store it wraps has it (worker/batched-store.ts).
+ */
+export interface SingleOperationStore {
+  one(operation: Operation): Promise<unknown>;
+}
+
+/**
  * LangGraph's `BaseStore` over one tenant's store: what a run's nodes get as `config.store`,
  * `getStore()` and the Runtime's `store`. Every batch goes through `StoreService`, the same path
  * and the same rules as `POST /v1/store/batch`, scoped to the run's tenant: graph code cannot
  * name another tenant.
  */
-export class TenantStore extends BaseStore {
+export class TenantStore extends BaseStore implements SingleOperationStore {
   constructor(
     private readonly service: StoreService,
     private readonly tenantId: string,
@@ -16,11 +25,31 @@ export class TenantStore extends BaseStore {
     super();
   }
 
+  /** `store.batch([...])`: one transaction; a 422 names `store.batch/<index>/<field>`. */
   override async batch<Op extends Operation[]>(operations: Op): Promise<OperationResults<Op>> {
     const results = await this.service.batch(this.tenantId, operations.map(toWire), "store.batch");
     return results.map(fromWire) as OperationResults<Op>;
   }
+
+  /**
+   * One `put`, `get`, `search`, `delete` or `listNamespaces` of a node, a batch of one (the
+   * run's `AsyncBatchedStore` hands each call here, worker/batched-store.ts); a 422 names the
+   * call, e.g. `store.put/key`.
+   */
+  async one(operation: Operation): Promise<unknown> {
+    const wire = toWire(operation);
+    return fromWire(await this.service.one(this.tenantId, wire, CALL_NAMES[wire.kind]));
+  }
 }
+
+/** The `BaseStore` method that makes each kind of operation. */
+const CALL_NAMES: Record<StoreOperation["kind"], string> = {
+  put: "store.put",
+  get: "store.get",
+  delete: "store.delete",
+  search: "store.search",
+  list_namespaces: "store.listNamespaces",
+};
 
 /** LangGraph's operation shapes (told apart by their fields, as LangGraph does) as the wire's. */
 function toWire(operation: Operation): StoreOperation {

@@ -25,6 +25,7 @@ import {
   getItem,
   hasPgvector,
   listNamespaces,
+  lockItemsForWrite,
   putItem,
   searchItems,
   type PutRow,
@@ -92,10 +93,32 @@ export class StoreService {
    * its own). `where` names the operations list in a 422 (`body/operations`).
    */
   async batch(tenantId: string, operations: readonly StoreOperation[], where = "body/operations"): Promise<StoreResult[]> {
-    const prepared = operations.map((operation, index) => this.prepare(operation, `${where}/${index}`));
+    return this.execute(
+      tenantId,
+      operations.map((operation, index) => this.prepare(operation, `${where}/${index}`)),
+    );
+  }
+
+  /** One operation, a batch of one; `where` names it in a 422 (graph code: `store.put`). */
+  async one(tenantId: string, operation: StoreOperation, where: string): Promise<StoreResult> {
+    const [result] = await this.execute(tenantId, [this.prepare(operation, where)]);
+    return result!;
+  }
+
+  private async execute(tenantId: string, prepared: Prepared[]): Promise<StoreResult[]> {
     const queries = await this.embedPutsAndQueries(prepared);
-    const run = (q: Queryable) => this.runAll(q, tenantId, prepared, queries);
-    return prepared.length === 1 ? run(this.db) : this.db.transaction(run);
+    // Which semantic path: asked (once) before the transaction opens. Asked inside it, on PGlite's
+    // one connection, the question waited for the transaction, which waited for the answer.
+    if (queries.size > 0) await this.semanticPath();
+    if (prepared.length === 1) return this.runAll(this.db, tenantId, prepared, queries);
+    const writes = prepared.flatMap((op): { namespace: readonly string[]; key: string }[] =>
+      op.kind === "put" ? [op.row] : op.kind === "delete" ? [op] : [],
+    );
+    return this.db.transaction(async (tx) => {
+      // Its items locked in one global order first, so concurrent batches never deadlock.
+      if (writes.length > 0) await lockItemsForWrite(tx, tenantId, writes);
+      return this.runAll(tx, tenantId, prepared, queries);
+    });
   }
 
   /** `GET /v1/store/search`: one search operation. */
