@@ -263,6 +263,16 @@ describe(`schedules on ${TEST_DRIVER}`, () => {
     assert.ok(observed >= fired.length, `fire lag observed ${observed} fires, at least ${fired.length} happened`);
   });
 
+  test("an empty PATCH changes nothing, updated_at included; another tenant's is still 404", async () => {
+    const schedule = (await create({ assistant_id: "echo", cron: "0 0 1 1 *" })).body as Schedule;
+    const path = `/v1/schedules/${schedule.schedule_id}`;
+    const patched = await server.request("PATCH", path, { body: {} });
+    assert.equal(patched.status, 200);
+    assert.deepEqual(patched.body, schedule);
+    assertProblem(await server.request("PATCH", path, { tenant: "iso-b", body: {} }), 404, "not_found");
+    await server.request("DELETE", path);
+  });
+
   test("last_run_at and last_run_id name the newest fire; next_run_at moves on", async () => {
     const schedule = (await create({ assistant_id: "echo", cron: EVERY_SECOND })).body as Schedule;
     await runsAtLeast(schedule.schedule_id, 2);

@@ -74,6 +74,8 @@ export class ScheduleService {
    * row's lock: an executor firing the schedule finishes first, or skips it until this commits.
    */
   async update(tenantId: string, scheduleId: string, patch: PatchScheduleBody): Promise<Schedule> {
+    // Nothing to change: the schedule as it is (an empty patch must not move updated_at).
+    if (Object.keys(patch).length === 0) return this.get(tenantId, scheduleId);
     const updated = await this.db.transaction(async (tx) => {
       const current = await scheduleRows.findSchedule(tx, tenantId, scheduleId, { lock: true });
       if (!current) throw notFound("schedule", scheduleId);
