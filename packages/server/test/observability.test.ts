@@ -234,6 +234,14 @@ describe("observability: GET /metrics", () => {
     assert.ok(!afterScrape.some((sample) => sample.labels.route?.includes("nothing")));
   });
 
+  test("a method a known path does not answer (405) is counted under that path's route", async () => {
+    const beforeScrape = await scrape(server.url);
+    for (const id of ["a", "b"]) assert.equal((await fetch(`${server.url}/v1/runs/${id}/join`, { method: "DELETE" })).status, 405);
+    const afterScrape = await scrape(server.url);
+    const labels = { method: "DELETE", route: "/v1/runs/:run_id/join", status: "405" };
+    assert.equal(sum(afterScrape, "rudder_http_requests_total", labels) - sum(beforeScrape, "rudder_http_requests_total", labels), 2);
+  });
+
   test("logs are JSON lines; request logs carry request_id, a run's carry run_id, attempt and worker_id; a failure is logged once with its stack", async () => {
     const runId = (
       await server.request("POST", "/v1/runs", {

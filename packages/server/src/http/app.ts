@@ -128,6 +128,8 @@ export async function buildApp(options: AppOptions): Promise<App> {
     if (reply.statusCode === 413 && !request.raw.complete) reply.removeHeader("connection");
     return payload;
   });
+  /** Which methods each route path answers (405 answers, the CONNECT handler, metric labels). */
+  const routeMethods = new RouteMethods();
   const { metrics } = options.services;
   // Every request is counted when its connection's response ends, streams and refusals included,
   // by route pattern (never the raw URL: ids would make a series per run).
@@ -136,7 +138,10 @@ export async function buildApp(options: AppOptions): Promise<App> {
     reply.raw.once("close", () => {
       const labels = {
         method: request.method,
-        route: request.is404 ? "unmatched" : (request.routeOptions.url ?? "unmatched"),
+        // A path a route answers with other methods (a 405) is counted under that route.
+        route: request.is404
+          ? (routeMethods.routeOf(request.url.split("?")[0] ?? "/") ?? "unmatched")
+          : (request.routeOptions.url ?? "unmatched"),
         status: String(reply.raw.statusCode),
       };
       metrics.httpRequests.inc(labels);
@@ -172,7 +177,6 @@ export async function buildApp(options: AppOptions): Promise<App> {
         problem: "this route takes no Idempotency-Key (runs and steering do): a retry of it is not made safe by one",
       });
   });
-  const routeMethods = new RouteMethods();
   app.addHook("onRoute", (route) => routeMethods.add(route));
   // Every route's schema lists the problems any request of its shape may get (415, 414, 503 …).
   app.addHook("onRoute", addProtocolProblems);

@@ -75,14 +75,19 @@ function writeProblem(socket: Duplex, apiError: ApiError, headers: Record<string
  * `Allow`, not a 404. Fed by the `onRoute` hook; path parameters match one segment.
  */
 export class RouteMethods {
-  private readonly routes: { pattern: RegExp; methods: Set<string> }[] = [];
+  private readonly routes: { url: string; pattern: RegExp; methods: Set<string> }[] = [];
 
   add(route: Pick<RouteOptions, "method" | "url">): void {
     const pattern = new RegExp(`^${route.url.split("/").map(segmentPattern).join("/")}$`);
     const methods = [route.method].flat();
     const existing = this.routes.find((entry) => entry.pattern.source === pattern.source);
     if (existing) for (const method of methods) existing.methods.add(method);
-    else this.routes.push({ pattern, methods: new Set(methods) });
+    else this.routes.push({ url: route.url, pattern, methods: new Set(methods) });
+  }
+
+  /** The route pattern of a path some route answers (with another method), for labels; undefined for none. */
+  routeOf(path: string): string | undefined {
+    return this.routes.find((route) => route.pattern.test(path))?.url;
   }
 
   /** The methods the path answers to, or none when no route has this path. */
