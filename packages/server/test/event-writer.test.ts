@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import type { RunEvent } from "@rudder/api";
 import { ApiError } from "../src/domain/errors.ts";
 import { createLocalNotifier, createPostgresNotifier, type Notice } from "../src/notify/notifier.ts";
-import { appendEvents, readEvents, type PendingEvent } from "../src/storage/events.ts";
+import { appendEvents, countHandBacks, readEvents, type PendingEvent } from "../src/storage/events.ts";
 import { claimRuns } from "../src/storage/runs.ts";
 import { EventWriter, type EventHandoff } from "../src/worker/event-writer.ts";
 import { createTestDatabase, TEST_DRIVER, type TestDatabase } from "./support/db.ts";
@@ -290,5 +290,31 @@ describe(`the worker's event writer on ${TEST_DRIVER}`, () => {
     }
     await sender.close();
     await receiver?.close();
+  });
+});
+
+describe(`a run's hand-backs in its log on ${TEST_DRIVER}`, () => {
+  let database: TestDatabase;
+  before(async () => {
+    database = await createTestDatabase();
+  });
+  after(() => database.drop());
+
+  test("countHandBacks counts the worker_shutdown retries since the run's last redrive, and no other event", async () => {
+    const [lease] = await claimedRuns(database.db, 1);
+    const { tenantId, runId } = lease!;
+    const retrying = (reason: "error" | "worker_shutdown"): PendingEvent => ({
+      kind: "run_retrying",
+      data: { attempt: 1, reason, delay_ms: 0, error: null },
+    });
+    assert.equal(await countHandBacks(database.db, tenantId, runId), 0);
+    await appendEvents(database.db, tenantId, runId, [retrying("worker_shutdown"), retrying("error"), retrying("worker_shutdown")]);
+    assert.equal(await countHandBacks(database.db, tenantId, runId), 2);
+    await appendEvents(database.db, tenantId, runId, [
+      { kind: "run_redriven", data: { from: "dead_letter" } },
+      retrying("worker_shutdown"),
+    ]);
+    assert.equal(await countHandBacks(database.db, tenantId, runId), 1, "only those since the redrive");
+    assert.equal(await countHandBacks(database.db, `${tenantId}-other`, runId), 0, "another tenant's run of that id has none");
   });
 });
