@@ -33,7 +33,7 @@ export const ERROR_CODES = {
 export type ErrorCode = keyof typeof ERROR_CODES;
 
 /**
- * `code` on the wire: any string. New codes can appear (spec §9.2) and a client treats one it does
+ * `code` on the wire: a string, known or not. New codes can appear (spec §9.2) and a client treats one it does
  * not know as an unknown error (spec §7), so the schema is open and the known codes are its
  * examples, not an enum a validator or a generated client would refuse a new code by. The static
  * type keeps the known codes for completion and accepts any other string.

@@ -56,7 +56,7 @@ function enqueue(state: BatchedStoreState, call: Omit<QueuedCall, "resolve" | "r
  *   naming an index of a batch the node never made. Here each call is its own `batch` (each
  *   `put`, `get`, `search`, `delete`, `listNamespaces` a batch of one, as over HTTP), run one
  *   after another in the order they were made, each settling on its own.
- * - Its `batch` throws ("not implemented on AsyncBatchedStore"), and `listNamespaces` (which
+ * - Its `batch` throws (LangGraph left it out of the wrapper), and `listNamespaces` (which
  *   `BaseStore` builds on `batch`) with it. Here `batch([...])` is queued like any call and goes
  *   to the inner store whole (one transaction in Rudder's store). `put` also passes its `index`
  *   argument on, which LangGraph's drops.
