@@ -183,15 +183,16 @@ describe("A2A tasks", () => {
 
     test("a cancel that meets a run an answer has just resumed cancels the run that carries the task on", async () => {
       const tenant = "t-cancel-resume";
-      const approval = await a2aClient(server, "approval", "1.0", { tenant });
-      const asked = asTask(await approval.sendMessage(sendRequest(userMessage([data({ request: "race" })]))));
+      // two_hops asks twice, so the run the answer resumes cannot succeed before the cancel lands.
+      const approval = await a2aClient(server, "two_hops", "1.0", { tenant });
+      const asked = asTask(await approval.sendMessage(sendRequest(userMessage([data({ answers: [] })]))));
       assert.equal(asked.status?.state, TaskState.TASK_STATE_INPUT_REQUIRED);
       const tasks = server.server.a2aTasks;
       // The cancel read the task while it waited for input; the answer resumed it before the cancel ran.
-      const stale = (await tasks.current(tenant, "approval", asked.id))!;
+      const stale = (await tasks.current(tenant, "two_hops", asked.id))!;
       const resumed = await server.request("POST", `/v1/runs/${asked.id}/resume`, { body: { resume: { approved: true } }, tenant });
       assert.equal(resumed.status, 202, JSON.stringify(resumed.body));
-      const cancelled = await tasks.cancel(tenant, "approval", stale);
+      const cancelled = await tasks.cancel(tenant, "two_hops", stale);
       assert.equal(cancelled.run_id, (resumed.body as { run_id: string }).run_id);
       await settled(cancelled.run_id, tenant);
       assert.equal((await approval.getTask(get(asked.id))).status?.state, TaskState.TASK_STATE_CANCELED);
