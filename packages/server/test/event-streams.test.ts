@@ -1,5 +1,6 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
+import { get, type IncomingMessage } from "node:http";
 import { fileURLToPath } from "node:url";
 import type { RunEvent } from "@rudder/api";
 import { createLocalNotifier, createPostgresNotifier, type Notifier } from "../src/notify/notifier.ts";
@@ -15,7 +16,7 @@ import { interceptedDb } from "./support/intercepted-db.ts";
 import { claimedRuns } from "./support/runs.ts";
 import { startServer } from "../src/server.ts";
 import { startTestServer, type TestServer } from "./support/server.ts";
-import { openSse, type SseEvent } from "./support/sse.ts";
+import { openSse, parseSse, type SseEvent } from "./support/sse.ts";
 
 const TESTING_CONFIG = fileURLToPath(new URL("./fixtures/testing.rudder.json", import.meta.url));
 
@@ -284,6 +285,77 @@ describe(`long run logs on ${TEST_DRIVER}`, () => {
         parsed(together[index]!),
         log.filter((event) => event.sequence > after),
         `reader ${index}, from ${after}`,
+      );
+    }
+  });
+});
+
+describe(`readers that do not read on ${TEST_DRIVER}`, () => {
+  const SCRAPE_TOKEN = "event-streams-scrape-token";
+  let server: TestServer;
+  before(async () => {
+    server = await startTestServer({ configFile: TESTING_CONFIG, config: { metricsToken: SCRAPE_TOKEN } });
+  });
+  after(async () => {
+    await server.close();
+  });
+
+  /** The SSE streams the server is serving now (its gauge). */
+  const openStreams = async () => {
+    const metrics = await (await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${SCRAPE_TOKEN}` } })).text();
+    return Number(/^rudder_sse_streams_open (\d+)$/m.exec(metrics)?.[1]);
+  };
+
+  /** A stream after `lastEventId` whose client takes nothing off its socket until `read()`; resolves once its first bytes came. */
+  const openPaused = (url: string, token: string, lastEventId: number) =>
+    new Promise<{ read(): Promise<SseEvent[]> }>((resolve, reject) => {
+      const headers = { authorization: `Bearer ${token}`, accept: "text/event-stream", "last-event-id": String(lastEventId) };
+      get(url, { headers }, (response: IncomingMessage) => {
+        response.pause();
+        response.once("readable", () =>
+          resolve({
+            async read() {
+              const events: SseEvent[] = [];
+              for await (const item of parseSse(response)) if (item.type === "event") events.push(item);
+              return events;
+            },
+          }),
+        );
+      }).on("error", reject);
+    });
+
+  test("a replay to a reader that does not read goes no further than its socket takes, holds no replay turn, and is whole once it reads", async () => {
+    // Pages of 500 events of 25 KB: a page is more than a socket's buffers take on both ends.
+    const count = 1_100;
+    const created = await server.request("POST", "/v1/runs", {
+      body: { assistant_id: "ticks", input: { count, interval_ms: 0, pad_bytes: 25_000 } },
+    });
+    const runId = String(created.body.run_id);
+    assert.equal((await server.request("GET", `/v1/runs/${runId}/join?timeout=120`)).body.status, "succeeded");
+    const token = await server.token();
+    const url = `${server.url}/v1/runs/${runId}/stream`;
+    const readAll = async () => parsed(await (await openSse(url, { headers: { authorization: `Bearer ${token}` } })).rest());
+    const log = await readAll();
+    assert.deepEqual(ticksOf(log), [...Array(count).keys()]);
+
+    // The first reader's stream reads through the process's tail of the run; each later one starts
+    // behind it, so it reads the log in one of the tenant's four replay turns.
+    const from = [400, 300, 200, 100, 50];
+    const paused = [];
+    for (const after of from) paused.push(await openPaused(url, token, after));
+    // Their streams wait for their sockets: not one of them was written out whole into the process's memory.
+    assert.equal(await openStreams(), from.length);
+    // Another of the tenant's replays still gets turns, and reads the whole log.
+    const noTurn = new Promise<never>((_, reject) =>
+      setTimeout(() => reject(new Error("the other replay got no turn in 60 s")), 60_000).unref(),
+    );
+    assert.deepEqual(await Promise.race([readAll(), noTurn]), log);
+    // Once they read, each gets every event after its Last-Event-ID, in order, and its end.
+    for (const [index, reader] of paused.entries()) {
+      assert.deepEqual(
+        parsed(await reader.read()),
+        log.filter((event) => event.sequence > from[index]!),
+        `reader from ${from[index]}`,
       );
     }
   });

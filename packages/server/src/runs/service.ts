@@ -36,7 +36,18 @@ export interface RunLimits {
 
 /** What a follower of a run sees: new events, a quiet interval, or the run's end (terminal or paused). */
 export type FollowUpdate =
-  { readonly type: "events"; readonly events: RunEvent[] } | { readonly type: "quiet" } | { readonly type: "settled"; readonly run: Run };
+  | {
+      readonly type: "events";
+      readonly events: RunEvent[];
+      /**
+       * Call once the page is written out: a page read from the log behind the shared tail holds
+       * one of its tenant's replay turns until then (or until the next page is asked for), so a
+       * stream that waits for a slow reader's socket gives it back first.
+       */
+      readonly sent: () => void;
+    }
+  | { readonly type: "quiet" }
+  | { readonly type: "settled"; readonly run: Run };
 
 export interface FollowOptions {
   /** Events after this sequence (default 0: from the start). */
@@ -299,12 +310,15 @@ export class RunService {
     await this.assertOwn(tenantId, runId);
     const tail = this.feed.attach(tenantId, runId, cursor);
     const end = this.feed.awaitEnd(runId);
-    /** The replay turn the page being sent holds (`ReplayTurns`): given back when the next page is asked for. */
+    /** The replay turn the page being sent holds (`ReplayTurns`): given back once it is sent, or when the next page is asked for. */
     let turn: (() => void) | undefined;
-    /** The next page after the cursor: from the shared tail, or from the log while behind it, in the tenant's turn. */
-    const nextPage = async (): Promise<RunEvent[]> => {
+    const sent = () => {
       turn?.();
       turn = undefined;
+    };
+    /** The next page after the cursor: from the shared tail, or from the log while behind it, in the tenant's turn. */
+    const nextPage = async (): Promise<RunEvent[]> => {
+      sent();
       let events = tail.since(cursor);
       if (events === undefined) {
         turn = await this.replayTurns.take(tenantId);
@@ -324,7 +338,7 @@ export class RunService {
         let news = false;
         for (let page = await nextPage(); page.length; page = await nextPage()) {
           news = true;
-          yield { type: "events", events: page };
+          yield { type: "events", events: page, sent };
         }
         // The run row is read only when its status may have changed: first, on run_changed, on a re-check.
         if (wakeup !== "notice" || tail.changes !== seenChanges) {
@@ -335,7 +349,7 @@ export class RunService {
             // full page finds them all (a read takes at most a page per run).
             do {
               await tail.refresh();
-              for (let rest = await nextPage(); rest.length; rest = await nextPage()) yield { type: "events", events: rest };
+              for (let rest = await nextPage(); rest.length; rest = await nextPage()) yield { type: "events", events: rest, sent };
             } while (tail.more);
             yield { type: "settled", run: publicRun(run) };
             return;
@@ -345,7 +359,7 @@ export class RunService {
         wakeup = await tail.wait(intervalMs, signal);
       }
     } finally {
-      turn?.();
+      sent();
       end.detach();
       tail.detach();
     }

@@ -10,6 +10,7 @@ import { grants } from "../../domain/roles.ts";
 import { jsonRpcAnswer, problems } from "../../http/responses.ts";
 import type { AppServices } from "../../http/services.ts";
 import { endOnShutdown } from "../../http/shutdown.ts";
+import { sendPaced } from "../../http/sse.ts";
 import { utf8Text } from "../../http/validation.ts";
 import { agentCard, legacyAgentCard } from "./card.ts";
 import { pushNotSupported, RudderA2AHandler, type A2ACall } from "./handler.ts";
@@ -207,10 +208,13 @@ async function streamAnswer(
   const out = reply.raw;
   out.writeHead(200, { ...SSE_HEADERS, "x-request-id": request.id });
   out.flushHeaders();
-  const write = (response: JsonRpcResponse) => out.write(formatSSEEvent(options.legacy ? withInterruptFinal(response) : response));
+  const closed = new AbortController();
+  out.on("close", () => closed.abort());
+  const write = (response: JsonRpcResponse) =>
+    sendPaced(out, formatSSEEvent(options.legacy ? withInterruptFinal(response) : response), closed.signal);
   try {
     for (let next = first; !next.done; next = await nextWithHeartbeats(iterator, options.heartbeatMs, () => out.write(": heartbeat\n\n"))) {
-      write(next.value);
+      await write(next.value);
     }
   } catch (error) {
     request.log.warn({ err: error }, "A2A stream failed");

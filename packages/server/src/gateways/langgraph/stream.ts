@@ -3,6 +3,7 @@ import type { LgStreamMode, Run } from "@rudder/api";
 import type { AppServices } from "../../http/services.ts";
 import { requestFields } from "../../http/logging.ts";
 import { endOnShutdown } from "../../http/shutdown.ts";
+import { sendPaced } from "../../http/sse.ts";
 import { formatSse, LgEventMapper, metadataEvent } from "./mapping.ts";
 
 /**
@@ -59,8 +60,10 @@ export async function streamLangGraph(
     });
     for await (const update of updates) {
       if (update.type === "events") {
-        for (const event of update.events) for (const sse of mapper.map(event)) out.write(formatSse(sse));
-      } else if (update.type === "quiet") out.write(": heartbeat\n\n");
+        let frames = "";
+        for (const event of update.events) for (const sse of mapper.map(event)) frames += formatSse(sse);
+        await sendPaced(out, frames, closed.signal, update.sent);
+      } else if (update.type === "quiet") await sendPaced(out, ": heartbeat\n\n", closed.signal);
       else settled = true;
     }
   } catch (error) {
