@@ -79,6 +79,40 @@ describe("run control and recovery", () => {
     assert.deepEqual([done.status, done.output.reply], ["succeeded", "n"]);
   });
 
+  test("a run created with a command on a thread whose paused run waits for its answer is 409; the paused run's resume answers it, once", async () => {
+    const { threadId, run } = await pausedRun();
+    const steered = await server.request("POST", `/v1/runs/${run.run_id}/steer`, {
+      body: { kind: "note", payload: "for whoever continues" },
+    });
+    assert.equal(steered.status, 202, JSON.stringify(steered.body));
+    for (const command of [{ resume: { approved: false } }, { update: { draft: "other" } }, { goto: "act" }]) {
+      for (const multitask_strategy of ["enqueue", "reject"]) {
+        const created = await server.request("POST", `/v1/threads/${threadId}/runs`, {
+          body: { assistant_id: "approval", multitask_strategy, ...command },
+        });
+        assert.deepEqual([created.status, created.body.code, created.body.run_id], [409, "conflict", run.run_id], JSON.stringify(command));
+        assert.match(created.body.detail, /resume/);
+      }
+    }
+    const untouched = await get(run.run_id);
+    assert.deepEqual([untouched.status, untouched.superseded_by_run_id], ["paused", null]);
+    const resumed = await server.request("POST", `/v1/runs/${run.run_id}/resume`, { body: { resume: { approved: true } } });
+    assert.equal(resumed.status, 202);
+    const done = await joinRun(resumed.body.run_id);
+    assert.deepEqual([done.status, done.output.approved, done.output.outcome], ["succeeded", true, "done: Plan for: ship"]);
+    const events = (await server.request("GET", `/v1/runs/${resumed.body.run_id}/events`)).body as { kind: string }[];
+    assert.ok(
+      events.some((event) => event.kind === "run.steer.accepted" || event.kind.startsWith("run.steer")),
+      "the steering the paused run held moved to the run that answered it",
+    );
+    // Once answered, the thread takes runs with a command again (they continue from its state).
+    const after = await server.request("POST", `/v1/threads/${threadId}/runs`, {
+      body: { assistant_id: "approval", resume: { approved: true } },
+    });
+    assert.equal(after.status, 202, JSON.stringify(after.body));
+    await joinRun(after.body.run_id);
+  });
+
   test("two runs paused on one thread: each resume answers its own run's interrupt, in either order", async () => {
     for (const order of [
       ["first", "second"],

@@ -198,6 +198,7 @@ export class RunService {
       const replay = await this.replayOf(tx, run);
       if (replay) return replay;
       if (!(await lockThread(tx, run.tenantId, run.threadId))) throw notFound("thread", run.threadId);
+      if (run.command !== null) await this.refuseSecondAnswer(tx, run.tenantId, run.threadId);
       await this.applyMultitaskStrategy(tx, run.tenantId, run.threadId, run.multitaskStrategy);
     }
     const quota = this.limits.queuedRunQuota;
@@ -231,6 +232,22 @@ export class RunService {
       throw new ApiError("idempotency_conflict", "this Idempotency-Key was used with a different request");
     }
     return { run: existing, replayed: true };
+  }
+
+  /**
+   * A run created with a command on a thread whose paused run waits for its answer would answer
+   * that run's interrupt beside it, leaving it resumable: its resume would then run the graph on
+   * from the same interrupt a second time, and the steering it holds would go to that second run
+   * ("No duplicate run", spec section 3). Its answer goes through its resume, where one caller wins.
+   */
+  private async refuseSecondAnswer(tx: Transaction, tenantId: string, threadId: string): Promise<void> {
+    const paused = await runRows.unansweredPausedRun(tx, tenantId, threadId);
+    if (paused === undefined) return;
+    throw new ApiError(
+      "conflict",
+      `run ${paused} on thread ${threadId} is paused: answer its interrupt with POST /v1/runs/${paused}/resume, not with a new run`,
+      { fields: { run_id: paused } },
+    );
   }
 
   /** reject: 409 while the thread has an active run. cancel_previous: its pending and running runs are cancelled first. */
@@ -546,12 +563,12 @@ export class RunService {
 }
 
 /**
- * Whether the create decides under its thread's lock (`reject`, `cancel_previous`, …). Otherwise
+ * Whether the create decides under its thread's lock (`reject`, `cancel_previous`, a command, …). Otherwise
  * (a stateless run, or `enqueue`) its insert decides alone, in one statement: thread, quota,
  * idempotency key, `blocked`.
  */
 function decidedUnderThreadLock(run: NewRun): run is NewRun & { threadId: string } {
-  return run.threadId !== null && run.multitaskStrategy !== "enqueue";
+  return run.threadId !== null && (run.multitaskStrategy !== "enqueue" || run.command !== null);
 }
 
 /** Request config over the assistant's; `configurable` merges one level deeper. */

@@ -261,6 +261,16 @@ export async function lockRunsOfThread(
   return rows.map(toClaimed);
 }
 
+const UNANSWERED_PAUSED_RUN = `select run_id from runs
+      where tenant_id = $1 and thread_id = $2 and status = 'paused' and superseded_by_run_id is null
+      order by created_at desc, run_id desc limit 1`;
+
+/** The thread's newest paused run that no resume has continued yet, if any (read under the thread's lock). */
+export async function unansweredPausedRun(tx: Queryable, tenantId: string, threadId: string): Promise<string | undefined> {
+  const [row] = await tx.query<{ run_id: string }>(UNANSWERED_PAUSED_RUN, [tenantId, threadId]);
+  return row?.run_id;
+}
+
 const SELECT_RUN = `select ${RUN_COLUMNS} from runs where tenant_id = $1 and run_id = $2`;
 
 export async function getRun(db: Queryable, tenantId: string, runId: string): Promise<ClaimedRun | undefined> {
