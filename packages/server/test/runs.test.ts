@@ -466,6 +466,30 @@ describe("runs (queue only, no worker)", () => {
     }
   });
 
+  test("Idempotency-Key under concurrency on a thread: same-key creates that decide under its lock neither cancel nor refuse their own run", async () => {
+    for (const strategy of ["cancel_previous", "reject"]) {
+      for (let round = 0; round < 5; round++) {
+        const tenant = `burst-${strategy}-${round}`;
+        const threadId = (await server.request("POST", "/v1/threads", { body: {}, tenant })).body.thread_id as string;
+        const headers = { "idempotency-key": `thread-burst-${round}` };
+        const body = { assistant_id: "echo", input: { message: `burst ${round}` }, multitask_strategy: strategy };
+        const answers = await Promise.all(
+          Array.from({ length: 8 }, () => server.request("POST", `/v1/threads/${threadId}/runs`, { body, tenant, headers })),
+        );
+        const shown = JSON.stringify(answers.map((answer) => answer.body));
+        assert.deepEqual(
+          answers.map((answer) => answer.status),
+          Array(8).fill(202),
+          `${strategy}: ${shown}`,
+        );
+        const runIds = new Set(answers.map((answer) => answer.body.run_id));
+        assert.equal(runIds.size, 1, shown);
+        const run = await server.request("GET", `/v1/runs/${[...runIds][0] as string}`, { tenant });
+        assert.equal(run.body.status, "pending", `${strategy}: the key's run was not cancelled by its own copies`);
+      }
+    }
+  });
+
   test("the queued-run quota is per tenant: 429 quota_exceeded with Retry-After", async () => {
     for (let i = 0; i < 3; i++) assert.equal((await createStateless({ assistant_id: "echo" }, { tenant: "quota" })).status, 202);
     const over = await createStateless({ assistant_id: "echo" }, { tenant: "quota" });

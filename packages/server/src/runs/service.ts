@@ -198,6 +198,10 @@ export class RunService {
       const replay = await this.replayOf(tx, run);
       if (replay) return replay;
       if (!(await lockThread(tx, run.tenantId, run.threadId))) throw notFound("thread", run.threadId);
+      // A copy of this request that held the lock first may have created the key's run meanwhile:
+      // deciding again would cancel it (cancel_previous) or refuse its retry (reject).
+      const created = await this.replayOf(tx, run);
+      if (created) return created;
       if (run.command !== null) await this.refuseSecondAnswer(tx, run.tenantId, run.threadId);
       await this.applyMultitaskStrategy(tx, run.tenantId, run.threadId, run.multitaskStrategy);
     }
