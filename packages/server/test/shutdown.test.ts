@@ -174,6 +174,7 @@ test("closing the API ends open streams cleanly, finishes requests in flight, en
     const joined = await join;
     assert.ok([408, 503].includes(joined.status), `join answered ${joined.status}`);
     assert.equal(joined.body.retryable, true);
+    if (joined.status === 408) assert.doesNotMatch(joined.body.detail, /after 120 s/, "it did not wait its timeout out");
     // The rest of the in-flight body, and a second request pipelined after it on the same connection.
     connection.write(body.slice(10) + "GET /v1/threads HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer " + token + "\r\n\r\n");
     const [finished, refused] = await connection.responses();

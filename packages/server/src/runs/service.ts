@@ -431,7 +431,9 @@ export class RunService {
     }
     const run = await this.own(this.db, tenantId, runId);
     if (isSettled(run.status)) return publicRun(run);
-    throw new ApiError("join_timeout", `run ${runId} is still ${run.status} after ${timeoutSeconds} s; join again to keep waiting`);
+    // A wait the caller stopped (the server shutting down) did not wait the timeout out.
+    const waited = deadline.aborted ? `after ${timeoutSeconds} s` : "and this server stopped waiting (it is shutting down)";
+    throw new ApiError("join_timeout", `run ${runId} is still ${run.status} ${waited}; join again to keep waiting`);
   }
 
   /**
