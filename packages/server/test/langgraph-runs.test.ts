@@ -226,6 +226,23 @@ describe("LangGraph API through the SDK: interrupts, multitask, cancel, failures
     await rejectsWith(viewer.runs.join(thread.thread_id, runId, { cancelOnDisconnect: true }), 403);
   });
 
+  test("an Idempotency-Key on a run creation replays it, as on /v1; another request with the key is 409", async () => {
+    const thread = await client.threads.create();
+    for (const path of ["/runs", `/threads/${thread.thread_id}/runs`, "/runs/wait"]) {
+      const headers = { "idempotency-key": `lg-${randomUUID()}` };
+      const body = { assistant_id: "echo", input: { message: "once" }, multitask_strategy: "enqueue" };
+      const first = await server.request("POST", path, { body, headers });
+      const again = await server.request("POST", path, { body, headers });
+      assert.equal(first.status, 200, JSON.stringify(first.body));
+      assert.equal(again.status, 200, JSON.stringify(again.body));
+      const runIdOf = (answer: typeof first) =>
+        (answer.body.run_id as string | undefined) ?? answer.headers.get("content-location")!.split("/").at(-1);
+      assert.equal(runIdOf(again), runIdOf(first), `${path}: the retry answers the first run`);
+      const other = await server.request("POST", path, { body: { ...body, input: { message: "twice" } }, headers });
+      assert.deepEqual([other.status, other.body.code], [409, "idempotency_conflict"], path);
+    }
+  });
+
   test("404s: unknown threads, runs, assistants; a run under another thread's path", async () => {
     const thread = await client.threads.create();
     const missing = randomUUID();

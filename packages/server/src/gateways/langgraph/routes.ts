@@ -33,6 +33,7 @@ import {
   LgThreadState,
   LgUpdateStateAnswer,
   LgUpdateStateBody,
+  IdempotencyHeaders,
   RunIdParams,
   ThreadIdParams,
   type LgStreamMode,
@@ -440,6 +441,7 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
     tags,
     summary,
     ...(threadScoped ? { params: ThreadIdParams } : {}),
+    headers: IdempotencyHeaders,
     body: LgRunCreateBody,
     response: { ...response, ...problems(400, 401, 403, 404, 409, 413, 422, 429) },
   });
@@ -478,15 +480,17 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
   };
 
   const threadParam = (request: FastifyRequest) => (request.params as { thread_id?: string }).thread_id ?? null;
+  /** The request's Idempotency-Key (validated by the route's header schema), as `/v1` run creation takes it. */
+  const keyOf = (request: FastifyRequest) => (request.headers as IdempotencyHeaders)["idempotency-key"];
 
   const create = async (request: FastifyRequest<{ Body: LgRunCreateBody }>, reply: FastifyReply) => {
-    const { run } = await startRun(services, request.principal.tenantId, threadParam(request), request.body);
+    const { run } = await startRun(services, request.principal.tenantId, threadParam(request), request.body, keyOf(request));
     return reply.header("content-location", runLocation(run)).send(lgRun(run));
   };
 
   const wait = async (request: FastifyRequest<{ Body: LgRunCreateBody }>, reply: FastifyReply) => {
     const { tenantId } = request.principal;
-    const { run } = await startRun(services, tenantId, threadParam(request), request.body);
+    const { run } = await startRun(services, tenantId, threadParam(request), request.body, keyOf(request));
     const closed = new AbortController();
     const release = endOnShutdown(request, closed);
     reply.raw.on("close", () => closed.abort());
@@ -496,7 +500,7 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
 
   const stream = async (request: FastifyRequest<{ Body: LgRunCreateBody }>, reply: FastifyReply) => {
     const { tenantId } = request.principal;
-    const { run, modes } = await startRun(services, tenantId, threadParam(request), request.body);
+    const { run, modes } = await startRun(services, tenantId, threadParam(request), request.body, keyOf(request));
     const location = runLocation(run);
     await streamLangGraph(request, reply, {
       tenantId,

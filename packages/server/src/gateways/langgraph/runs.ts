@@ -20,13 +20,16 @@ const RECENT_RUNS = 100;
 /**
  * Creates (or, for a `command` on a thread with a paused run, resumes) a run from a LangGraph
  * request, through the same `RunService` as `/v1`: the run is a Rudder run with the same id.
- * Returns the run and the stream modes the request asked for.
+ * An Idempotency-Key makes the creation replay as on `/v1` (a command that resumes a paused run
+ * has the resume's own rule instead: one answer wins). Returns the run and the stream modes the
+ * request asked for.
  */
 export async function startRun(
   services: AppServices,
   tenantId: string,
   threadId: string | null,
   body: LgRunCreateBody,
+  idempotencyKey?: string,
 ): Promise<{ run: Run; modes: LgStreamMode[] }> {
   const refused = unsupportedRunFields(body);
   if (refused.length) throw new ApiError("validation_error", `not supported on this server: ${refused.join("; ")}`);
@@ -95,6 +98,7 @@ export async function startRun(
   };
   const { run } = await runService.create(tenantId, threadId, request, {
     threadMetadata,
+    ...(idempotencyKey === undefined ? {} : { idempotencyKey }),
     ...(body.after_seconds ? { afterSeconds: body.after_seconds } : {}),
   });
   return { run, modes };
