@@ -635,6 +635,53 @@ describe("hostile input", () => {
     assert.ok([200, 409].includes(cancelled.status), JSON.stringify(cancelled.body));
   });
 
+  test("row 19: no body sent with Content-Type: application/json is no body: cancel and redrive act, a route that needs one refuses it as before", async () => {
+    const json = { "content-type": "application/json" };
+    const join = async (id: string) => (await server.request("GET", `/v1/runs/${id}/join?timeout=20`)).body;
+    const create = async (path: string, body: unknown) => (await server.request("POST", path, { body })).body.run_id as string;
+
+    // fetch sends `Content-Length: 0`.
+    const paused = await create("/v1/runs", { assistant_id: "approval", input: { request: "x" } });
+    assert.equal((await join(paused)).status, "paused");
+    const cancelled = await server.request("POST", `/v1/runs/${paused}/cancel`, { headers: json });
+    assert.deepEqual([cancelled.status, cancelled.body.status], [200, "cancelled"], JSON.stringify(cancelled.body));
+    assert.equal((await join(paused)).status, "cancelled");
+
+    // curl -X POST -H 'content-type: application/json' sends no Content-Length at all.
+    const pausedToo = await create("/v1/runs", { assistant_id: "approval", input: { request: "y" } });
+    assert.equal((await join(pausedToo)).status, "paused");
+    const answer = await rawHttp(
+      server.url,
+      `POST /v1/runs/${pausedToo}/cancel HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${await server.token()}\r\n` +
+        "Content-Type: application/json\r\nConnection: close\r\n\r\n",
+    );
+    assert.match(answer, /^HTTP\/1\.1 200 /, answer);
+    assert.equal((await join(pausedToo)).status, "cancelled");
+
+    const failed = await create("/v1/runs", { assistant_id: "failing", input: { mode: "plain" } });
+    assert.equal((await join(failed)).status, "failed");
+    const redriven = await server.request("POST", `/v1/runs/${failed}/redrive`, { headers: json, rawBody: "" });
+    assert.deepEqual([redriven.status, redriven.body.status], [202, "pending"], JSON.stringify(redriven.body));
+    assert.equal((await join(failed)).status, "failed", "the redriven run ran again");
+
+    // The LangGraph API's bodyless POSTs too: wait=1 answers once the run has stopped.
+    const lgThread = (await server.request("POST", "/v1/threads", { body: {} })).body.thread_id as string;
+    const running = await create(`/v1/threads/${lgThread}/runs`, { assistant_id: "steps", input: { steps: 50, delayMs: 100 } });
+    const lgCancel = await server.request("POST", `/threads/${lgThread}/runs/${running}/cancel?wait=1`, { headers: json });
+    assert.equal(lgCancel.status, 204, JSON.stringify(lgCancel.body));
+    assert.equal((await join(running)).status, "cancelled");
+
+    // A route that needs a body refuses an empty one exactly as it refuses none.
+    for (const path of ["/v1/runs", `/v1/threads/${threadId}/runs`, `/v1/runs/${runId}/steer`, `/v1/runs/${runId}/resume`, "/threads"]) {
+      const none = await server.request("POST", path);
+      const empty = await server.request("POST", path, { headers: json, rawBody: "" });
+      assertProblem(empty, 422, "validation_error");
+      assert.deepEqual([empty.body.detail, empty.body.errors], [none.body.detail, none.body.errors], path);
+    }
+    // Whitespace is a body, and not JSON.
+    assertProblem(await server.request("POST", `/v1/runs/${runId}/cancel`, { headers: json, rawBody: " " }), 400, "invalid_request");
+  });
+
   test("row 20: an Idempotency-Key on a /v1 write that does not honour one is a 422, not ignored (a retry would double it)", async () => {
     const before = (await server.request("GET", "/v1/schedules")).body.length as number;
     const schedule = { assistant_id: "echo", cron: "0 0 1 1 *", input: { message: "x" } };

@@ -1,12 +1,22 @@
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
+import { createHash } from "node:crypto";
 import { resolve } from "node:path";
+import type { CreateRunBody } from "@rudder/api";
 import { ConfigError, parseDotEnv, resolveConfig } from "../src/config/config.ts";
 import { contains } from "../src/domain/containment.ts";
 import { ApiError, ERROR_CODES } from "../src/domain/errors.ts";
 import { grants, isRole } from "../src/domain/roles.ts";
 import { BudgetExceededError, UsageMeter } from "../src/domain/budget.ts";
-import { canonicalJson, isRetryableError, isSettled, requestFingerprint, retryDelayMs, runErrorOf } from "../src/domain/runs.ts";
+import {
+  canonicalJson,
+  isRetryableError,
+  isSettled,
+  requestFingerprint,
+  retryDelayMs,
+  runErrorOf,
+  withRunDefaults,
+} from "../src/domain/runs.ts";
 import { DrainedExecutions, UnsettledTasks } from "../src/domain/steering.ts";
 import { indexableText, STORE_MAX_INDEXED_TEXT_BYTES } from "../src/domain/store.ts";
 import { toApiError } from "../src/http/problem.ts";
@@ -120,6 +130,9 @@ describe("config", () => {
 });
 
 describe("run rules", () => {
+  /** The fingerprint a create of `request` stores (`RunService.create`). */
+  const fingerprint = (request: CreateRunBody, threadId: string | null = null) => requestFingerprint(threadId, withRunDefaults(request));
+
   test("retryable errors: marked, network codes, undici codes, causes; not plain errors", () => {
     assert.ok(isRetryableError(Object.assign(new Error("x"), { retryable: true })));
     assert.ok(isRetryableError(Object.assign(new Error("x"), { code: "ECONNRESET" })));
@@ -146,8 +159,91 @@ describe("run rules", () => {
 
   test("request fingerprints ignore key order and undefined members", () => {
     assert.equal(canonicalJson({ b: 1, a: [{ d: 2, c: 3 }] }), '{"a":[{"c":3,"d":2}],"b":1}');
-    assert.equal(requestFingerprint({ a: 1, b: undefined }), requestFingerprint({ a: 1 }));
-    assert.notEqual(requestFingerprint({ a: 1 }), requestFingerprint({ a: 2 }));
+    assert.equal(
+      fingerprint({ assistant_id: "a", input: { x: 1, y: [{ d: 2, c: 3 }] }, metadata: undefined }),
+      fingerprint({ input: { y: [{ c: 3, d: 2 }], x: 1 }, assistant_id: "a" }),
+    );
+    assert.notEqual(fingerprint({ assistant_id: "a", input: { x: 1 } }), fingerprint({ assistant_id: "a", input: { x: 2 } }));
+  });
+
+  test("request fingerprints compare requests with their defaults applied: a default spelled out is the same request", () => {
+    const bare = { assistant_id: "echo", input: { message: "i" } };
+    const spelled: CreateRunBody = {
+      ...bare,
+      context: {},
+      config: {},
+      resume: null,
+      update: null,
+      goto: null,
+      durability: "sync",
+      multitask_strategy: "enqueue",
+      run_timeout: null,
+      max_model_calls: null,
+      max_tool_calls: null,
+      max_tokens: null,
+      max_cost: null,
+      metadata: {},
+    };
+    assert.equal(fingerprint(spelled), fingerprint(bare));
+    for (const [field, value] of Object.entries(spelled)) {
+      if (field in bare) continue;
+      assert.equal(fingerprint({ ...bare, [field]: value }), fingerprint(bare), `${field}: ${JSON.stringify(value)}`);
+    }
+    assert.equal(fingerprint({ assistant_id: "echo", input: null }), fingerprint({ assistant_id: "echo" }), "input: null");
+    // A request that spells no default keeps the fingerprint older binaries stored for it
+    // (the hash of its canonical JSON with its thread), so a retry across an upgrade replays.
+    const thread = "00000000-0000-4000-8000-000000000001";
+    const stored = createHash("sha256")
+      .update(canonicalJson({ thread_id: thread, ...bare, durability: "async" }))
+      .digest("hex");
+    assert.equal(fingerprint({ ...bare, durability: "async" }, thread), stored);
+
+    // A value other than the default is another request, and so is another thread.
+    for (const other of [
+      { durability: "async" },
+      { multitask_strategy: "reject" },
+      { context: { k: 1 } },
+      { config: { recursion_limit: 5 } },
+      { metadata: { team: "ops" } },
+      { resume: false },
+      { resume: 0 },
+      { update: {} },
+      { goto: "act" },
+      { run_timeout: 10 },
+      { max_cost: 1 },
+      { input: {} },
+    ] as const) {
+      assert.notEqual(fingerprint({ ...bare, ...other }), fingerprint(bare), JSON.stringify(other));
+    }
+    assert.notEqual(fingerprint({ assistant_id: "echo" }), fingerprint({ assistant_id: "echo", input: {} }));
+    assert.notEqual(fingerprint({ assistant_id: "echo" }), fingerprint({ assistant_id: "echo-loud" }));
+    assert.notEqual(fingerprint(bare, thread), fingerprint(bare));
+  });
+
+  test("the defaults a run is created with are the spec's", () => {
+    assert.deepEqual(withRunDefaults({ assistant_id: "echo" }), {
+      assistant_id: "echo",
+      input: null,
+      context: {},
+      config: {},
+      resume: null,
+      update: null,
+      goto: null,
+      durability: "sync",
+      multitask_strategy: "enqueue",
+      run_timeout: null,
+      max_model_calls: null,
+      max_tool_calls: null,
+      max_tokens: null,
+      max_cost: null,
+      metadata: {},
+    });
+    const sent: CreateRunBody = { assistant_id: "echo", input: 0, durability: "exit", resume: false, max_tokens: 5, context: { k: 1 } };
+    assert.deepEqual(
+      withRunDefaults(sent),
+      { ...withRunDefaults({ assistant_id: "echo" }), ...sent },
+      "a value sent is kept, falsy or not",
+    );
   });
 
   test("settled states: terminal and paused", () => {

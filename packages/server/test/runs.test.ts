@@ -451,6 +451,66 @@ describe("runs (queue only, no worker)", () => {
     assert.equal(row!.n, 2);
   });
 
+  test("Idempotency-Key: a default spelled out (or left out) is the same request and replays; a value other than the default conflicts", async () => {
+    const tenant = "idem-defaults";
+    const keyed = (key: string) => ({ tenant, headers: { "idempotency-key": key } });
+    const bare = { assistant_id: "echo", input: { message: "i" } };
+    const defaults = {
+      context: {},
+      config: {},
+      resume: null,
+      update: null,
+      goto: null,
+      durability: "sync",
+      multitask_strategy: "enqueue",
+      run_timeout: null,
+      max_model_calls: null,
+      max_tool_calls: null,
+      max_tokens: null,
+      max_cost: null,
+      metadata: {},
+    };
+    const first = await createStateless(bare, keyed("defaults"));
+    assert.equal(first.status, 202);
+    const replays = [
+      { ...bare, durability: "sync" },
+      { ...bare, multitask_strategy: "enqueue", context: {}, config: {} },
+      { ...defaults, input: { message: "i" }, assistant_id: "echo" },
+    ];
+    for (const body of replays) {
+      const again = await createStateless(body, keyed("defaults"));
+      assert.deepEqual([again.status, again.body.run_id], [202, first.body.run_id], JSON.stringify(body));
+    }
+    const different = await createStateless({ ...bare, durability: "async" }, keyed("defaults"));
+    assert.deepEqual([different.status, different.body.code], [409, "idempotency_conflict"]);
+
+    // The other way round: the first request spells the defaults, the retry leaves them out; `input: null` is no input.
+    const spelled = await createStateless({ assistant_id: "echo", input: null, ...defaults }, keyed("spelled"));
+    assert.equal(spelled.status, 202);
+    const retried = await createStateless({ assistant_id: "echo" }, keyed("spelled"));
+    assert.deepEqual([retried.status, retried.body.run_id], [202, spelled.body.run_id]);
+
+    // On a thread, a create decided under the thread's lock ("reject") replays before the strategy
+    // is applied: its own pending run does not make the retry a concurrent_run.
+    const threadId = (await server.request("POST", "/v1/threads", { tenant, body: {} })).body.thread_id as string;
+    const onThread = { assistant_id: "echo", input: { message: "t" }, multitask_strategy: "reject" };
+    const created = await server.request("POST", `/v1/threads/${threadId}/runs`, { body: onThread, ...keyed("on-thread") });
+    assert.equal(created.status, 202);
+    const again = await server.request("POST", `/v1/threads/${threadId}/runs`, {
+      body: { ...onThread, durability: "sync", run_timeout: null, metadata: {} },
+      ...keyed("on-thread"),
+    });
+    assert.deepEqual([again.status, again.body.run_id], [202, created.body.run_id], JSON.stringify(again.body));
+    const otherTimeout = await server.request("POST", `/v1/threads/${threadId}/runs`, {
+      body: { ...onThread, run_timeout: 60 },
+      ...keyed("on-thread"),
+    });
+    assert.deepEqual([otherTimeout.status, otherTimeout.body.code], [409, "idempotency_conflict"]);
+
+    const [row] = await server.database.db.query<{ n: number }>("select count(*)::int as n from runs where tenant_id = $1", [tenant]);
+    assert.equal(row!.n, 3, "one run per key");
+  });
+
   test("Idempotency-Key under concurrency: same-key creates at once make one run; the rest replay it", async () => {
     for (let round = 0; round < 5; round++) {
       const headers = { "idempotency-key": `burst-${round}` };

@@ -108,12 +108,64 @@ export function retryDelayMs(attempt: number, baseMs = 1000): number {
   return Math.min(60_000, baseMs * 2 ** Math.max(0, attempt - 1));
 }
 
+/** A create-run request with every field set: what `withRunDefaults` answers. */
+export type CompleteRunRequest = Readonly<Required<CreateRunBody>>;
+
 /**
- * A stable fingerprint of a create-run request, for Idempotency-Key replays: the same key with
- * the same request returns the original run; with another request it is a conflict.
+ * A create-run request with the spec's default (section 2 "Run creation request fields") in
+ * place of every field left out or sent null: the one place those defaults are written. The run
+ * a create makes is built from it, and Idempotency-Key replays compare requests through it
+ * (`requestFingerprint`), so a client that spells a default out sends the same request.
  */
-export function requestFingerprint(request: unknown): string {
-  return createHash("sha256").update(canonicalJson(request)).digest("hex");
+export function withRunDefaults(request: CreateRunBody): CompleteRunRequest {
+  return {
+    assistant_id: request.assistant_id,
+    input: request.input ?? null,
+    context: request.context ?? {},
+    config: request.config ?? {},
+    resume: request.resume ?? null,
+    update: request.update ?? null,
+    goto: request.goto ?? null,
+    durability: request.durability ?? "sync",
+    multitask_strategy: request.multitask_strategy ?? "enqueue",
+    run_timeout: request.run_timeout ?? null,
+    max_model_calls: request.max_model_calls ?? null,
+    max_tool_calls: request.max_tool_calls ?? null,
+    max_tokens: request.max_tokens ?? null,
+    max_cost: request.max_cost ?? null,
+    metadata: request.metadata ?? {},
+  };
+}
+
+/** The defaults alone, by field: what a request holds in a field it left out. assistant_id has none. */
+const { assistant_id: _required, ...RUN_DEFAULTS } = withRunDefaults({ assistant_id: "" });
+
+/**
+ * Whether a field holds its default. Every default is null, a word or {}, so a large value (an
+ * input) is told apart by its type at once, never written out to be compared.
+ */
+function isDefault(value: unknown, fallback: unknown): boolean {
+  return value === fallback || (isEmptyObject(fallback) && isEmptyObject(value));
+}
+
+const isEmptyObject = (value: unknown): boolean =>
+  typeof value === "object" && value !== null && !Array.isArray(value) && Object.keys(value).length === 0;
+
+/**
+ * A stable fingerprint of a create-run request on a thread (null: stateless), for Idempotency-Key
+ * replays: the same key with the same request returns the original run; with another request it
+ * is a conflict. Two requests are the same when they are once their defaults are applied
+ * (`withRunDefaults`). The fingerprint leaves out each field at its default rather than writing
+ * it in: the relation is the same, and a request that spells no default keeps the fingerprint
+ * binaries before this rule stored, so a retry across an upgrade still replays.
+ */
+export function requestFingerprint(threadId: string | null, request: CompleteRunRequest): string {
+  const fields: Record<string, unknown> = { thread_id: threadId, assistant_id: request.assistant_id };
+  for (const [field, fallback] of Object.entries(RUN_DEFAULTS)) {
+    const value = request[field as keyof typeof RUN_DEFAULTS];
+    if (!isDefault(value, fallback)) fields[field] = value;
+  }
+  return createHash("sha256").update(canonicalJson(fields)).digest("hex");
 }
 
 /** JSON with object keys sorted, so equal values have one text. */

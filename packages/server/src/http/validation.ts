@@ -26,11 +26,17 @@ export function utf8Text(body: unknown): string | undefined {
   return Buffer.isBuffer(body) && isUtf8(body) ? body.toString("utf8") : undefined;
 }
 
-/** Fastify's JSON parser given the body's bytes: a body that is not UTF-8 is a 400. */
+/**
+ * Fastify's JSON parser given the body's bytes: a body that is not UTF-8 is a 400. No bytes at
+ * all is no body, whatever the Content-Type says: many JSON clients send that header on every
+ * request, and a cancel or redrive sent so must not be refused. A route that needs a body then
+ * refuses it exactly as it refuses a request without one.
+ */
 export function utf8JsonParser(
   parse: JsonParser,
 ): (request: FastifyRequest, body: Buffer, done: (error: Error | null, value?: unknown) => void) => void {
   return (request, body, done) => {
+    if (body.length === 0) return done(null, undefined);
     const text = utf8Text(body);
     if (text === undefined) return done(new ApiError("invalid_request", "the body is not valid UTF-8: send JSON text encoded as UTF-8"));
     parse(request, text, done);

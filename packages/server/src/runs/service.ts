@@ -9,6 +9,7 @@ import {
   requestFingerprint,
   requireUsableConfig,
   TERMINAL_STATUSES,
+  withRunDefaults,
   type MultitaskStrategy,
 } from "../domain/runs.ts";
 import type { AssistantCatalog } from "../graphs/assistants.ts";
@@ -122,28 +123,28 @@ export class RunService {
   ): Promise<{ run: Run; replayed: boolean }> {
     const { idempotencyKey, tx, runId = randomUUID() } = options;
     const assistant = await this.checkRequest(tenantId, request, tx);
-    const hasCommand = carriesCommand(request);
+    const fields = withRunDefaults(request);
     const run: NewRun = {
       tenantId,
       runId,
       threadId,
       assistantId: assistant.assistant_id,
       graphId: assistant.graph_id,
-      input: request.input ?? null,
-      command: hasCommand ? { resume: request.resume, update: request.update ?? null, goto: request.goto ?? null } : null,
-      context: { ...assistant.context, ...request.context },
-      config: mergeConfig(assistant.config, request.config ?? {}),
-      metadata: request.metadata ?? {},
-      multitaskStrategy: request.multitask_strategy ?? "enqueue",
-      durability: request.durability ?? "sync",
-      runTimeout: request.run_timeout ?? null,
-      maxModelCalls: request.max_model_calls ?? null,
-      maxToolCalls: request.max_tool_calls ?? null,
-      maxTokens: request.max_tokens ?? null,
-      maxCost: request.max_cost ?? null,
+      input: fields.input,
+      command: carriesCommand(fields) ? { resume: fields.resume, update: fields.update, goto: fields.goto } : null,
+      context: { ...assistant.context, ...fields.context },
+      config: mergeConfig(assistant.config, fields.config),
+      metadata: fields.metadata,
+      multitaskStrategy: fields.multitask_strategy,
+      durability: fields.durability,
+      runTimeout: fields.run_timeout,
+      maxModelCalls: fields.max_model_calls,
+      maxToolCalls: fields.max_tool_calls,
+      maxTokens: fields.max_tokens,
+      maxCost: fields.max_cost,
       idempotencyKey,
       // Only a keyed create can be replayed, so only its request is fingerprinted.
-      requestHash: idempotencyKey === undefined ? null : requestFingerprint({ thread_id: threadId, ...request }),
+      requestHash: idempotencyKey === undefined ? null : requestFingerprint(threadId, fields),
       afterSeconds: options.afterSeconds ? options.afterSeconds : null,
     };
     const create = async (within: Transaction, batched = false) => {
