@@ -79,38 +79,62 @@ describe("run control and recovery", () => {
     assert.deepEqual([done.status, done.output.reply], ["succeeded", "n"]);
   });
 
-  test("a run created with a command on a thread whose paused run waits for its answer is 409; the paused run's resume answers it, once", async () => {
-    const { threadId, run } = await pausedRun();
+  test("a run created with resume on a thread whose paused run waits for its answer continues that run: it is linked, gets its steering, and its resume is 409", async () => {
+    const { threadId, run } = await pausedRun({ team: "ops" });
     const steered = await server.request("POST", `/v1/runs/${run.run_id}/steer`, {
       body: { kind: "note", payload: "for whoever continues" },
     });
     assert.equal(steered.status, 202, JSON.stringify(steered.body));
-    for (const command of [{ resume: { approved: false } }, { update: { draft: "other" } }, { goto: "act" }]) {
-      for (const multitask_strategy of ["enqueue", "reject"]) {
-        const created = await server.request("POST", `/v1/threads/${threadId}/runs`, {
-          body: { assistant_id: "approval", multitask_strategy, ...command },
-        });
-        assert.deepEqual([created.status, created.body.code, created.body.run_id], [409, "conflict", run.run_id], JSON.stringify(command));
-        assert.match(created.body.detail, /resume/);
-      }
-    }
-    const untouched = await get(run.run_id);
-    assert.deepEqual([untouched.status, untouched.superseded_by_run_id], ["paused", null]);
-    const resumed = await server.request("POST", `/v1/runs/${run.run_id}/resume`, { body: { resume: { approved: true } } });
-    assert.equal(resumed.status, 202);
-    const done = await joinRun(resumed.body.run_id);
-    assert.deepEqual([done.status, done.output.approved, done.output.outcome], ["succeeded", true, "done: Plan for: ship"]);
-    const events = (await server.request("GET", `/v1/runs/${resumed.body.run_id}/events`)).body as { kind: string }[];
+    const created = await server.request("POST", `/v1/threads/${threadId}/runs`, {
+      body: { assistant_id: "approval", resume: { approved: false } },
+    });
+    assert.equal(created.status, 202, JSON.stringify(created.body));
+    const next = created.body.run_id as string;
+    assert.equal(created.body.metadata.resumed_from_run_id, run.run_id);
+    const old = await get(run.run_id);
+    assert.deepEqual(
+      [old.status, old.superseded_by_run_id],
+      ["paused", next],
+      "the paused run stays paused, linked to the run that answered it",
+    );
+    const again = await server.request("POST", `/v1/runs/${run.run_id}/resume`, { body: { resume: { approved: true } } });
+    assert.deepEqual(
+      [again.status, again.body.code, again.body.superseded_by_run_id],
+      [409, "run_resume_conflict", next],
+      "no second answer",
+    );
+    const done = await joinRun(next);
+    assert.deepEqual([done.status, done.output.outcome], ["succeeded", "rejected"]);
+    const events = (await server.request("GET", `/v1/runs/${next}/events`)).body as { kind: string }[];
     assert.ok(
-      events.some((event) => event.kind === "run.steer.accepted" || event.kind.startsWith("run.steer")),
+      events.some((event) => event.kind.startsWith("run.steer")),
       "the steering the paused run held moved to the run that answered it",
     );
-    // Once answered, the thread takes runs with a command again (they continue from its state).
-    const after = await server.request("POST", `/v1/threads/${threadId}/runs`, {
+    const runs = (await server.request("GET", `/v1/threads/${threadId}/runs`)).body as unknown[];
+    assert.equal(runs.length, 2, "the paused run and the one that continued it: nothing ran the interrupt's answer twice");
+  });
+
+  test("a run created with a command on a thread where another run wrote since the pause leaves the paused run resumable", async () => {
+    const threadId = await newThread();
+    const first = await server.request("POST", `/v1/threads/${threadId}/runs`, {
+      body: { assistant_id: "approval", input: { request: "first" } },
+    });
+    assert.equal((await joinRun(first.body.run_id)).status, "paused");
+    const second = await server.request("POST", `/v1/threads/${threadId}/runs`, {
+      body: { assistant_id: "approval", input: { request: "second" } },
+    });
+    assert.equal((await joinRun(second.body.run_id)).status, "paused");
+    // The command answers the thread's head: the second run's interrupt; the first stays resumable.
+    const created = await server.request("POST", `/v1/threads/${threadId}/runs`, {
       body: { assistant_id: "approval", resume: { approved: true } },
     });
-    assert.equal(after.status, 202, JSON.stringify(after.body));
-    await joinRun(after.body.run_id);
+    assert.equal(created.status, 202, JSON.stringify(created.body));
+    assert.equal((await joinRun(created.body.run_id)).output.outcome, "done: Plan for: second");
+    assert.equal((await get(second.body.run_id)).superseded_by_run_id, created.body.run_id);
+    assert.equal((await get(first.body.run_id)).superseded_by_run_id, null);
+    const resumed = await server.request("POST", `/v1/runs/${first.body.run_id}/resume`, { body: { resume: { approved: true } } });
+    assert.equal(resumed.status, 202, JSON.stringify(resumed.body));
+    assert.equal((await joinRun(resumed.body.run_id)).output.outcome, "done: Plan for: first");
   });
 
   test("two runs paused on one thread: each resume answers its own run's interrupt, in either order", async () => {

@@ -195,6 +195,7 @@ export class RunService {
    * run it stopped while the quota still has room is inserted again, alone, and that decides.
    */
   private async createIn(tx: Transaction, run: NewRun, batched: boolean): Promise<{ run: ClaimedRun; replayed: boolean }> {
+    let answered: ClaimedRun | undefined;
     if (decidedUnderThreadLock(run)) {
       const replay = await this.replayOf(tx, run);
       if (replay) return replay;
@@ -203,16 +204,19 @@ export class RunService {
       // deciding again would cancel it (cancel_previous) or refuse its retry (reject).
       const created = await this.replayOf(tx, run);
       if (created) return created;
-      if (run.command !== null) await this.refuseSecondAnswer(tx, run.tenantId, run.threadId);
+      answered = await this.pausedRunAnswered(tx, run);
       await this.applyMultitaskStrategy(tx, run.tenantId, run.threadId, run.multitaskStrategy);
     }
     const quota = this.limits.queuedRunQuota;
-    const inserted = await (batched ? this.inserts.insert(run) : runRows.insertRun(tx, run, quota)).catch((error: unknown) => {
+    // The run that continues a paused one names it, as a resume's does.
+    const row = answered ? { ...run, metadata: { ...run.metadata, resumed_from_run_id: answered.run_id } } : run;
+    const inserted = await (batched ? this.inserts.insert(row) : runRows.insertRun(tx, row, quota)).catch((error: unknown) => {
       // The thread was deleted between the check and the insert.
       if ((error as { code?: string }).code === "23503" && run.threadId !== null) throw notFound("thread", run.threadId);
       throw error;
     });
     if (inserted) {
+      if (answered) await this.continuePaused(tx, answered, inserted);
       // A delayed run's notice says when it comes due, so a worker wakes then rather than at once.
       const dueAt = run.afterSeconds === null ? undefined : Date.now() + run.afterSeconds * 1000;
       await this.notifier.publishWithin(tx, dueAt === undefined ? { topic: "run_created" } : { topic: "run_created", dueAt });
@@ -240,19 +244,28 @@ export class RunService {
   }
 
   /**
-   * A run created with a command on a thread whose paused run waits for its answer would answer
-   * that run's interrupt beside it, leaving it resumable: its resume would then run the graph on
-   * from the same interrupt a second time, and the steering it holds would go to that second run
-   * ("No duplicate run", spec section 3). Its answer goes through its resume, where one caller wins.
+   * The paused run a thread run created with a command answers, if any: the thread's newest run
+   * that paused and no resume has continued, when the new run would start from its checkpoint
+   * (the thread's head is its, or an edit made since). Left resumable, its resume would run the
+   * graph on from the same interrupt a second time, and the steering it holds would go there
+   * ("No duplicate run", spec section 3); so the new run continues it, as its resume would.
    */
-  private async refuseSecondAnswer(tx: Transaction, tenantId: string, threadId: string): Promise<void> {
-    const paused = await runRows.unansweredPausedRun(tx, tenantId, threadId);
-    if (paused === undefined) return;
-    throw new ApiError(
-      "conflict",
-      `run ${paused} on thread ${threadId} is paused: answer its interrupt with POST /v1/runs/${paused}/resume, not with a new run`,
-      { fields: { run_id: paused } },
-    );
+  private async pausedRunAnswered(tx: Transaction, run: NewRun & { threadId: string }): Promise<ClaimedRun | undefined> {
+    if (run.command === null) return undefined;
+    const paused = await runRows.lockUnansweredPausedRun(tx, run.tenantId, run.threadId);
+    if (!paused) return undefined;
+    // Another run wrote the thread since it paused: the new run starts from that, not from its interrupt.
+    if ((await runRows.resumeCheckpoint(tx, run.tenantId, run.threadId, paused.run_id)) !== undefined) return undefined;
+    return paused;
+  }
+
+  /** Links the paused run a create answered to its run, and moves its steering there, as a resume does. */
+  private async continuePaused(tx: Transaction, paused: ClaimedRun, successor: ClaimedRun): Promise<void> {
+    await this.transition(tx, paused, "resume");
+    await runRows.linkSuccessor(tx, paused.tenant_id, paused.run_id, successor.run_id);
+    const moved = await migrateToSuccessor(tx, paused.tenant_id, paused.run_id, successor.run_id);
+    const metrics = this.limits.metrics;
+    if (metrics) tx.afterCommit(() => metrics.supersededSteering(moved, "resume_transfer"));
   }
 
   /** reject: 409 while the thread has an active run. cancel_previous: its pending and running runs are cancelled first. */

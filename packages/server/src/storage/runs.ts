@@ -261,14 +261,14 @@ export async function lockRunsOfThread(
   return rows.map(toClaimed);
 }
 
-const UNANSWERED_PAUSED_RUN = `select run_id from runs
+const LOCK_UNANSWERED_PAUSED_RUN = `select ${RUN_COLUMNS} from runs
       where tenant_id = $1 and thread_id = $2 and status = 'paused' and superseded_by_run_id is null
-      order by created_at desc, run_id desc limit 1`;
+      order by created_at desc, run_id desc limit 1 for update`;
 
-/** The thread's newest paused run that no resume has continued yet, if any (read under the thread's lock). */
-export async function unansweredPausedRun(tx: Queryable, tenantId: string, threadId: string): Promise<string | undefined> {
-  const [row] = await tx.query<{ run_id: string }>(UNANSWERED_PAUSED_RUN, [tenantId, threadId]);
-  return row?.run_id;
+/** The thread's newest paused run that no resume has continued yet, locked (under the thread's lock). */
+export async function lockUnansweredPausedRun(tx: Queryable, tenantId: string, threadId: string): Promise<ClaimedRun | undefined> {
+  const [row] = await tx.query<RunRow>(LOCK_UNANSWERED_PAUSED_RUN, [tenantId, threadId]);
+  return row && toClaimed(row);
 }
 
 const SELECT_RUN = `select ${RUN_COLUMNS} from runs where tenant_id = $1 and run_id = $2`;
@@ -701,12 +701,17 @@ export async function insertSuccessor(
     options.queuedRunQuota,
   ]);
   if (!row) return undefined;
+  await linkSuccessor(tx, tenantId, runId, newRunId);
+  return toClaimed(row);
+}
+
+/** The paused run's typed link to the run that continues it: what makes its resume 409 from now on. */
+export async function linkSuccessor(tx: Queryable, tenantId: string, runId: string, successorId: string): Promise<void> {
   await tx.query("update runs set superseded_by_run_id = $3, updated_at = now() where tenant_id = $1 and run_id = $2", [
     tenantId,
     runId,
-    newRunId,
+    successorId,
   ]);
-  return toClaimed(row);
 }
 
 /**
