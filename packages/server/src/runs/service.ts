@@ -8,8 +8,10 @@ import {
   isSettled,
   requestFingerprint,
   requireUsableConfig,
+  startCheckpointOf,
   TERMINAL_STATUSES,
   type MultitaskStrategy,
+  type StartCheckpoint,
 } from "../domain/runs.ts";
 import type { AssistantCatalog } from "../graphs/assistants.ts";
 import { validateGoto, validateGraphInput } from "../graphs/input.ts";
@@ -23,7 +25,7 @@ import { RunInserts } from "../storage/run-inserts.ts";
 import * as runRows from "../storage/runs.ts";
 import { publicRun, type ClaimedRun, type NewRun } from "../storage/runs.ts";
 import { migrateToSuccessor } from "../storage/steering.ts";
-import { lockThread, writeThreadMetadata } from "../storage/threads.ts";
+import { hasCheckpoint, lockThread, writeThreadMetadata } from "../storage/threads.ts";
 import { ReplayTurns } from "./replay-turns.ts";
 import { EventFeed, mayHaveSettled, type RunEndWaiter } from "./event-feed.ts";
 import { applyRowOnlyMove, applyTransition } from "./transitions.ts";
@@ -122,6 +124,8 @@ export class RunService {
   ): Promise<{ run: Run; replayed: boolean }> {
     const { idempotencyKey, tx, runId = randomUUID() } = options;
     const assistant = await this.checkRequest(tenantId, request, tx);
+    const config = mergeConfig(assistant.config, request.config ?? {});
+    await this.requireStartCheckpoint(tenantId, threadId, startCheckpointOf(config), tx);
     const hasCommand = carriesCommand(request);
     const run: NewRun = {
       tenantId,
@@ -132,7 +136,7 @@ export class RunService {
       input: request.input ?? null,
       command: hasCommand ? { resume: request.resume, update: request.update ?? null, goto: request.goto ?? null } : null,
       context: { ...assistant.context, ...request.context },
-      config: mergeConfig(assistant.config, request.config ?? {}),
+      config,
       metadata: request.metadata ?? {},
       multitaskStrategy: request.multitask_strategy ?? "enqueue",
       durability: request.durability ?? "sync",
@@ -186,6 +190,23 @@ export class RunService {
     await validateGraphInput(graph, request.input);
     validateGoto(graph, request.goto);
     return assistant;
+  }
+
+  /**
+   * A run named to start from a checkpoint starts from one its thread has: another's (another
+   * thread's, another tenant's) or an unknown one is 404, as the thread's state and fork answer it,
+   * before anything is created. LangGraph would start from nothing, or fail on its input, instead.
+   * A stateless run's thread is its own, new one: it has none. One statement, only when one is named.
+   */
+  async requireStartCheckpoint(
+    tenantId: string,
+    threadId: string | null,
+    start: StartCheckpoint | undefined,
+    tx?: Transaction,
+  ): Promise<void> {
+    if (start === undefined) return;
+    const found = threadId !== null && (await hasCheckpoint(tx ?? this.db, tenantId, threadId, start.checkpointNs, start.checkpointId));
+    if (!found) throw notFound("checkpoint", start.checkpointId);
   }
 
   /**
