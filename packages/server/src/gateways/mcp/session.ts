@@ -11,9 +11,10 @@ import { isObject } from "../a2a/parts.ts";
  *
  * It grants nothing (every request is authenticated by its own token), and it is bound to the
  * principal that opened it, as the MCP transport's security guidance asks: the id ends in a MAC
- * over its tenant, subject, random part and capability, so another principal presenting it (a
- * tenant that read it from a run's metadata, a log, a proxy) is told the session does not exist,
- * rather than having its requests, or its answers to another's questions, accepted under it.
+ * over its tenant, subject, random part and capability, so another principal presenting it
+ * (another subject of the tenant, who can read it in a run's `metadata.mcp`; whoever saw it in a
+ * log or a proxy) is told the session does not exist, rather than having its requests, or its
+ * answers to another's questions, accepted under it.
  */
 
 const SESSION = /^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})(\.elicit)?\.([0-9a-f]{32})$/;
