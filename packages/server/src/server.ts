@@ -22,6 +22,7 @@ import { DEFAULT_SCHEDULER_OPTIONS, Scheduler, type SchedulerOptions } from "./s
 import { ScheduleService } from "./scheduler/service.ts";
 import { AssistantRepository } from "./storage/assistants.ts";
 import { RudderCheckpointSaver } from "./storage/checkpointer.ts";
+import { McpSessions } from "./gateways/mcp/session.ts";
 import { createPgliteDb, createPostgresDb, type Db } from "./storage/db.ts";
 import { EmbeddedVacuum } from "./storage/embedded-vacuum.ts";
 import { migrate, migrationStatus } from "./storage/migrate.ts";
@@ -147,6 +148,7 @@ export async function startServer(options: StartOptions): Promise<RunningServer>
     authenticate,
     assistants,
     graphSchemas: new GraphSchemaCatalog(graphs),
+    mcpSessions: new McpSessions(config.auth.jwtSecret),
     threads,
     runService,
     steeringService: new SteeringService(db, notifier, undefined, metrics),

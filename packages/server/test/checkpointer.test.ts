@@ -4,7 +4,7 @@ import { Annotation, Command, END, INTERRUPT, START, StateGraph, interrupt } fro
 import { emptyCheckpoint, uuid6, type CheckpointMetadata, type CheckpointTuple } from "@langchain/langgraph-checkpoint";
 import type { RunnableConfig } from "@langchain/core/runnables";
 import { checkpointWrite, CheckpointWriteBatcher } from "../src/storage/checkpoint-writes.ts";
-import { ATTEMPT_CHECKPOINTS_KEY, AttemptCheckpoints, RudderCheckpointSaver, TENANT_KEY } from "../src/storage/checkpointer.ts";
+import { AttemptCheckpoints, LENT_CHECKPOINTER_KEY, RudderCheckpointSaver, TENANT_KEY } from "../src/storage/checkpointer.ts";
 import type { Db } from "../src/storage/db.ts";
 import { createTestDatabase } from "./support/db.ts";
 
@@ -317,7 +317,7 @@ test("in a run's attempt the input checkpoint rides the first step's statement; 
   await withSaver(async (_saver, db) => {
     const { statements, saver, graph } = countedOneNodeGraph(db);
     const attempt = new AttemptCheckpoints("attempt-thread", false, false);
-    const config = { configurable: { thread_id: "attempt-thread", [ATTEMPT_CHECKPOINTS_KEY]: attempt } };
+    const config = { configurable: { thread_id: "attempt-thread", [LENT_CHECKPOINTER_KEY]: saver.forRun({ tenantId: "", attempt }) } };
     await graph.invoke({ steps: [] }, { ...config, durability: "sync" });
     const writes = statements.filter((sql) => /insert into checkpoint/.test(sql));
     // The input checkpoint, step 0's writes and checkpoint in one statement; step 1's in the next.
@@ -332,19 +332,17 @@ test("in a run's attempt the input checkpoint rides the first step's statement; 
 
     // Held with nothing after it: a read commits it first, and sees it.
     const held = new AttemptCheckpoints("held-thread", false, false);
-    const heldConfig = { configurable: { thread_id: "held-thread", checkpoint_ns: "", [ATTEMPT_CHECKPOINTS_KEY]: held } };
-    await saver.put(heldConfig, { ...emptyCheckpoint(), id: uuid6(-1) }, INPUT, {});
+    const heldSaver = saver.forRun({ tenantId: "", attempt: held });
+    const heldConfig = { configurable: { thread_id: "held-thread", checkpoint_ns: "" } };
+    await heldSaver.put(heldConfig, { ...emptyCheckpoint(), id: uuid6(-1) }, INPUT, {});
     assert.equal(held.deferred.length, 1, "the input checkpoint waits for the next write");
-    assert.equal((await saver.getTuple(heldConfig))?.metadata?.source, "input", "a read commits it first");
+    assert.equal((await heldSaver.getTuple(heldConfig))?.metadata?.source, "input", "a read commits it first");
     assert.equal(held.deferred.length, 0);
     // A settle commits what is still held (flushDeferred, in the settle's transaction).
     const settled = new AttemptCheckpoints("settled-thread", false, false);
-    await saver.put(
-      { configurable: { thread_id: "settled-thread", [ATTEMPT_CHECKPOINTS_KEY]: settled } },
-      { ...emptyCheckpoint(), id: uuid6(-1) },
-      INPUT,
-      {},
-    );
+    await saver
+      .forRun({ tenantId: "", attempt: settled })
+      .put({ configurable: { thread_id: "settled-thread" } }, { ...emptyCheckpoint(), id: uuid6(-1) }, INPUT, {});
     await db.transaction((tx) => saver.flushDeferred(tx, settled));
     assert.equal((await saver.getTuple({ configurable: { thread_id: "settled-thread" } }))?.metadata?.source, "input");
   });

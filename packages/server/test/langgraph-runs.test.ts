@@ -270,6 +270,66 @@ describe("LangGraph API through the SDK: interrupts, multitask, cancel, failures
     await rejectsWith(client.threads.create({ threadId: "not-a-uuid" }), 422);
   });
 
+  test("a run from a checkpoint its thread does not have (unknown, another thread's, another tenant's) is 404 not_found before any run exists; a known one runs", async () => {
+    const thread = await client.threads.create();
+    await client.runs.wait(thread.thread_id, "echo", { input: { message: "first" } });
+    const [newest, older] = await client.threads.getHistory(thread.thread_id, { limit: 2 });
+    const other = await client.threads.create();
+    await client.runs.wait(other.thread_id, "echo", { input: { message: "other thread" } });
+    const otherThreads = (await client.threads.getState(other.thread_id)).checkpoint.checkpoint_id!;
+    const stranger = await lgClient(server, "t2");
+    const theirs = await stranger.threads.create();
+    await stranger.runs.wait(theirs.thread_id, "echo", { input: { message: "theirs" } });
+    const theirCheckpoint = (await stranger.threads.getState(theirs.thread_id)).checkpoint.checkpoint_id!;
+    const unknown = "1f1e0000-0000-6000-8000-000000000000";
+    const runsBefore = (await client.runs.list(thread.thread_id)).length;
+
+    const input = { message: "second" };
+    for (const checkpointId of [unknown, otherThreads, theirCheckpoint]) {
+      await rejectsWith(client.runs.wait(thread.thread_id, "echo", { input, checkpointId }), 404);
+      await rejectsWith(client.runs.create(thread.thread_id, "echo", { input, checkpointId }), 404);
+      await assert.rejects(collect(client.runs.stream(thread.thread_id, "echo", { input, checkpointId })), /404/);
+      await rejectsWith(
+        client.runs.wait(thread.thread_id, "echo", {
+          input,
+          checkpoint: { checkpoint_id: checkpointId, checkpoint_ns: "", checkpoint_map: null },
+        }),
+        404,
+      );
+    }
+    const raw = await server.request("POST", `/threads/${thread.thread_id}/runs/wait`, {
+      body: { assistant_id: "echo", input, checkpoint_id: unknown },
+    });
+    assert.equal(raw.status, 404);
+    assert.equal(raw.body.code, "not_found");
+    // A stateless run has no checkpoint to start from; if_not_exists cannot make a thread that has one.
+    await rejectsWith(client.runs.wait(null, "echo", { input, checkpointId: older!.checkpoint.checkpoint_id! }), 404);
+    const fresh = randomUUID();
+    await rejectsWith(client.runs.wait(fresh, "echo", { input, checkpointId: unknown, ifNotExists: "create" }), 404);
+    await rejectsWith(client.threads.get(fresh), 404);
+    // /v1 names the checkpoint in the run's config: the same answer.
+    const v1 = await server.request("POST", `/v1/threads/${thread.thread_id}/runs`, {
+      body: { assistant_id: "echo", input, config: { configurable: { checkpoint_id: theirCheckpoint } } },
+    });
+    assert.equal(v1.status, 404);
+    assert.equal(v1.body.code, "not_found");
+    assert.equal((await client.runs.list(thread.thread_id)).length, runsBefore, "no run was created");
+    assert.equal((await client.threads.getState(thread.thread_id)).checkpoint.checkpoint_id, newest!.checkpoint.checkpoint_id);
+
+    // The thread's own checkpoints still start runs: from there, with the new input.
+    const fromOlder = await client.runs.wait(thread.thread_id, "echo", { input, checkpointId: older!.checkpoint.checkpoint_id! });
+    assert.deepEqual(fromOlder, { message: "second", reply: "second" });
+
+    // Resuming an interrupted thread with a command names no unknown checkpoint either; the run stays paused.
+    const asking = await client.threads.create();
+    await client.runs.wait(asking.thread_id, "approval", { input: { request: "ship it" } });
+    await rejectsWith(
+      client.runs.wait(asking.thread_id, "approval", { command: { resume: { approved: true } }, checkpointId: unknown }),
+      404,
+    );
+    assert.equal((await client.threads.get(asking.thread_id)).status, "interrupted");
+  });
+
   test("interop: a run created through the SDK is steered through /v1; /v1 runs appear in the SDK's list", async () => {
     const thread = await client.threads.create();
     const run = await client.runs.create(thread.thread_id, "steerable", { input: { rounds: 200, waitMs: 200 } });

@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import type { Assistant, Run } from "@rudder/api";
 import { answerProblem, elicitationFor, parseElicitationId, resumeValueOf } from "../src/gateways/mcp/elicitation.ts";
 import { failure, resultOfRun, toolOutputSchema } from "../src/gateways/mcp/results.ts";
-import { callRunId, newSession, sessionOf } from "../src/gateways/mcp/session.ts";
+import { callRunId, McpSessions } from "../src/gateways/mcp/session.ts";
 import {
   assignToolNames,
   decodeCursor,
@@ -101,21 +101,38 @@ describe("MCP tool names", () => {
 });
 
 describe("MCP sessions", () => {
+  const ada = { tenantId: "t1", subject: "ada" };
   test("a session carries the elicitation capability; the same call names the same run", () => {
-    const plain = newSession({});
-    const asking = newSession({ elicitation: {} });
+    const sessions = new McpSessions("secret");
+    const plain = sessions.open(ada, {});
+    const asking = sessions.open(ada, { elicitation: {} });
     assert.equal(plain.elicitation, false);
     assert.equal(asking.elicitation, true);
-    assert.equal(newSession({ elicitation: { form: {} } }).elicitation, true);
-    assert.equal(newSession({ elicitation: { url: {} } }).elicitation, false, "URL mode only: no forms");
-    assert.deepEqual(sessionOf(asking.id), asking);
-    assert.equal(sessionOf("not-a-session"), undefined);
-    assert.equal(sessionOf(undefined), undefined);
+    assert.equal(sessions.open(ada, { elicitation: { form: {} } }).elicitation, true);
+    assert.equal(sessions.open(ada, { elicitation: { url: {} } }).elicitation, false, "URL mode only: no forms");
+    assert.deepEqual(sessions.find(ada, asking.id), asking);
+    assert.deepEqual(sessions.find(ada, plain.id), plain);
+    assert.equal(sessions.find(ada, undefined), undefined, "no session sent: none");
     const id = callRunId("t1", plain, 7);
     assert.match(id, /^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
     assert.equal(callRunId("t1", plain, 7), id);
     assert.notEqual(callRunId("t2", plain, 7), id, "the tenant is part of it");
     assert.notEqual(callRunId("t1", plain, "7"), id, "a string id is not the number");
+  });
+
+  test("a session is its owner's: another tenant or subject, a changed capability, a forged or unsigned id is unknown", () => {
+    const sessions = new McpSessions("secret");
+    const asking = sessions.open(ada, { elicitation: {} });
+    assert.equal(sessions.find({ tenantId: "t2", subject: "ada" }, asking.id), "unknown", "another tenant");
+    assert.equal(sessions.find({ tenantId: "t1", subject: "bob" }, asking.id), "unknown", "another subject of the tenant");
+    assert.equal(sessions.find(ada, asking.id.replace(".elicit", "")), "unknown", "the capability is part of what is signed");
+    const [nonce] = asking.id.split(".");
+    assert.equal(sessions.find(ada, nonce), "unknown", "an id of the unbound kind, or a random UUID");
+    assert.equal(sessions.find(ada, `${nonce}.elicit.${"0".repeat(32)}`), "unknown", "a made-up MAC");
+    assert.equal(sessions.find(ada, "not-a-session"), "unknown");
+    assert.equal(new McpSessions("rotated").find(ada, asking.id), "unknown", "another secret (a rotated one)");
+    assert.deepEqual(new McpSessions("secret").find(ada, asking.id), asking, "the same secret (another process)");
+    assert.notEqual(sessions.open(ada, {}).id, sessions.open(ada, {}).id, "random");
   });
 });
 

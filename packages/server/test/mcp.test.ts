@@ -1,15 +1,18 @@
 import { after, before, describe, test } from "node:test";
-import { createHash } from "node:crypto";
+import { createHash, randomUUID } from "node:crypto";
 import assert from "node:assert/strict";
 import { mkdtempSync, readFileSync, existsSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { McpError, type CallToolResult, type Tool } from "@modelcontextprotocol/sdk/types.js";
+import { mintToken } from "../src/auth/authenticator.ts";
 import { resolveConfig, type DeclaredAssistant } from "../src/config/config.ts";
 import { TEST_DRIVER } from "./support/db.ts";
 import { initializeRequest, mcpClient, rawMcp } from "./support/mcp.ts";
-import { startTestServer, type TestServer } from "./support/server.ts";
+import { startTestServer, TEST_SECRET, type TestServer } from "./support/server.ts";
 
 /**
  * The MCP endpoint with the official SDK client (`Client` + `StreamableHTTPClientTransport`)
@@ -148,7 +151,7 @@ describe(`MCP endpoint on ${TEST_DRIVER}`, () => {
       assert.equal(client.getServerVersion()?.name, "rudder");
       assert.deepEqual(client.getServerCapabilities()?.tools, { listChanged: false });
       assert.equal(transport.protocolVersion, "2025-11-25");
-      assert.match(transport.sessionId ?? "", /^[0-9a-f-]{36}$/);
+      assert.match(transport.sessionId ?? "", /^[0-9a-f-]{36}\.[0-9a-f]{32}$/);
     } finally {
       await client.close();
     }
@@ -177,6 +180,99 @@ describe(`MCP endpoint on ${TEST_DRIVER}`, () => {
     );
     assert.equal(refused.status, 400);
     assert.equal((refused.messages[0]!.error as { code: number }).code, -32000);
+  });
+
+  test("a session is its principal's: another tenant's or subject's token with it, or an id this server never gave, is 404 and the client starts over", async () => {
+    const { client, transport } = await mcpClient(server);
+    try {
+      const sessionId = transport.sessionId!;
+      // The SDK client reconnecting to a session it was handed (it does not initialize again).
+      const reuse = async (token: string, id: string) => {
+        const other = new Client({ name: "rudder-test", version: "1.0.0" });
+        await other.connect(
+          new StreamableHTTPClientTransport(new URL(`${server.url}/mcp`), {
+            sessionId: id,
+            requestInit: { headers: { authorization: `Bearer ${token}` } },
+          }),
+        );
+        return other;
+      };
+      const isNotFound = (error: unknown) => error instanceof StreamableHTTPError && error.code === 404;
+      const otherTenant = await server.token("t2");
+      const otherSubject = await mintToken(TEST_SECRET, { tenantId: "t1", roles: ["admin"], subject: "someone-else" });
+      for (const [token, id, who] of [
+        [otherTenant, sessionId, "another tenant"],
+        [otherSubject, sessionId, "another subject of the tenant"],
+        [await server.token(), randomUUID(), "a UUID this server never gave"],
+        [
+          await server.token(),
+          `${sessionId.split(".")[0]}.elicit.${sessionId.split(".")[1]}`,
+          "a capability the session was not opened with",
+        ],
+      ] as const) {
+        const other = await reuse(token, id);
+        try {
+          await assert.rejects(other.listTools(), isNotFound, who);
+        } finally {
+          await other.close();
+        }
+      }
+      // What the transport answers an unknown session: a JSON-RPC error body, so a client starts over.
+      const refused = await rawMcp(
+        server.url,
+        { jsonrpc: "2.0", id: 2, method: "tools/list" },
+        { token: otherTenant, headers: { "mcp-session-id": sessionId, "mcp-protocol-version": "2025-11-25" } },
+      );
+      assert.equal(refused.status, 404);
+      assert.equal(refused.messages[0]!.id, null);
+      assert.equal((refused.messages[0]!.error as { code: number }).code, -32001);
+      // Which it can: initialize answers a new session of its own.
+      const fresh = await rawMcp(server.url, initializeRequest("2025-11-25"), {
+        token: otherTenant,
+        headers: { "mcp-session-id": sessionId },
+      });
+      assert.equal(fresh.status, 200);
+      assert.notEqual(fresh.headers.get("mcp-session-id"), sessionId);
+      // The session's own principal goes on, with any token it is given (a refreshed one included).
+      assert.ok((await client.listTools()).tools.length > 0);
+      const refreshed = await mintToken(TEST_SECRET, { tenantId: "t1", roles: ["viewer"], expiresIn: "5m" });
+      const again = await reuse(refreshed, sessionId);
+      try {
+        assert.ok((await again.listTools()).tools.length > 0);
+      } finally {
+        await again.close();
+      }
+    } finally {
+      await client.close();
+    }
+  });
+
+  test("an elicitation answer or a cancellation sent with another principal's session is 404 and leaves the run alone; the asker's answer still resumes it", async () => {
+    const token = await server.token();
+    const { headers, elicitationId, final } = await elicitingCall(server, token, "approve", { request: "ship it" });
+    const runId = elicitationId.split(":")[1]!;
+    const answer = (result: Record<string, unknown>) => ({ jsonrpc: "2.0", id: elicitationId, result });
+    for (const intruder of [
+      await server.token("t2"),
+      await mintToken(TEST_SECRET, { tenantId: "t1", roles: ["admin"], subject: "mallory" }),
+    ]) {
+      for (const body of [
+        answer({ action: "accept", content: { answer: "yes" } }),
+        answer({ action: "decline" }),
+        { jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: 1 } },
+      ]) {
+        const refused = await rawMcp(server.url, body, { token: intruder, headers });
+        assert.equal(refused.status, 404, JSON.stringify(body));
+        assert.equal((refused.messages[0]!.error as { code: number }).code, -32001);
+      }
+    }
+    const paused = await server.request("GET", `/v1/runs/${runId}`);
+    assert.equal(paused.body.status, "paused");
+    assert.equal(paused.body.superseded_by_run_id, null);
+    const accepted = await rawMcp(server.url, answer({ action: "accept", content: { answer: "yes" } }), { token, headers });
+    assert.equal(accepted.status, 202);
+    const result = (await final).result as CallToolResult;
+    assert.equal(result.isError, undefined, text(result));
   });
 
   test("the transport's answers: 401 problem+json before MCP, 405 for GET and DELETE, JSON-RPC errors for bad bodies, never a 500", async () => {

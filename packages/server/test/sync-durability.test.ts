@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Annotation, END, START, StateGraph } from "@langchain/langgraph";
-import { ATTEMPT_CHECKPOINTS_KEY, AttemptCheckpoints, RudderCheckpointSaver } from "../src/storage/checkpointer.ts";
+import { AttemptCheckpoints, LENT_CHECKPOINTER_KEY, RudderCheckpointSaver } from "../src/storage/checkpointer.ts";
 import type { Db } from "../src/storage/db.ts";
 import { TaskStartBarrier } from "../src/worker/task-start-barrier.ts";
 import { createTestDatabase } from "./support/db.ts";
@@ -34,7 +34,7 @@ function heldAttempt(saver: RudderCheckpointSaver, threadId: string) {
   const attempt = new AttemptCheckpoints(threadId, false, false, true);
   const barrier = new TaskStartBarrier(attempt, () => saver.commitHeld(attempt));
   const config = {
-    configurable: { thread_id: threadId, [ATTEMPT_CHECKPOINTS_KEY]: attempt },
+    configurable: { thread_id: threadId, [LENT_CHECKPOINTER_KEY]: saver.forRun({ tenantId: "", attempt }) },
     callbacks: [barrier],
     durability: "sync" as const,
   };

@@ -83,6 +83,24 @@ export function recursionLimitOf(config: Record<string, unknown> | undefined): n
   return typeof limit === "number" ? limit : undefined;
 }
 
+/** A checkpoint of a thread: which one a run's config starts it from. */
+export interface StartCheckpoint {
+  readonly checkpointId: string;
+  readonly checkpointNs: string;
+}
+
+/**
+ * The checkpoint a run's config starts it from, as LangGraph reads it (`configurable.checkpoint_id`,
+ * in `checkpoint_ns`, the root's when none); undefined when it names none (the thread's newest).
+ */
+export function startCheckpointOf(config: Record<string, unknown> | undefined): StartCheckpoint | undefined {
+  const configurable = config?.configurable;
+  if (typeof configurable !== "object" || configurable === null) return undefined;
+  const { checkpoint_id: checkpointId, checkpoint_ns: checkpointNs } = configurable as Record<string, unknown>;
+  if (typeof checkpointId !== "string" || checkpointId === "") return undefined;
+  return { checkpointId, checkpointNs: typeof checkpointNs === "string" ? checkpointNs : "" };
+}
+
 /** Why a request's config may not be used (a reserved `configurable` key, a bad recursion limit), or undefined when it may. */
 export function configProblem(config: Record<string, unknown> | undefined, where = "config"): string | undefined {
   for (const key of ["recursion_limit", "recursionLimit"]) {

@@ -4,6 +4,7 @@ import type { AuthorizeScrape } from "../auth/scrape.ts";
 import type { AssistantCatalog } from "../graphs/assistants.ts";
 import type { GraphRegistry } from "../graphs/registry.ts";
 import type { GraphSchemaCatalog } from "../graphs/schemas.ts";
+import type { McpSessions } from "../gateways/mcp/session.ts";
 import type { Notifier } from "../notify/notifier.ts";
 import type { Metrics } from "../observability/metrics.ts";
 import type { A2ATaskService } from "../runs/a2a-tasks.ts";
@@ -22,6 +23,8 @@ export interface AppServices {
   readonly assistants: AssistantCatalog;
   /** The graphs' input and output JSON Schemas, for the MCP gateway's tools. */
   readonly graphSchemas: GraphSchemaCatalog;
+  /** Opens MCP sessions and checks that a request's session is its principal's. */
+  readonly mcpSessions: McpSessions;
   readonly threads: ThreadService;
   readonly runService: RunService;
   readonly steeringService: SteeringService;

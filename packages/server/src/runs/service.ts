@@ -8,9 +8,11 @@ import {
   isSettled,
   requestFingerprint,
   requireUsableConfig,
+  startCheckpointOf,
   TERMINAL_STATUSES,
   withRunDefaults,
   type MultitaskStrategy,
+  type StartCheckpoint,
 } from "../domain/runs.ts";
 import type { AssistantCatalog } from "../graphs/assistants.ts";
 import { validateGoto, validateGraphInput } from "../graphs/input.ts";
@@ -24,7 +26,7 @@ import { RunInserts } from "../storage/run-inserts.ts";
 import * as runRows from "../storage/runs.ts";
 import { publicRun, type ClaimedRun, type NewRun } from "../storage/runs.ts";
 import { migrateToSuccessor } from "../storage/steering.ts";
-import { lockThread, writeThreadMetadata } from "../storage/threads.ts";
+import { hasCheckpoint, lockThread, writeThreadMetadata } from "../storage/threads.ts";
 import { ReplayTurns } from "./replay-turns.ts";
 import { EventFeed, mayHaveSettled, type RunEndWaiter } from "./event-feed.ts";
 import { applyRowOnlyMove, applyTransition } from "./transitions.ts";
@@ -124,6 +126,8 @@ export class RunService {
     const { idempotencyKey, tx, runId = randomUUID() } = options;
     const assistant = await this.checkRequest(tenantId, request, tx);
     const fields = withRunDefaults(request);
+    const config = mergeConfig(assistant.config, fields.config);
+    await this.requireStartCheckpoint(tenantId, threadId, startCheckpointOf(config), tx);
     const run: NewRun = {
       tenantId,
       runId,
@@ -133,7 +137,7 @@ export class RunService {
       input: fields.input,
       command: carriesCommand(fields) ? { resume: fields.resume, update: fields.update, goto: fields.goto } : null,
       context: { ...assistant.context, ...fields.context },
-      config: mergeConfig(assistant.config, fields.config),
+      config,
       metadata: fields.metadata,
       multitaskStrategy: fields.multitask_strategy,
       durability: fields.durability,
@@ -187,6 +191,23 @@ export class RunService {
     await validateGraphInput(graph, request.input);
     validateGoto(graph, request.goto);
     return assistant;
+  }
+
+  /**
+   * A run named to start from a checkpoint starts from one its thread has: another's (another
+   * thread's, another tenant's) or an unknown one is 404, as the thread's state and fork answer it,
+   * before anything is created. LangGraph would start from nothing, or fail on its input, instead.
+   * A stateless run's thread is its own, new one: it has none. One statement, only when one is named.
+   */
+  async requireStartCheckpoint(
+    tenantId: string,
+    threadId: string | null,
+    start: StartCheckpoint | undefined,
+    tx?: Transaction,
+  ): Promise<void> {
+    if (start === undefined) return;
+    const found = threadId !== null && (await hasCheckpoint(tx ?? this.db, tenantId, threadId, start.checkpointNs, start.checkpointId));
+    if (!found) throw notFound("checkpoint", start.checkpointId);
   }
 
   /**

@@ -21,9 +21,6 @@ import { checkpointWrite, CheckpointWriteBatcher, taskWrites, writeAll, type Che
 import type { Db, Queryable, Transaction } from "./db.ts";
 import { serializedFault, UnstorableOutputError } from "../domain/storable-json.ts";
 
-/** Where a run puts its checkpoint-commit hook in `config.configurable`. */
-export const CHECKPOINT_HOOK_KEY = "__rudder_checkpoint_hook";
-
 /**
  * Lets the run commit its own bookkeeping in the same transaction as a checkpoint write (steering
  * a task consumed is settled with the task's writes, so a crash between the two cannot leave the
@@ -36,19 +33,19 @@ export interface CheckpointCommitHook {
   onCommit(tx: Transaction, commit: CheckpointTarget): Promise<void>;
 }
 
-function commitHookOf(config: RunnableConfig): CheckpointCommitHook | undefined {
-  const hook = config.configurable?.[CHECKPOINT_HOOK_KEY] as CheckpointCommitHook | undefined;
-  return typeof hook?.covers === "function" ? hook : undefined;
-}
-
 /**
  * Where a run (and every Rudder read of a thread's state) names its tenant in `config.configurable`:
  * checkpoints are keyed by (tenant, thread), and every statement of the saver names the tenant.
  */
 export const TENANT_KEY = "__rudder_tenant_id";
 
-/** Where a run puts its `AttemptCheckpoints` in `config.configurable`. */
-export const ATTEMPT_CHECKPOINTS_KEY = "__rudder_attempt_checkpoints";
+/**
+ * Where a run lends its graph the checkpointer to use: LangGraph's `CONFIG_KEY_CHECKPOINTER`
+ * (not exported). A graph prefers the one lent here over the one it was compiled with (Pregel's
+ * `_resolveCheckpointer`, as a parent lends a subgraph its own), and every task's config carries
+ * it on, so graph code reaches the run's `RunCheckpointSaver`, never the shared saver.
+ */
+export const LENT_CHECKPOINTER_KEY = "__pregel_checkpointer";
 
 /**
  * What one run attempt's checkpoint traffic may skip. With `defer` (durability "exit", where
@@ -101,9 +98,16 @@ export class AttemptCheckpoints {
   }
 }
 
-function attemptOf(config: RunnableConfig): AttemptCheckpoints | undefined {
-  const attempt = config.configurable?.[ATTEMPT_CHECKPOINTS_KEY] as unknown;
-  return attempt instanceof AttemptCheckpoints ? attempt : undefined;
+/**
+ * Whom one call of the saver acts for: a tenant and, in a run's attempt, the run's commit hook and
+ * the attempt's held writes. The shared saver takes the tenant from each call's config (Rudder's
+ * own reads name it); a run's saver is bound to its run's, so nothing graph code puts in a config
+ * can change them.
+ */
+export interface CheckpointScope {
+  readonly tenantId: string;
+  readonly attempt?: AttemptCheckpoints | undefined;
+  readonly commitHook?: CheckpointCommitHook | undefined;
 }
 
 /** One stored write as the read queries aggregate it: task id, channel, serde type, base64 value. */
@@ -194,10 +198,46 @@ export class RudderCheckpointSaver extends BaseCheckpointSaver {
   }
 
   async getTuple(config: RunnableConfig): Promise<CheckpointTuple | undefined> {
+    return this.getTupleIn(this.scopeOf(config), config);
+  }
+
+  async *list(config: RunnableConfig, options: CheckpointListOptions = {}): AsyncGenerator<CheckpointTuple> {
+    yield* this.listIn(this.scopeOf(config), config, options);
+  }
+
+  async put(
+    config: RunnableConfig,
+    checkpoint: Checkpoint,
+    metadata: CheckpointMetadata,
+    _newVersions: ChannelVersions,
+  ): Promise<RunnableConfig> {
+    return this.putIn(this.scopeOf(config), config, checkpoint, metadata);
+  }
+
+  async putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath = ""): Promise<void> {
+    return this.putWritesIn(this.scopeOf(config), config, writes, taskId, taskPath);
+  }
+
+  /** BaseCheckpointSaver's signature names no config: the thread of the saver's own tenant. */
+  async deleteThread(threadId: string): Promise<void> {
+    await this.db.query(DELETE_THREAD, [this.tenantOf({}), threadId]);
+  }
+
+  /**
+   * The saver one run's graph gets (lent through `LENT_CHECKPOINTER_KEY`), bound to the run's
+   * tenant, commit hook and attempt: one per attempt, and a call through it costs one property read
+   * (its tenant check) more than one to the shared saver.
+   */
+  forRun(scope: CheckpointScope): RunCheckpointSaver {
+    return new RunCheckpointSaver(this, scope);
+  }
+
+  /** `getTuple` for `scope`; the shared saver and a run's saver share it. */
+  async getTupleIn(scope: CheckpointScope, config: RunnableConfig): Promise<CheckpointTuple | undefined> {
     const threadId = config.configurable?.thread_id;
     if (threadId === undefined || threadId === null) return undefined;
-    const tenantId = this.tenantOf(config);
-    if (await this.nothingStoredFor(config, String(threadId))) return undefined;
+    const { tenantId } = scope;
+    if (await this.nothingStoredFor(scope, String(threadId))) return undefined;
     const ns = config.configurable?.checkpoint_ns ?? "";
     const checkpointId = getCheckpointId(config);
     const params = [tenantId, String(threadId), ns, ...(checkpointId ? [checkpointId] : [])];
@@ -206,23 +246,25 @@ export class RudderCheckpointSaver extends BaseCheckpointSaver {
     return tuple;
   }
 
-  async *list(config: RunnableConfig, options: CheckpointListOptions = {}): AsyncGenerator<CheckpointTuple> {
+  /** `list` for `scope`. */
+  async *listIn(scope: CheckpointScope, config: RunnableConfig, options: CheckpointListOptions = {}): AsyncGenerator<CheckpointTuple> {
     const threadId = config.configurable?.thread_id;
-    const tenantId = this.tenantOf(config);
-    if (threadId !== undefined && threadId !== null && (await this.nothingStoredFor(config, String(threadId)))) return;
+    const { tenantId } = scope;
+    if (threadId !== undefined && threadId !== null && (await this.nothingStoredFor(scope, String(threadId)))) return;
     const { sql, params } = listQuery(tenantId, config, options);
     const rows = await this.db.query<CheckpointRow>(sql, params);
     yield* await this.toTuples(tenantId, rows, namedTenant(config));
   }
 
-  async put(
+  /** `put` for `scope` (no channel versions: the whole checkpoint is stored, not per-channel blobs). */
+  async putIn(
+    scope: CheckpointScope,
     config: RunnableConfig,
     checkpoint: Checkpoint,
     metadata: CheckpointMetadata,
-    _newVersions: ChannelVersions, // unused: the whole checkpoint is stored, not per-channel blobs
   ): Promise<RunnableConfig> {
     const threadId = requiredThreadId(config, "put a checkpoint");
-    const tenantId = this.tenantOf(config);
+    const { tenantId } = scope;
     const ns = config.configurable?.checkpoint_ns ?? "";
     const [[type, bytes], metadataJson] = await Promise.all([
       this.serde.dumpsTyped(checkpoint),
@@ -232,13 +274,14 @@ export class RudderCheckpointSaver extends BaseCheckpointSaver {
     const parentId = config.configurable?.checkpoint_id || null;
     const commit: CheckpointTarget = { kind: "checkpoint", checkpointNs: ns, step: metadata.step };
     const write = checkpointWrite([tenantId, threadId, ns, checkpoint.id, parentId, type, bytes, metadataJson]);
-    await this.write(config, write, commit, metadata.source === "input");
+    await this.write(scope, write, commit, metadata.source === "input");
     return { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: checkpoint.id, ...namedTenant(config) } };
   }
 
-  async putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath = ""): Promise<void> {
+  /** `putWrites` for `scope`. */
+  async putWritesIn(scope: CheckpointScope, config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath = ""): Promise<void> {
     const threadId = requiredThreadId(config, "put writes");
-    const tenantId = this.tenantOf(config);
+    const { tenantId } = scope;
     const checkpointId = config.configurable?.checkpoint_id;
     if (!checkpointId) throw new Error('Failed to put writes: config.configurable has no "checkpoint_id".');
     const rows = await Promise.all(
@@ -251,12 +294,7 @@ export class RudderCheckpointSaver extends BaseCheckpointSaver {
     if (rows.length === 0) return;
     const ns = config.configurable?.checkpoint_ns ?? "";
     const write = taskWrites({ tenantId, threadId, ns, checkpointId: String(checkpointId), taskId, taskPath }, rows);
-    await this.write(config, write, { kind: "writes", taskId, channels: rows.map(([, channel]) => channel) });
-  }
-
-  /** BaseCheckpointSaver's signature names no config: the thread of the saver's own tenant. */
-  async deleteThread(threadId: string): Promise<void> {
-    await this.db.query(DELETE_THREAD, [this.tenantOf({}), threadId]);
+    await this.write(scope, write, { kind: "writes", taskId, channels: rows.map(([, channel]) => channel) });
   }
 
   /** Commits an attempt's deferred writes inside the caller's transaction (the run's settle). */
@@ -281,10 +319,9 @@ export class RudderCheckpointSaver extends BaseCheckpointSaver {
    * (`AttemptCheckpoints.holds`); else through the group commit, with the writes held before it
    * and whatever other runs write at the same moment.
    */
-  private async write(config: RunnableConfig, write: CheckpointWrite, commit: CheckpointTarget, input = false): Promise<void> {
-    const attempt = attemptOf(config);
+  private async write(scope: CheckpointScope, write: CheckpointWrite, commit: CheckpointTarget, input = false): Promise<void> {
+    const { attempt, commitHook: hook } = scope;
     if (attempt) attempt.knownEmpty = false;
-    const hook = commitHookOf(config);
     if (hook?.covers(commit)) {
       await this.db.transaction(async (tx) => {
         if (attempt) await this.flushDeferred(tx, attempt);
@@ -303,12 +340,16 @@ export class RudderCheckpointSaver extends BaseCheckpointSaver {
    * Before a read: true when the attempt knows the thread holds nothing; else its deferred
    * writes are committed first, so the read sees them.
    */
-  private async nothingStoredFor(config: RunnableConfig, threadId: string): Promise<boolean> {
-    const attempt = attemptOf(config);
+  private async nothingStoredFor({ attempt }: CheckpointScope, threadId: string): Promise<boolean> {
     if (!attempt) return false;
     if (attempt.knownEmpty && attempt.threadId === threadId) return true;
     await this.commitHeld(attempt);
     return false;
+  }
+
+  /** A call to the shared saver acts for the tenant its config names; never with a run's hook or attempt. */
+  private scopeOf(config: RunnableConfig): CheckpointScope {
+    return { tenantId: this.tenantOf(config) };
   }
 
   /** The tenant a call names in `configurable` (`TENANT_KEY`), else the saver's own; none is an error. */
@@ -389,6 +430,63 @@ export class RudderCheckpointSaver extends BaseCheckpointSaver {
       ...checkpoint.channel_versions,
       [TASKS]: versions.length > 0 ? maxChannelVersion(...versions) : this.getNextVersion(undefined),
     };
+  }
+}
+
+/**
+ * The checkpointer one run's graph uses: the shared saver's statements, for the run's tenant, hook
+ * and attempt alone. Graph code holds it (`config.configurable.__pregel_checkpointer`) and can call
+ * it with any config; the shared saver would take the tenant, the hook (which is handed the write's
+ * transaction) and the attempt from that config. A config naming another tenant is refused rather
+ * than read as this one: the same thread id may well exist in both. The fields are JS private, so
+ * graph code cannot reach the shared saver or change the scope through this object.
+ */
+export class RunCheckpointSaver extends BaseCheckpointSaver {
+  readonly #saver: RudderCheckpointSaver;
+  readonly #scope: CheckpointScope;
+
+  constructor(saver: RudderCheckpointSaver, scope: CheckpointScope) {
+    super(saver.serde);
+    this.#saver = saver;
+    this.#scope = Object.freeze({ ...scope });
+  }
+
+  async getTuple(config: RunnableConfig): Promise<CheckpointTuple | undefined> {
+    return this.#saver.getTupleIn(this.#scoped(config), config);
+  }
+
+  async *list(config: RunnableConfig, options?: CheckpointListOptions): AsyncGenerator<CheckpointTuple> {
+    yield* this.#saver.listIn(this.#scoped(config), config, options);
+  }
+
+  async put(
+    config: RunnableConfig,
+    checkpoint: Checkpoint,
+    metadata: CheckpointMetadata,
+    _newVersions: ChannelVersions,
+  ): Promise<RunnableConfig> {
+    return this.#saver.putIn(this.#scoped(config), config, checkpoint, metadata);
+  }
+
+  async putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath?: string): Promise<void> {
+    return this.#saver.putWritesIn(this.#scoped(config), config, writes, taskId, taskPath);
+  }
+
+  /** A run never deletes a thread's checkpoints (LangGraph does not ask it to); thread delete does, over the API. */
+  deleteThread(): Promise<void> {
+    return Promise.reject(new Error("a run's checkpointer does not delete threads"));
+  }
+
+  override getNextVersion(current: number | undefined): number {
+    return this.#saver.getNextVersion(current);
+  }
+
+  #scoped(config: RunnableConfig): CheckpointScope {
+    const named = config.configurable?.[TENANT_KEY] as unknown;
+    if (named !== undefined && named !== this.#scope.tenantId) {
+      throw new Error(`a run's checkpointer keeps to its run's tenant: config.configurable.${TENANT_KEY} names another`);
+    }
+    return this.#scope;
   }
 }
 

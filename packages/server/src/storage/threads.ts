@@ -211,6 +211,21 @@ export async function keepLatestCheckpoints(tx: Queryable, tenantId: string, thr
   await tx.query(KEEP_LATEST_CHECKPOINTS, [tenantId, threadId]);
 }
 
+/** Whether the thread has this checkpoint: one lookup of the primary key. */
+export async function hasCheckpoint(
+  db: Queryable,
+  tenantId: string,
+  threadId: string,
+  checkpointNs: string,
+  checkpointId: string,
+): Promise<boolean> {
+  const rows = await db.query(
+    `select 1 from checkpoints where tenant_id = $1 and thread_id = $2 and checkpoint_ns = $3 and checkpoint_id = $4`,
+    [tenantId, threadId, checkpointNs, checkpointId],
+  );
+  return rows.length > 0;
+}
+
 /**
  * Adds these keys to the metadata of the thread's latest checkpoint (LangGraph's `patchState`), in
  * one statement; false when the thread has no checkpoint.

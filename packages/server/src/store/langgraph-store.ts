@@ -18,16 +18,21 @@ export interface SingleOperationStore {
  * name another tenant.
  */
 export class TenantStore extends BaseStore implements SingleOperationStore {
-  constructor(
-    private readonly service: StoreService,
-    private readonly tenantId: string,
-  ) {
+  // JS private, not TS `private`: graph code holds this object, and a TS-private field is a plain
+  // property at run time, so it could set the tenant, or build a twin for any tenant from the
+  // service (docs/store.md, "Graph code").
+  readonly #service: StoreService;
+  readonly #tenantId: string;
+
+  constructor(service: StoreService, tenantId: string) {
     super();
+    this.#service = service;
+    this.#tenantId = tenantId;
   }
 
   /** `store.batch([...])`: one transaction; a 422 names `store.batch/<index>/<field>`. */
   override async batch<Op extends Operation[]>(operations: Op): Promise<OperationResults<Op>> {
-    const results = await this.service.batch(this.tenantId, operations.map(toWire), "store.batch");
+    const results = await this.#service.batch(this.#tenantId, operations.map(toWire), "store.batch");
     return results.map(fromWire) as OperationResults<Op>;
   }
 
@@ -38,7 +43,7 @@ export class TenantStore extends BaseStore implements SingleOperationStore {
    */
   async one(operation: Operation): Promise<unknown> {
     const wire = toWire(operation);
-    return fromWire(await this.service.one(this.tenantId, wire, CALL_NAMES[wire.kind]));
+    return fromWire(await this.#service.one(this.#tenantId, wire, CALL_NAMES[wire.kind]));
   }
 }
 

@@ -7,13 +7,7 @@ import { UsageMeter } from "../domain/budget.ts";
 import { recursionLimitOf } from "../domain/runs.ts";
 import { BudgetCallbackHandler, type ModelPrice } from "./budget-callbacks.ts";
 import type { GraphRegistry, RunnableGraph } from "../graphs/registry.ts";
-import {
-  ATTEMPT_CHECKPOINTS_KEY,
-  AttemptCheckpoints,
-  CHECKPOINT_HOOK_KEY,
-  TENANT_KEY,
-  type CheckpointCommitHook,
-} from "../storage/checkpointer.ts";
+import { AttemptCheckpoints, LENT_CHECKPOINTER_KEY, TENANT_KEY, type RunCheckpointSaver } from "../storage/checkpointer.ts";
 import type { PendingEvent } from "../storage/events.ts";
 import type { ClaimedRun } from "../storage/runs.ts";
 import { storableText } from "../domain/storable-json.ts";
@@ -81,7 +75,8 @@ export async function executeAttempt(
     meter: UsageMeter;
     prices: Readonly<Record<string, ModelPrice>>;
     channel: SteeringChannel;
-    commitHook: CheckpointCommitHook;
+    /** The run's own checkpointer (`RudderCheckpointSaver.forRun`): its tenant, its commit hook, `checkpoints`. */
+    checkpointer: RunCheckpointSaver;
     checkpoints: AttemptCheckpoints;
     /** Commits what `checkpoints` holds (`RudderCheckpointSaver.commitHeld`): where durability `sync` waits. */
     commitHeld: () => Promise<void>;
@@ -89,9 +84,9 @@ export async function executeAttempt(
 ): Promise<AttemptResult> {
   const base = runConfig(run, deps.signal, deps.meter, deps.prices);
   const barrier = deps.checkpoints.holdsSteps ? [new TaskStartBarrier(deps.checkpoints, deps.commitHeld)] : [];
-  // One steering channel for the run: subgraphs inherit `configurable`, so they share it, and
-  // LangGraph hands the same configurable to the checkpointer, which runs the commit hook and
-  // defers or skips what the attempt allows.
+  // One steering channel and one checkpointer for the run: subgraphs inherit `configurable`, so
+  // they share them. The checkpointer is lent rather than left to the graph's own (the shared
+  // saver, which trusts the config it is called with), since graph code can call it.
   const config = {
     ...base,
     callbacks: [...((base.callbacks as BaseCallbackHandler[] | undefined) ?? []), ...barrier, ...runContextHandlers()],
@@ -99,8 +94,7 @@ export async function executeAttempt(
     configurable: {
       ...base.configurable,
       [RUDDER_STEERING_KEY]: deps.channel,
-      [CHECKPOINT_HOOK_KEY]: deps.commitHook,
-      [ATTEMPT_CHECKPOINTS_KEY]: deps.checkpoints,
+      [LENT_CHECKPOINTER_KEY]: deps.checkpointer,
     },
   };
   let lastValues: Record<string, unknown> = {};

@@ -18,13 +18,16 @@ export class TaskStartBarrier extends BaseCallbackHandler {
   override raiseError = true;
   override awaitHandlers = true;
   /** The root run id of each running task, to its namespace. */
-  private readonly taskOfRun = new Map<string, string>();
+  readonly #taskOfRun = new Map<string, string>();
+  // JS private: graph code reaches this handler through its config's callbacks, and the attempt's
+  // held writes name their tenant; one planted there would be committed as another tenant's.
+  readonly #attempt: AttemptCheckpoints;
+  readonly #commitHeld: () => Promise<void>;
 
-  constructor(
-    private readonly attempt: AttemptCheckpoints,
-    private readonly commitHeld: () => Promise<void>,
-  ) {
+  constructor(attempt: AttemptCheckpoints, commitHeld: () => Promise<void>) {
     super({ ignoreLLM: true, ignoreRetriever: true, ignoreAgent: true, ignoreCustomEvent: true });
+    this.#attempt = attempt;
+    this.#commitHeld = commitHeld;
   }
 
   override async handleChainStart(
@@ -36,25 +39,25 @@ export class TaskStartBarrier extends BaseCallbackHandler {
     metadata?: Record<string, unknown>,
   ): Promise<void> {
     const task = metadata?.langgraph_checkpoint_ns;
-    if (typeof task !== "string" || this.attempt.runningTasks.has(task) || metadata?.langgraph_node === INPUT_NODE) return;
-    this.attempt.runningTasks.add(task);
-    this.taskOfRun.set(runId, task);
-    if (this.attempt.graphCodeStarted) await this.commitHeld();
-    this.attempt.graphCodeStarted = true;
+    if (typeof task !== "string" || this.#attempt.runningTasks.has(task) || metadata?.langgraph_node === INPUT_NODE) return;
+    this.#attempt.runningTasks.add(task);
+    this.#taskOfRun.set(runId, task);
+    if (this.#attempt.graphCodeStarted) await this.#commitHeld();
+    this.#attempt.graphCodeStarted = true;
   }
 
   override handleChainEnd(_outputs: unknown, runId: string): void {
-    this.ended(runId);
+    this.#ended(runId);
   }
 
   override handleChainError(_error: unknown, runId: string): void {
-    this.ended(runId);
+    this.#ended(runId);
   }
 
-  private ended(runId: string): void {
-    const task = this.taskOfRun.get(runId);
+  #ended(runId: string): void {
+    const task = this.#taskOfRun.get(runId);
     if (task === undefined) return;
-    this.taskOfRun.delete(runId);
-    this.attempt.runningTasks.delete(task);
+    this.#taskOfRun.delete(runId);
+    this.#attempt.runningTasks.delete(task);
   }
 }

@@ -337,6 +337,18 @@ export class Worker {
       .catch((error: unknown) => this.deps.log.warn({ err: error }, "reaping abandoned cancels failed; retrying on the next poll"));
   }
 
+  /** The attempt's steering channel, and its checkpointer, which commits what the channel's tasks consumed with their writes. */
+  private steeringAndCheckpointer(run: Claim, lease: Lease, checkpoints: AttemptCheckpoints, flushEvents: () => Promise<void>) {
+    const { channel, commitHook } = steeringChannel(run, lease, {
+      db: this.deps.db,
+      notifier: this.deps.notifier,
+      metrics: this.deps.metrics,
+      pollMs: this.options.steeringPollMs,
+      flushEvents,
+    });
+    return { channel, checkpointer: this.deps.checkpointer.forRun({ tenantId: run.tenant_id, attempt: checkpoints, commitHook }) };
+  }
+
   /** One attempt of a claimed run; `log` carries its run_id, attempt and worker_id. */
   private async process(run: Claim, log: FastifyBaseLogger): Promise<void> {
     const claimedAt = performance.now();
@@ -378,15 +390,9 @@ export class Worker {
             prices: this.deps.prices,
             checkpoints,
             commitHeld: () => this.deps.checkpointer.commitHeld(checkpoints),
-            ...steeringChannel(run, lease, {
-              db: this.deps.db,
-              notifier: this.deps.notifier,
-              metrics: this.deps.metrics,
-              pollMs: this.options.steeringPollMs,
-              flushEvents: () => {
-                buffer.flush();
-                return buffer.settled();
-              },
+            ...this.steeringAndCheckpointer(run, lease, checkpoints, () => {
+              buffer.flush();
+              return buffer.settled();
             }),
           });
       const result: AttemptResult = meter.exceeded ? { kind: "threw", error: meter.exceeded } : executed;

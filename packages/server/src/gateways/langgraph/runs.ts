@@ -1,6 +1,7 @@
 import type { CreateRunBody, JsonObject, LgCancelManyBody, LgRunCreateBody, LgStreamMode, Run, RunStatus } from "@rudder/api";
 import { isTerminal } from "../../domain/runs.ts";
 import { ApiError, undefinedOn } from "../../domain/errors.ts";
+import { startCheckpointOf } from "../../domain/runs.ts";
 import type { AppServices } from "../../http/services.ts";
 import {
   checkpointIdOf,
@@ -48,7 +49,15 @@ export async function startRun(
   // lists threads by them), in the run's own transaction.
   const threadMetadata: JsonObject = { graph_id: assistant.graph_id, assistant_id: body.assistant_id };
   await checkBreakpoints(services, assistant.graph_id, body);
-  if (threadId !== null && body.if_not_exists === "create") {
+  const requested = body.checkpoint_id ?? checkpointIdOf(body.checkpoint);
+  const config = body.config ?? {};
+  // The checkpoint the run is to start from, named by the request (here or in its config).
+  const start = startCheckpointOf({
+    configurable: { ...asObject(config.configurable), ...(requested !== undefined ? { checkpoint_id: requested } : {}) },
+  });
+  // A thread that has the checkpoint the run names exists: one created here could not have it,
+  // and the create below answers 404 with nothing made.
+  if (threadId !== null && body.if_not_exists === "create" && start === undefined) {
     // As the Platform names a thread it creates for a run: the graph and assistant, then the run's metadata.
     await threads.create(tenantId, { ...threadMetadata, ...body.metadata }, { threadId, ifExists: "do_nothing" });
   }
@@ -63,6 +72,8 @@ export async function startRun(
       (run) => run.status === "paused" && run.superseded_by_run_id === null,
     );
     if (paused) {
+      // The resume starts where Rudder's resume does, but a checkpoint it names must still exist.
+      await runService.requireStartCheckpoint(tenantId, threadId, start);
       // The run that continues it records this request's modes and breakpoints, not the paused run's.
       const run = await runService.resume(
         tenantId,
@@ -74,11 +85,10 @@ export async function startRun(
     }
   }
 
-  let checkpointId = body.checkpoint_id ?? checkpointIdOf(body.checkpoint);
+  let checkpointId = requested;
   if (threadId !== null && strategy === "rollback" && checkpointId === undefined) {
     checkpointId = await checkpointBeforeActiveRuns(services, tenantId, threadId);
   }
-  const config = body.config ?? {};
   const configurable: JsonObject = {
     ...asObject(config.configurable),
     ...(checkpointId !== undefined ? { checkpoint_id: checkpointId } : {}),

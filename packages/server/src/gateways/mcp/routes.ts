@@ -17,7 +17,7 @@ import { endOnShutdown } from "../../http/shutdown.ts";
 import { isObject } from "../a2a/parts.ts";
 import { answerProblem, elicitationFor, formProblem, parseElicitationId, resumeValueOf } from "./elicitation.ts";
 import { cancelChain, MCP_PROTOCOL_VERSIONS, mcpServer, type McpCall } from "./handler.ts";
-import { callRunId, newSession, sessionOf, type McpSession } from "./session.ts";
+import { callRunId, type McpSession } from "./session.ts";
 import { utf8Text } from "../../http/validation.ts";
 import { PROTOTYPE_MEMBERS } from "../../domain/storable-json.ts";
 
@@ -25,6 +25,8 @@ const PARSE_ERROR = -32700;
 const INVALID_REQUEST = -32600;
 const INVALID_PARAMS = -32602;
 const SERVER_ERROR = -32000;
+/** The code the SDK's own transport answers an unknown session with. */
+const SESSION_NOT_FOUND = -32001;
 
 /**
  * The MCP endpoint (DESIGN.md "MCP endpoint", docs/mcp.md): Streamable HTTP at `POST /mcp`, with
@@ -64,7 +66,7 @@ export const mcpRoutes: FastifyPluginAsyncTypebox<{ services: AppServices; versi
           200: jsonRpcAnswer("a JSON-RPC response, or text/event-stream of JSON-RPC messages"),
           202: Type.Unknown({ description: "notifications and responses accepted: no body" }),
           ...problems(401, 403, 413),
-          ...jsonRpcErrors(400, 415),
+          ...jsonRpcErrors(400, 404, 415),
         },
       },
     },
@@ -112,9 +114,13 @@ export const mcpRoutes: FastifyPluginAsyncTypebox<{ services: AppServices; versi
       if (!JSONRPCMessageSchema.safeParse(message).success)
         return rpcError(reply, 400, INVALID_REQUEST, "Invalid Request: not a JSON-RPC request, notification or response");
       const initialize = message.method === "initialize" ? message : undefined;
-      const session: McpSession | undefined = initialize
-        ? newSession(isObject(initialize.params) ? initialize.params.capabilities : undefined)
-        : sessionOf(headerValue(request.headers["mcp-session-id"]));
+      const session = initialize
+        ? services.mcpSessions.open(request.principal, isObject(initialize.params) ? initialize.params.capabilities : undefined)
+        : services.mcpSessions.find(request.principal, headerValue(request.headers["mcp-session-id"]));
+      // As the transport answers a session it does not have (another principal's included, so the
+      // answer says nothing of whose it is): the client starts a new session.
+      if (session === "unknown")
+        return rpcError(reply, 404, SESSION_NOT_FOUND, "Session not found: initialize a new session (no Mcp-Session-Id)");
 
       // Answers to elicitation requests and cancellations act on runs here; the rest goes to the SDK.
       // A cancellation is a notification: sent with an id it is a request of an unknown method, which the SDK answers (-32601).
