@@ -20,6 +20,7 @@ import {
 import { DrainedExecutions, UnsettledTasks } from "../src/domain/steering.ts";
 import { indexableText, STORE_MAX_INDEXED_TEXT_BYTES } from "../src/domain/store.ts";
 import { toApiError } from "../src/http/problem.ts";
+import { SPELLED_OUT_DEFAULTS } from "./support/runs.ts";
 
 describe("roles", () => {
   test("grants are cumulative and match DESIGN.md", () => {
@@ -168,22 +169,7 @@ describe("run rules", () => {
 
   test("request fingerprints compare requests with their defaults applied: a default spelled out is the same request", () => {
     const bare = { assistant_id: "echo", input: { message: "i" } };
-    const spelled: CreateRunBody = {
-      ...bare,
-      context: {},
-      config: {},
-      resume: null,
-      update: null,
-      goto: null,
-      durability: "sync",
-      multitask_strategy: "enqueue",
-      run_timeout: null,
-      max_model_calls: null,
-      max_tool_calls: null,
-      max_tokens: null,
-      max_cost: null,
-      metadata: {},
-    };
+    const spelled: CreateRunBody = { ...bare, ...SPELLED_OUT_DEFAULTS };
     assert.equal(fingerprint(spelled), fingerprint(bare));
     for (const [field, value] of Object.entries(spelled)) {
       if (field in bare) continue;
@@ -221,23 +207,7 @@ describe("run rules", () => {
   });
 
   test("the defaults a run is created with are the spec's", () => {
-    assert.deepEqual(withRunDefaults({ assistant_id: "echo" }), {
-      assistant_id: "echo",
-      input: null,
-      context: {},
-      config: {},
-      resume: null,
-      update: null,
-      goto: null,
-      durability: "sync",
-      multitask_strategy: "enqueue",
-      run_timeout: null,
-      max_model_calls: null,
-      max_tool_calls: null,
-      max_tokens: null,
-      max_cost: null,
-      metadata: {},
-    });
+    assert.deepEqual(withRunDefaults({ assistant_id: "echo" }), { assistant_id: "echo", input: null, ...SPELLED_OUT_DEFAULTS });
     const sent: CreateRunBody = { assistant_id: "echo", input: 0, durability: "exit", resume: false, max_tokens: 5, context: { k: 1 } };
     assert.deepEqual(
       withRunDefaults(sent),

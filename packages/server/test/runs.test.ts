@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { startTestServer, type TestServer } from "./support/server.ts";
+import { SPELLED_OUT_DEFAULTS } from "./support/runs.ts";
 import { assertProblem } from "./support/problem.ts";
 
 const TESTING_CONFIG = fileURLToPath(new URL("./fixtures/testing.rudder.json", import.meta.url));
@@ -455,21 +456,7 @@ describe("runs (queue only, no worker)", () => {
     const tenant = "idem-defaults";
     const keyed = (key: string) => ({ tenant, headers: { "idempotency-key": key } });
     const bare = { assistant_id: "echo", input: { message: "i" } };
-    const defaults = {
-      context: {},
-      config: {},
-      resume: null,
-      update: null,
-      goto: null,
-      durability: "sync",
-      multitask_strategy: "enqueue",
-      run_timeout: null,
-      max_model_calls: null,
-      max_tool_calls: null,
-      max_tokens: null,
-      max_cost: null,
-      metadata: {},
-    };
+    const defaults = SPELLED_OUT_DEFAULTS;
     const first = await createStateless(bare, keyed("defaults"));
     assert.equal(first.status, 202);
     const replays = [

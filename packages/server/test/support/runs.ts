@@ -55,3 +55,20 @@ export function succeededSettle(events: SettleFields["events"]): SettleFields {
     events,
   };
 }
+
+/** Every optional field of a run creation, spelled out at the spec's default (docs/runs.md). */
+export const SPELLED_OUT_DEFAULTS = {
+  context: {},
+  config: {},
+  resume: null,
+  update: null,
+  goto: null,
+  durability: "sync",
+  multitask_strategy: "enqueue",
+  run_timeout: null,
+  max_model_calls: null,
+  max_tool_calls: null,
+  max_tokens: null,
+  max_cost: null,
+  metadata: {},
+} as const;
