@@ -237,7 +237,7 @@ export class RunService {
       throw error;
     });
     if (inserted) {
-      if (answered) await this.continuePaused(tx, answered, inserted);
+      if (answered) await this.continuePaused(tx, answered, inserted.run_id);
       // A delayed run's notice says when it comes due, so a worker wakes then rather than at once.
       const dueAt = run.afterSeconds === null ? undefined : Date.now() + run.afterSeconds * 1000;
       await this.notifier.publishWithin(tx, dueAt === undefined ? { topic: "run_created" } : { topic: "run_created", dueAt });
@@ -277,14 +277,17 @@ export class RunService {
     if (!paused) return undefined;
     // Another run wrote the thread since it paused: the new run starts from that, not from its interrupt.
     if ((await runRows.resumeCheckpoint(tx, run.tenantId, run.threadId, paused.run_id)) !== undefined) return undefined;
+    await this.transition(tx, paused, "resume");
     return paused;
   }
 
-  /** Links the paused run a create answered to its run, and moves its steering there, as a resume does. */
-  private async continuePaused(tx: Transaction, paused: ClaimedRun, successor: ClaimedRun): Promise<void> {
-    await this.transition(tx, paused, "resume");
-    await runRows.linkSuccessor(tx, paused.tenant_id, paused.run_id, successor.run_id);
-    const moved = await migrateToSuccessor(tx, paused.tenant_id, paused.run_id, successor.run_id);
+  /**
+   * Links a paused run to the run that continues it (its resume is 409 from then on) and moves its
+   * unconsumed steering there: what a resume, or a create that answers it, does once that run is inserted.
+   */
+  private async continuePaused(tx: Transaction, paused: ClaimedRun, successorId: string): Promise<void> {
+    await runRows.linkSuccessor(tx, paused.tenant_id, paused.run_id, successorId);
+    const moved = await migrateToSuccessor(tx, paused.tenant_id, paused.run_id, successorId);
     const metrics = this.limits.metrics;
     if (metrics) tx.afterCommit(() => metrics.supersededSteering(moved, "resume_transfer"));
   }
@@ -552,11 +555,9 @@ export class RunService {
       if (!successor) throw quotaExceeded(await runRows.countPending(tx, tenantId));
       // A stateless run checkpoints under its own id: its state goes to the run that continues it.
       if (old.thread_id === null) await runRows.moveRunCheckpoints(tx, tenantId, runId, successor.run_id);
-      const moved = await migrateToSuccessor(tx, tenantId, runId, successor.run_id);
+      await this.continuePaused(tx, old, successor.run_id);
       await this.notifier.publishWithin(tx, { topic: "run_created" });
       this.afterCreated(tx, successor);
-      const metrics = this.limits.metrics;
-      if (metrics) tx.afterCommit(() => metrics.supersededSteering(moved, "resume_transfer"));
       return publicRun(successor);
     });
   }

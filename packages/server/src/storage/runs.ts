@@ -679,7 +679,7 @@ const INSERT_SUCCESSOR = `insert into runs (run_id, tenant_id, thread_id, assist
 /**
  * The run that continues a resumed one: same thread, assistant, graph, context, config (unless
  * `config` replaces it) and limits, `metadata.resumed_from_run_id` (and `metadata`'s keys, when
- * given); and the old run's typed link to it. Undefined, writing nothing, when the tenant's queued
+ * given); the old run's typed link to it is `linkSuccessor`'s. Undefined, writing nothing, when the tenant's queued
  * runs are at `queuedRunQuota` (the insert's own condition, as for a create). It joins its thread
  * blocked when another run holds the thread; the caller holds the thread's row lock (`lockThread`).
  */
@@ -700,9 +700,7 @@ export async function insertSuccessor(
     options.metadata === undefined ? null : json(options.metadata),
     options.queuedRunQuota,
   ]);
-  if (!row) return undefined;
-  await linkSuccessor(tx, tenantId, runId, newRunId);
-  return toClaimed(row);
+  return row && toClaimed(row);
 }
 
 /** The paused run's typed link to the run that continues it: what makes its resume 409 from now on. */

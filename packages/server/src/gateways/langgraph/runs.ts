@@ -1,7 +1,6 @@
 import type { CreateRunBody, JsonObject, LgCancelManyBody, LgRunCreateBody, LgStreamMode, Run, RunStatus } from "@rudder/api";
-import { isTerminal } from "../../domain/runs.ts";
+import { isTerminal, startCheckpointOf } from "../../domain/runs.ts";
 import { ApiError, undefinedOn } from "../../domain/errors.ts";
-import { startCheckpointOf } from "../../domain/runs.ts";
 import type { AppServices } from "../../http/services.ts";
 import {
   checkpointIdOf,
