@@ -2,23 +2,36 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { distinctPrefixLength, GroupCommit } from "../src/storage/group-commit.ts";
 
-/** A GroupCommit over a fake database that records each batch it was sent. */
-function recording(fail: (item: number) => boolean = () => false) {
+/**
+ * A GroupCommit over a fake database that records each batch it was sent. Each batch takes 5 ms,
+ * or, `held`, until the test lets it go (`release`): what arrives meanwhile waits for the next.
+ */
+function recording(fail: (item: number) => boolean = () => false, { held = false } = {}) {
   const batches: number[][] = [];
+  const waiting: (() => void)[] = [];
   const group = new GroupCommit<number, string>(async (items) => {
     batches.push([...items]);
-    await new Promise((resolve) => setTimeout(resolve, 5));
+    await new Promise<void>((resolve) => (held ? waiting.push(resolve) : setTimeout(resolve, 5)));
     if (items.some(fail)) throw new Error(`bad batch ${items.join(",")}`);
     return items.map((item) => `done ${item}`);
   });
-  return { batches, group };
+  /** Resolves once `count` batches have reached the database. */
+  const sent = async (count: number) => {
+    while (batches.length < count) await new Promise((resolve) => setImmediate(resolve));
+  };
+  /** Lets the oldest held batch finish. */
+  const release = () => waiting.shift()?.();
+  return { batches, group, sent, release };
 }
 
 test("items submitted in one turn go in one batch; those submitted while it is in flight go in the next", async () => {
-  const { batches, group } = recording();
+  const { batches, group, sent, release } = recording(undefined, { held: true });
   const first = [1, 2, 3].map((item) => group.submit(item));
-  await new Promise((resolve) => setTimeout(resolve, 1)); // the first batch is in flight now
+  await sent(1); // the first batch is in flight now
   const second = [4, 5].map((item) => group.submit(item));
+  release();
+  await sent(2);
+  release();
   assert.deepEqual(await Promise.all([...first, ...second]), ["done 1", "done 2", "done 3", "done 4", "done 5"]);
   assert.deepEqual(batches, [
     [1, 2, 3],
@@ -27,9 +40,13 @@ test("items submitted in one turn go in one batch; those submitted while it is i
 });
 
 test("a caller resolved by one batch that submits again at once joins the next batch with the others", async () => {
-  const { batches, group } = recording();
+  const { batches, group, sent, release } = recording(undefined, { held: true });
   const chained = group.submit(1).then(() => group.submit(2));
-  const other = new Promise((resolve) => setTimeout(resolve, 1)).then(() => group.submit(3));
+  await sent(1);
+  const other = group.submit(3); // while [1] is in flight
+  release();
+  await sent(2);
+  release();
   await Promise.all([chained, other]);
   assert.deepEqual(batches, [[1], [3, 2]]);
 });
