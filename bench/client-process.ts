@@ -28,6 +28,11 @@ export class Client {
     });
   }
 
+  /** The load generator's process id (its CPU time is read from /proc). */
+  get pid(): number | undefined {
+    return this.child.pid;
+  }
+
   request<T>(task: ClientTask): Promise<T> {
     const id = this.nextId++;
     return new Promise<T>((resolve, reject) => {

@@ -3,6 +3,7 @@
  * standing-load.ts, scale-out.ts).
  */
 import { randomUUID } from "node:crypto";
+import { readdirSync, readFileSync } from "node:fs";
 import { createPostgresDb, type Db } from "../packages/server/src/storage/db.ts";
 export { firstStatement } from "../packages/server/test/support/intercepted-db.ts";
 
@@ -119,4 +120,46 @@ export async function privateDatabase(base: string, prefix: string): Promise<{ d
       await queryOnce(base, `drop database if exists ${name} with (force)`);
     },
   };
+}
+
+/** Clock ticks per second of /proc's CPU times (`getconf CLK_TCK`: 100 on every Linux build Node supports). */
+const CLOCK_TICKS_PER_S = 100;
+
+/** A process's user + system CPU time so far, ms (/proc/<pid>/stat); NaN where /proc cannot tell (not Linux, gone). */
+export function processCpuMs(pid: number): number {
+  try {
+    // The command name may hold spaces and parentheses: the fields after it start past the last ") ".
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const fields = stat.slice(stat.lastIndexOf(") ") + 2).split(" ");
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS_PER_S; // utime, stime
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/**
+ * The CPU time of every local PostgreSQL server process so far (postmaster, backends, WAL writer,
+ * autovacuum), ms: what the database costs the machine, beside the server's own figure. Backends
+ * that exit between two readings take their time with them, so read it around a window in which
+ * the pool's connections stay open. NaN where /proc cannot tell.
+ */
+export function postgresCpuMs(): number {
+  let total = 0;
+  try {
+    for (const entry of readdirSync("/proc")) {
+      if (!/^\d+$/.test(entry)) continue;
+      let name: string;
+      try {
+        name = readFileSync(`/proc/${entry}/comm`, "utf8").trim();
+      } catch {
+        continue; // exited meanwhile
+      }
+      if (name !== "postgres") continue;
+      const ms = processCpuMs(Number(entry));
+      if (Number.isFinite(ms)) total += ms;
+    }
+  } catch {
+    return Number.NaN;
+  }
+  return total;
 }

@@ -62,6 +62,8 @@ import { Client } from "./client-process.ts";
 import {
   DEFAULT_DATABASE_URL,
   drivers,
+  postgresCpuMs,
+  processCpuMs,
   exitWithUsage,
   fixed,
   percentile,
@@ -127,11 +129,14 @@ interface CpuMark {
   total: number;
   /** This process's CPU time, µs. */
   own: number;
+  /** The load generator's and the local PostgreSQL server's CPU time, ms (NaN where /proc cannot tell). */
+  client: number;
+  postgres: number;
   /** This thread's event loop: busy against idle since start-up (`performance.eventLoopUtilization`). */
   loop: EventLoopUtilization;
 }
 
-function cpuMark(): CpuMark {
+function cpuMark(clientPid?: number): CpuMark {
   const own = process.cpuUsage();
   let busy = 0;
   let total = 0;
@@ -143,17 +148,33 @@ function cpuMark(): CpuMark {
   } catch {
     // not Linux: no machine figure
   }
-  return { at: now(), busy, total, own: own.user + own.system, loop: performance.eventLoopUtilization() };
+  return {
+    at: now(),
+    busy,
+    total,
+    own: own.user + own.system,
+    client: clientPid === undefined ? Number.NaN : processCpuMs(clientPid),
+    postgres: postgresCpuMs(),
+    loop: performance.eventLoopUtilization(),
+  };
 }
 
-/** Cores busy on the whole machine, and in this process (the server), since `from`; and the process's CPU time, ms. */
-function cpuSince(from: CpuMark): { machine: number; server: number; serverMs: number; loop: number } {
-  const to = cpuMark();
+/**
+ * Cores busy on the whole machine, and in this process (the server), since `from`; the CPU time
+ * of the server, of the load generator (`clientPid`) and of PostgreSQL, ms.
+ */
+function cpuSince(
+  from: CpuMark,
+  clientPid?: number,
+): { machine: number; server: number; serverMs: number; clientMs: number; postgresMs: number; loop: number } {
+  const to = cpuMark(clientPid);
   const cores = os.availableParallelism();
   return {
     machine: to.total > from.total ? ((to.busy - from.busy) / (to.total - from.total)) * cores : Number.NaN,
     server: (to.own - from.own) / 1000 / (to.at - from.at),
     serverMs: (to.own - from.own) / 1000,
+    clientMs: to.client - from.client,
+    postgresMs: to.postgres - from.postgres,
     loop: performance.eventLoopUtilization(to.loop, from.loop).utilization,
   };
 }
@@ -235,6 +256,32 @@ function section(title: string): void {
 }
 
 const pair = ([a, b]: [number, number]) => `${fixed(a, 0)} / ${fixed(b, 0)}`;
+
+/**
+ * Issue 22 item 1: each stateless row against in-process `graph.invoke` at the same client
+ * concurrency, and what the target ratio leaves of the machine's cores per run, beside what the
+ * run took from them (the server, PostgreSQL and the load generator, which the in-process
+ * reference does not have to pay for).
+ */
+function printInvokeRatios(reference: InvokeFigures[], rows: ThroughputRow[]): void {
+  const lines: string[] = [];
+  const cores = os.availableParallelism();
+  for (const row of rows) {
+    const invoke = reference.find((figures) => figures.concurrency === row.concurrency);
+    if (!invoke || row.kind !== "stateless") continue;
+    const target = invoke.perSecond / 2;
+    const budgetMs = (cores / target) * 1000;
+    const usedMs = row.cpuMsPerRun + row.postgresCpuMsPerRun + row.clientCpuMsPerRun;
+    lines.push(
+      `${row.driver} c=${row.concurrency}: ${fixed(row.perSecond, 0)} / ${fixed(invoke.perSecond, 0)} invokes/s = ${fixed(row.perSecond / invoke.perSecond, 2)}x; ` +
+        `0.5x is ${fixed(target, 0)} runs/s, which leaves ${fixed(budgetMs, 2)} ms of CPU per run on ${cores} cores for everything; ` +
+        `this run took ${fixed(usedMs, 2)} (server ${fixed(row.cpuMsPerRun, 2)}, PostgreSQL ${fixed(row.postgresCpuMsPerRun, 2)}, load generator ${fixed(row.clientCpuMsPerRun, 2)})`,
+    );
+  }
+  if (!lines.length) return;
+  section("summary: against in-process graph.invoke at the same concurrency (issue 22 item 1)");
+  console.log(lines.join("\n"));
+}
 
 // ---------------------------------------------------------------------------------------------
 // Private databases and servers
@@ -459,6 +506,9 @@ interface ThroughputRow {
   errors: number;
   /** Server process CPU time (user + system, API and worker) per run, ms. */
   cpuMsPerRun: number;
+  /** The load generator's and PostgreSQL's CPU time per run, ms (PostgreSQL's on PGlite: other users' only). */
+  clientCpuMsPerRun: number;
+  postgresCpuMsPerRun: number;
   /** Per run, while this measurement ran: statements through the Db seam, and commits (wire on PostgreSQL, Db seam on PGlite). */
   statementsPerRun: number;
   commitsPerRun: number;
@@ -486,7 +536,7 @@ async function throughput(
         kind === "stateless" && concurrency === CPU_PROF_CONCURRENCY,
         `runs-${driver}-w${workerConcurrency}-c${concurrency}`,
       );
-      const mark = cpuMark();
+      const mark = cpuMark(client.pid);
       pdb.counter.reset();
       wire.take();
       const result = await profiled(profile, () =>
@@ -499,7 +549,7 @@ async function throughput(
           ...(threadIds ? { threadIds } : {}),
         }),
       );
-      const cpu = cpuSince(mark);
+      const cpu = cpuSince(mark, client.pid);
       const counted = pdb.counter.take();
       const wired = driver === "postgres" ? wire.take() : undefined;
       const done = Math.max(1, result.latencies.length);
@@ -521,13 +571,15 @@ async function throughput(
         joinLag: [percentile(result.joinLagMs, 50), percentile(result.joinLagMs, 99)],
         errors: result.errors,
         cpuMsPerRun: cpu.serverMs / done,
+        clientCpuMsPerRun: cpu.clientMs / done,
+        postgresCpuMsPerRun: cpu.postgresMs / done,
         statementsPerRun: sumStatements(counted) / done,
         commitsPerRun: (wired ? wired.commits + wired.autocommits : counted.committedTransactions + counted.autocommitStatements) / done,
         writingCommitsPerRun: (wired ? wired.writingCommits : counted.writingCommits) / done,
         notifyOnlyCommitsPerRun: (wired?.notifyOnlyCommits ?? 0) / done,
       };
       console.log(
-        `  ${driver} worker=${workerConcurrency} ${kind} c=${concurrency}: ${fixed(row.perSecond, 0)} runs/s, p50 ${fixed(row.p50)} ms, p99 ${fixed(row.p99)} ms (sent->created ${pair(row.create)}, queued ${pair(row.queued)}, executing ${pair(row.executed)}, finish->join ${pair(row.joinLag)}); cores busy: machine ${fixed(cpu.machine, 2)}, server process ${fixed(cpu.server, 2)} (${fixed(row.cpuMsPerRun, 2)} ms CPU/run, event loop ${fixed(cpu.loop * 100, 0)} % busy)${profile ? ", profiled" : ""}; ${fixed(row.statementsPerRun, 2)} Db statements/run`,
+        `  ${driver} worker=${workerConcurrency} ${kind} c=${concurrency}: ${fixed(row.perSecond, 0)} runs/s, p50 ${fixed(row.p50)} ms, p99 ${fixed(row.p99)} ms (sent->created ${pair(row.create)}, queued ${pair(row.queued)}, executing ${pair(row.executed)}, finish->join ${pair(row.joinLag)}); cores busy: machine ${fixed(cpu.machine, 2)}, server process ${fixed(cpu.server, 2)} (${fixed(row.cpuMsPerRun, 2)} ms CPU/run, event loop ${fixed(cpu.loop * 100, 0)} % busy); CPU ms/run of PostgreSQL ${fixed(row.postgresCpuMsPerRun, 2)}, load generator ${fixed(row.clientCpuMsPerRun, 2)}${profile ? ", profiled" : ""}; ${fixed(row.statementsPerRun, 2)} Db statements/run`,
       );
       if (STATEMENTS) console.log(statementTable(counted, done));
       rows.push(row);
@@ -897,9 +949,11 @@ async function main(): Promise<void> {
   const throughputRows: ThroughputRow[] = [];
   const sseRows: { driver: Driver; rows: SseRow[] }[] = [];
   const counts: CountResult[] = [];
+  let reference: InvokeFigures[] = [];
   try {
     if (!SKIP.has("reference")) {
-      printInvokes("reference: in-process graph.invoke of a 1-node graph, no server", await referenceRaw());
+      reference = await referenceRaw();
+      printInvokes("reference: in-process graph.invoke of a 1-node graph, no server", reference);
       for (const driver of DRIVERS)
         printInvokes(`reference: in-process graph.invoke with RudderCheckpointSaver on ${driver}`, await referenceSaver(driver));
     }
@@ -961,6 +1015,8 @@ async function main(): Promise<void> {
           "machine cores busy",
           "server process cores",
           "server CPU ms/run",
+          "PostgreSQL CPU ms/run",
+          "client CPU ms/run",
           "Db stmts/run",
           "commits/run",
           "writing/run",
@@ -982,6 +1038,8 @@ async function main(): Promise<void> {
           fixed(r.machineCores, 2),
           fixed(r.serverCores, 2),
           fixed(r.cpuMsPerRun, 2),
+          fixed(r.postgresCpuMsPerRun, 2),
+          fixed(r.clientCpuMsPerRun, 2),
           fixed(r.statementsPerRun, 1),
           fixed(r.commitsPerRun, 1),
           `${fixed(r.writingCommitsPerRun, 1)} (${fixed(r.notifyOnlyCommitsPerRun, 1)} notify-only)`,
@@ -989,6 +1047,7 @@ async function main(): Promise<void> {
         ["l", "r", "l"],
       ),
     );
+  printInvokeRatios(reference, throughputRows);
   for (const { driver, rows } of sseRows) {
     section(
       `summary: event-to-SSE latency, ${driver} (ticker graph: ${TICKER_INPUT.count} custom events ${TICKER_INPUT.interval_ms} ms apart)`,
