@@ -54,8 +54,12 @@ describe("the embedded database's vacuum (PGlite has no autovacuum)", () => {
       },
       failed: (error) => failures.push(error),
     });
+    // The vacuum's timer does not keep a process alive (a server's listener does): this test holds
+    // the event loop open meanwhile, or, with PGlite on its worker thread (unref'd while idle),
+    // nothing would.
+    const alive = setInterval(() => {}, 1000);
     vacuum.start();
-    await first;
+    await first.finally(() => clearInterval(alive));
     await vacuum.stop();
     const count = rounds.length;
     // A stopped vacuum starts no round: the database can be closed now.
