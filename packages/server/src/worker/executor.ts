@@ -24,6 +24,7 @@ import { TaskStartBarrier } from "./task-start-barrier.ts";
 import { awaitLangChainCallbacks, runContextHandlers } from "./langchain-callbacks.ts";
 import { installEventDrivenBatchedStore } from "./batched-store.ts";
 import { installPooledRandomValues } from "./pooled-random.ts";
+import { installLinearCallbackCopy } from "./linear-callback-copy.ts";
 
 // Every run's graph gets the tenant's store: LangGraph's per-run batching wrapper must not poll.
 installEventDrivenBatchedStore();
@@ -31,6 +32,8 @@ installEventDrivenBatchedStore();
 awaitLangChainCallbacks();
 // LangChain's and LangGraph's per-runnable UUIDs draw from a pool (see `pooledRandomValues`).
 installPooledRandomValues();
+// LangChain's callback managers are copied per runnable: with their metadata in one pass (see `linearCopy`).
+installLinearCallbackCopy();
 
 /** A run's budget limits, as the meter takes them. */
 export function budgetOf(run: ClaimedRun) {
