@@ -2,8 +2,8 @@ import pg from "pg";
 import { setImmediate as nextTurn } from "node:timers/promises";
 import { Worker } from "node:worker_threads";
 import { lockDataDir } from "./data-dir-lock.ts";
+import { PGLITE_EXTENSIONS } from "./pglite-extensions.ts";
 import { PGlite } from "@electric-sql/pglite";
-import { vector } from "@electric-sql/pglite-pgvector";
 import { DEFAULT_POOL_SIZE, DEFAULT_POOL_WAIT_MS, type PgliteThreadSetting } from "../config/config.ts";
 import { ApiError } from "../domain/errors.ts";
 import { StatementNames } from "./statement-names.ts";
@@ -334,9 +334,6 @@ export async function createPgliteDb(options: PgliteOptions = {}): Promise<Db> {
     throw error;
   }
 }
-
-/** pgvector, for the store's semantic search (the migration creates the extension when offered). */
-export const PGLITE_EXTENSIONS = { vector };
 
 /**
  * PGlite's one connection as pool figures: statements and transactions issued and not yet

@@ -6,7 +6,7 @@
  */
 import { parentPort, workerData } from "node:worker_threads";
 import { PGlite, type Transaction as PgliteTransaction } from "@electric-sql/pglite";
-import { PGLITE_EXTENSIONS } from "./db.ts";
+import { PGLITE_EXTENSIONS } from "./pglite-extensions.ts";
 import { PgliteStatements } from "./pglite-statements.ts";
 import { errorFields, type PgliteReady, type PgliteReply, type PgliteRequest, type PgliteThreadData } from "./pglite-protocol.ts";
 

@@ -1,7 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { PGlite } from "@electric-sql/pglite";
 import { pgliteThread } from "../../src/config/config.ts";
-import { createPgliteDb, createPostgresDb, PGLITE_EXTENSIONS, pgliteDb, type Db } from "../../src/storage/db.ts";
+import { createPgliteDb, createPostgresDb, pgliteDb, type Db } from "../../src/storage/db.ts";
+import { PGLITE_EXTENSIONS } from "../../src/storage/pglite-extensions.ts";
 import { migrate } from "../../src/storage/migrate.ts";
 
 /** The PostgreSQL server the suite runs against, when it runs on PostgreSQL rather than PGlite. */
