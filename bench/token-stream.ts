@@ -51,7 +51,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { Session } from "node:inspector/promises";
 import path from "node:path";
 import { mintToken } from "../packages/server/src/auth/authenticator.ts";
-import { resolveConfig, type RudderConfig } from "../packages/server/src/config/config.ts";
+import { pgliteThread, resolveConfig, type RudderConfig } from "../packages/server/src/config/config.ts";
 import { startServer } from "../packages/server/src/server.ts";
 import { createPgliteDb, createPostgresDb, type Db } from "../packages/server/src/storage/db.ts";
 import { DEFAULT_WORKER_OPTIONS } from "../packages/server/src/worker/worker.ts";
@@ -333,7 +333,8 @@ async function measureRudder(client: Client, driver: Driver, k: number): Promise
   let raw: Db;
   let name: string | undefined;
   let url: string | undefined;
-  if (driver === "pglite") raw = await createPgliteDb();
+  // Where `rudder dev` runs it: on its worker thread unless RUDDER_PGLITE_THREAD says otherwise.
+  if (driver === "pglite") raw = await createPgliteDb({ thread: pgliteThread() });
   else {
     name = `rudder_bench_${randomUUID().replaceAll("-", "")}`;
     await adminQuery(`create database ${name}`);

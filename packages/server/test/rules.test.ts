@@ -116,8 +116,8 @@ describe("config", () => {
     assert.throws(() => resolveConfig({}, { PORT: "70000" }, dir), ConfigError);
     assert.throws(() => resolveConfig({}, { PORT: "abc" }, dir), /invalid port from PORT="abc": a whole number from 0 to 65535/);
     assert.throws(() => resolveConfig({}, { RUDDER_PGLITE_THREAD: "both" }, dir), ConfigError);
-    assert.equal(resolveConfig({}, {}, dir).pgliteThread, "main");
-    assert.equal(resolveConfig({}, { RUDDER_PGLITE_THREAD: "worker" }, dir).pgliteThread, "worker");
+    assert.equal(resolveConfig({}, {}, dir).pgliteThread, "worker");
+    assert.equal(resolveConfig({}, { RUDDER_PGLITE_THREAD: "main" }, dir).pgliteThread, "main");
   });
 
   test(".env files: comments, quotes, export prefixes", () => {

@@ -190,9 +190,9 @@ export const DEFAULT_POOL_WAIT_MS = 30_000;
 
 export type PgliteThreadSetting = "worker" | "main";
 
-/** RUDDER_PGLITE_THREAD: `main` (default) or `worker` (docs/database.md, "PGlite on a worker thread"). */
+/** RUDDER_PGLITE_THREAD: `worker` (default) or `main` (docs/database.md, "PGlite on a worker thread"). */
 export function pgliteThread(env: Env = process.env): PgliteThreadSetting {
-  const raw = nonEmpty(env.RUDDER_PGLITE_THREAD) ?? "main";
+  const raw = nonEmpty(env.RUDDER_PGLITE_THREAD) ?? "worker";
   if (raw === "worker" || raw === "main") return raw;
   throw new ConfigError(`RUDDER_PGLITE_THREAD must be worker or main, not "${raw}"`);
 }

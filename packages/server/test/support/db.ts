@@ -41,7 +41,7 @@ export async function createTestDatabase(options: { migrated?: boolean } = {}): 
     if (options.migrated !== false) await migrate(db);
     return { url, db, drop };
   }
-  // RUDDER_PGLITE_THREAD=worker runs the suite on the worker-thread variant.
+  // As `rudder dev` does: PGlite on its worker thread, or with RUDDER_PGLITE_THREAD=main on this one.
   db = await createPgliteDb({ loadDataDir: await pgliteTemplate(options.migrated !== false), thread: pgliteThread() });
   return { url, db, drop: () => db.close() };
 }
