@@ -1,5 +1,4 @@
 import { PassThrough } from "node:stream";
-import { setTimeout as delay } from "node:timers/promises";
 import type { FastifyReply } from "fastify";
 import { ApiError } from "../../domain/errors.ts";
 import { plainMessages } from "../../domain/langchain-messages.ts";
@@ -16,11 +15,13 @@ export const WAIT_HEARTBEAT_MS = 1000;
  * status, so it is the body, in the shape of a failed run's answer: `{__error__: {error, message}}`.
  */
 export async function sendWaitAnswer(reply: FastifyReply, answer: Promise<unknown>): Promise<FastifyReply> {
-  const timer = new AbortController();
+  // A plain timer, cleared: aborting a timers/promises delay instead built an AbortError (a
+  // DOMException with its stack) for every wait answered in time, which is nearly all of them.
+  let timer: NodeJS.Timeout | undefined;
   const early = await Promise.race([
     answer.then((value) => ({ value })),
-    delay(WAIT_HEARTBEAT_MS, undefined, { signal: timer.signal }).catch(() => undefined),
-  ]).finally(() => timer.abort());
+    new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), WAIT_HEARTBEAT_MS))),
+  ]).finally(() => clearTimeout(timer));
   if (early) return reply.send(early.value);
 
   const body = new PassThrough();
