@@ -18,7 +18,7 @@ export const VERIFIED_COPY_SHA256 = "3db910c718ee25f01548e12353dd719adbd631a16e4
  *
  * Why: LangChain's copy adds the metadata one key at a time, each through `addMetadata`, which
  * spreads the whole object again, and looks the key up in a fresh `Object.keys` of the inheritable
- * metadata: quadratic in the keys. It runs for every runnable a step invokes (23 copies per
+ * metadata: quadratic in the keys. It runs for every runnable a step invokes (23–29 copies per
  * trivial Rudder run), and a run's metadata has 12 keys (LangGraph's seven, Rudder's five, as
  * `runConfig` sets them) plus the user's: on Node 24, `addMetadata` and `copy` were 8.5 % of the
  * server's CPU at c=50 on PostgreSQL, the largest function in the profile; one copy of such a
@@ -48,7 +48,7 @@ export function isVerifiedCopy(copy: (...args: never[]) => unknown): boolean {
   return createHash("sha256").update(copy.toString()).digest("hex") === VERIFIED_COPY_SHA256;
 }
 
-/** LangChain's own copy, kept for comparison (tests) and for a manager class it was not replaced on. */
+/** LangChain's own copy, kept once replaced: the tests compare the two. */
 let original: Copy | undefined;
 
 /** LangChain's `CallbackManager.copy` as this process loaded it, before `installLinearCallbackCopy`. */
