@@ -189,6 +189,40 @@ describe("LangGraph API through the SDK: interrupts, multitask, cancel, failures
     assert.equal(((await client.runs.join(thread.thread_id, run.run_id)) as { done: number }).done, 3);
   });
 
+  test("a wait whose client leaves cancels its run with on_disconnect cancel, and leaves it running without", async () => {
+    const token = await server.token();
+    // The client leaves while the wait has answered nothing yet (under 1 s), and after its heartbeats began.
+    for (const leaveAfterMs of [300, 1500]) {
+      for (const onDisconnect of ["cancel", "continue"] as const) {
+        const thread = await client.threads.create();
+        const leaving = new AbortController();
+        const waiting = fetch(`${server.url}/threads/${thread.thread_id}/runs/wait`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+          body: JSON.stringify({ assistant_id: "steps", input: { steps: 20, delayMs: 250 }, on_disconnect: onDisconnect }),
+          signal: leaving.signal,
+        }).then((response) => response.text());
+        let runId: string | undefined;
+        while (!runId) {
+          const [run] = (await server.request("GET", `/v1/threads/${thread.thread_id}/runs`)).body as { run_id: string; status: string }[];
+          if (run?.status === "running") runId = run.run_id;
+          else await new Promise((resolve) => setTimeout(resolve, 50));
+        }
+        await new Promise((resolve) => setTimeout(resolve, leaveAfterMs));
+        leaving.abort();
+        await assert.rejects(waiting, { name: "AbortError" });
+        if (onDisconnect === "cancel") {
+          const joined = await server.request("GET", `/v1/runs/${runId}/join?timeout=30`);
+          assert.equal(joined.body.status, "cancelled", `left after ${leaveAfterMs} ms`);
+        } else {
+          await new Promise((resolve) => setTimeout(resolve, 300));
+          assert.equal((await server.request("GET", `/v1/runs/${runId}`)).body.status, "running", `left after ${leaveAfterMs} ms`);
+          await server.request("POST", `/v1/runs/${runId}/cancel`);
+        }
+      }
+    }
+  });
+
   test("a failing graph: wait throws, raiseError false shows __error__, the stream ends with an error event", async () => {
     const thread = await client.threads.create();
     await assert.rejects(client.runs.wait(thread.thread_id, "failing", { input: { mode: "plain" } }), /node exploded/);

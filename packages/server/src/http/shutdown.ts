@@ -1,3 +1,4 @@
+import type { EventEmitter } from "node:events";
 import type { Server } from "node:http";
 import type { FastifyRequest } from "fastify";
 
@@ -60,20 +61,27 @@ export function endOnShutdown(request: FastifyRequest, wait: AbortController): (
 }
 
 /**
- * The signal of a request that waits for a run (join, LangGraph's wait routes): aborted when the
- * client goes away or the server starts closing. Call `release` once the wait is over: it also
- * drops the request's close listener, so an answered request does not build and dispatch an
+ * The signal of a request that waits for a run (join, LangGraph's wait routes, an A2A call):
+ * aborted when the client goes away or the server starts closing. Call `release` once the wait is
+ * over: it also drops the close listener, so an answered request does not build and dispatch an
  * AbortError nobody hears when its connection closes (measurable per trivial run).
+ *
+ * `closes` is what tells that the client left: the request itself for a request without a body;
+ * for one with a body (a POST), the response (`reply.raw`), since the request's own close event
+ * fires as soon as its body has been read.
  */
-export function requestWait(request: FastifyRequest): { signal: AbortSignal; release: () => void } {
+export function requestWait(
+  request: FastifyRequest,
+  closes: Pick<EventEmitter, "on" | "off"> = request.raw,
+): { signal: AbortSignal; release: () => void } {
   const wait = new AbortController();
   const onClose = () => wait.abort();
-  request.raw.on("close", onClose);
+  closes.on("close", onClose);
   const unregister = endOnShutdown(request, wait);
   return {
     signal: wait.signal,
     release() {
-      request.raw.off("close", onClose);
+      closes.off("close", onClose);
       unregister();
     },
   };

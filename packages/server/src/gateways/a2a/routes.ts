@@ -9,7 +9,7 @@ import { Type } from "typebox";
 import { grants } from "../../domain/roles.ts";
 import { jsonRpcAnswer, problems } from "../../http/responses.ts";
 import type { AppServices } from "../../http/services.ts";
-import { endOnShutdown } from "../../http/shutdown.ts";
+import { requestWait } from "../../http/shutdown.ts";
 import { sendPaced } from "../../http/sse.ts";
 import { utf8Text } from "../../http/validation.ts";
 import { agentCard, legacyAgentCard } from "./card.ts";
@@ -112,11 +112,8 @@ export const a2aRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
       const problem = paramsProblem(params);
       // As the SDK shapes -32602 for the version (1.0 adds its ErrorInfo).
       if (problem) return reply.send({ jsonrpc: "2.0", id: parsed.id, error: mapError(new RequestMalformedError(problem)) });
-      const closed = new AbortController();
-      // A closing server ends the call's wait (clients resubscribe elsewhere).
-      const release = endOnShutdown(request, closed);
-      // The request's own close event fires once its body is read: the response's tells a client that left.
-      reply.raw.on("close", () => closed.abort());
+      // A client that left, or a closing server, ends the call's wait (clients resubscribe elsewhere).
+      const { signal, release } = requestWait(request, reply.raw);
       try {
         const call: A2ACall = {
           tenantId: request.principal.tenantId,
@@ -125,7 +122,7 @@ export const a2aRoutes: FastifyPluginAsyncTypebox<{ services: AppServices }> = a
           card,
           target,
           legacy,
-          signal: closed.signal,
+          signal,
           log: request.log,
         };
         const handler = new RudderA2AHandler(tasks, call);

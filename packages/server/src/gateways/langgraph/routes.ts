@@ -47,7 +47,7 @@ import { sortedBy } from "../../domain/sorting.ts";
 import { grants } from "../../domain/roles.ts";
 import { eventStream, problems } from "../../http/responses.ts";
 import type { AppServices } from "../../http/services.ts";
-import { endOnShutdown, requestWait } from "../../http/shutdown.ts";
+import { requestWait } from "../../http/shutdown.ts";
 import {
   checkpointIdOf,
   lgCheckpoint,
@@ -491,10 +491,7 @@ export const langGraphRoutes: FastifyPluginAsyncTypebox<{ services: AppServices;
   const wait = async (request: FastifyRequest<{ Body: LgRunCreateBody }>, reply: FastifyReply) => {
     const { tenantId } = request.principal;
     const { run } = await startRun(services, tenantId, threadParam(request), request.body, keyOf(request));
-    const closed = new AbortController();
-    const release = endOnShutdown(request, closed);
-    reply.raw.on("close", () => closed.abort());
-    const answer = settledAnswer(tenantId, run.run_id, { signal: closed.signal, release }, request.body.on_disconnect === "cancel");
+    const answer = settledAnswer(tenantId, run.run_id, requestWait(request, reply.raw), request.body.on_disconnect === "cancel");
     return sendWaitAnswer(reply.header("content-location", runLocation(run)), answer);
   };
 
