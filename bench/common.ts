@@ -125,15 +125,34 @@ export async function privateDatabase(base: string, prefix: string): Promise<{ d
 /** Clock ticks per second of /proc's CPU times (`getconf CLK_TCK`: 100 on every Linux build Node supports). */
 const CLOCK_TICKS_PER_S = 100;
 
-/** A process's user + system CPU time so far, ms (/proc/<pid>/stat); NaN where /proc cannot tell (not Linux, gone). */
-export function processCpuMs(pid: number): number {
+/** User + system CPU time so far of the process or thread a /proc `stat` file describes, ms; NaN where /proc cannot tell (not Linux, gone). */
+function statCpuMs(statPath: string): number {
   try {
     // The command name may hold spaces and parentheses: the fields after it start past the last ") ".
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const stat = readFileSync(statPath, "utf8");
     const fields = stat.slice(stat.lastIndexOf(") ") + 2).split(" ");
     return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS_PER_S; // utime, stime
   } catch {
     return Number.NaN;
+  }
+}
+
+/** A process's CPU time so far, ms (/proc/<pid>/stat). */
+export const processCpuMs = (pid: number): number => statCpuMs(`/proc/${pid}/stat`);
+
+/** This process's main thread's CPU time so far, ms: the event loop alone (Node 20 has no `process.threadCpuUsage`). */
+export const mainThreadCpuMs = (): number => statCpuMs(`/proc/self/task/${process.pid}/stat`);
+
+/** Busy and total jiffies of the whole machine so far (/proc/stat); both 0 where there is none (not Linux). */
+export function machineJiffies(): { busy: number; total: number } {
+  try {
+    const fields = readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/).slice(1).map(Number);
+    // user nice system idle iowait irq softirq steal (guest time is already in user)
+    const total = fields.slice(0, 8).reduce((sum, value) => sum + value, 0);
+    // not idle, iowait, or stolen by the hypervisor
+    return { busy: total - (fields[3] ?? 0) - (fields[4] ?? 0) - (fields[7] ?? 0), total };
+  } catch {
+    return { busy: 0, total: 0 };
   }
 }
 

@@ -8,11 +8,10 @@
  *
  * Figures: docs/benchmarks.md, "PGlite on a worker thread".
  */
-import { readFileSync } from "node:fs";
 import os from "node:os";
 import { parseArgs } from "node:util";
 import { createPgliteDb } from "../packages/server/src/storage/db.ts";
-import { exitWithUsage, fixed, positive } from "./common.ts";
+import { exitWithUsage, fixed, mainThreadCpuMs, positive } from "./common.ts";
 
 const { values: args } = parseArgs({
   options: { statements: { type: "string", default: "20000" }, help: { type: "boolean", default: false } },
@@ -21,10 +20,7 @@ exitWithUsage(args.help, "node --import tsx bench/pglite-roundtrip.ts [--stateme
 const N = positive(args.statements, "--statements");
 
 /** CPU time of this process's main thread, µs (/proc counts 10 ms clock ticks). */
-function mainThreadCpuUs(): number {
-  const fields = readFileSync(`/proc/self/task/${process.pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-  return (Number(fields[11]) + Number(fields[12])) * 10_000;
-}
+const mainThreadCpuUs = () => mainThreadCpuMs() * 1000;
 
 const CASES = [
   { label: "select $1::int", sql: "select $1::int as x", params: (i: number) => [i] },

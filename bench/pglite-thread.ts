@@ -21,7 +21,6 @@
  * load average. Figures and reading: docs/benchmarks.md, "PGlite on a worker thread".
  */
 import { randomUUID } from "node:crypto";
-import { readFileSync } from "node:fs";
 import os from "node:os";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
@@ -32,7 +31,18 @@ import { createPgliteDb, createPostgresDb, type Db } from "../packages/server/sr
 import { DEFAULT_WORKER_OPTIONS } from "../packages/server/src/worker/worker.ts";
 import type { RunsResult } from "./client.ts";
 import { Client } from "./client-process.ts";
-import { DEFAULT_DATABASE_URL, exitWithUsage, fixed, percentile, positive, positiveList, queryOnce, table } from "./common.ts";
+import {
+  DEFAULT_DATABASE_URL,
+  exitWithUsage,
+  fixed,
+  machineJiffies,
+  mainThreadCpuMs,
+  percentile,
+  positive,
+  positiveList,
+  queryOnce,
+  table,
+} from "./common.ts";
 
 const VARIANTS = ["pglite-worker", "pglite-main", "postgres"] as const;
 type Variant = (typeof VARIANTS)[number];
@@ -65,20 +75,8 @@ const CHOSEN = args.variants.split(",").map((name) => {
 const ROOT = fileURLToPath(new URL("../", import.meta.url));
 const SECRET = "rudder-bench-secret-rudder-bench-secret";
 const ECHO = { assistant_id: "echo", input: { message: "hi" } };
-const TICK_US = 1_000_000 / 100; // /proc counts CPU in clock ticks of 10 ms (USER_HZ 100)
-
-/** CPU time of this process's main thread, µs (Node 20 has no process.threadCpuUsage). */
-function mainThreadCpuUs(): number {
-  const fields = readFileSync(`/proc/self/task/${process.pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-  return (Number(fields[11]) + Number(fields[12])) * TICK_US;
-}
-
-/** Busy and total jiffies of the whole machine. */
-function machineJiffies(): { busy: number; total: number } {
-  const fields = readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/).slice(1).map(Number);
-  const total = fields.slice(0, 8).reduce((sum, value) => sum + value, 0);
-  return { busy: total - (fields[3] ?? 0) - (fields[4] ?? 0) - (fields[7] ?? 0), total };
-}
+/** CPU time of this process's main thread, µs. */
+const mainThreadCpuUs = () => mainThreadCpuMs() * 1000;
 
 interface Opened {
   readonly db: Db;

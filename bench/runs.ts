@@ -43,7 +43,7 @@
  */
 import { execFileSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { Session } from "node:inspector/promises";
 import os from "node:os";
 import path from "node:path";
@@ -62,11 +62,12 @@ import { Client } from "./client-process.ts";
 import {
   DEFAULT_DATABASE_URL,
   drivers,
-  postgresCpuMs,
-  processCpuMs,
   exitWithUsage,
   fixed,
+  machineJiffies,
   percentile,
+  postgresCpuMs,
+  processCpuMs,
   positive,
   positiveList,
   queryOnce,
@@ -129,7 +130,8 @@ interface CpuMark {
   total: number;
   /** This process's CPU time, µs. */
   own: number;
-  /** The load generator's and the local PostgreSQL server's CPU time, ms (NaN where /proc cannot tell). */
+  /** The load generator's process and its CPU time, and the local PostgreSQL server's, ms (NaN where /proc cannot tell). */
+  clientPid: number | undefined;
   client: number;
   postgres: number;
   /** This thread's event loop: busy against idle since start-up (`performance.eventLoopUtilization`). */
@@ -138,21 +140,11 @@ interface CpuMark {
 
 function cpuMark(clientPid?: number): CpuMark {
   const own = process.cpuUsage();
-  let busy = 0;
-  let total = 0;
-  try {
-    const fields = readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/).slice(1).map(Number);
-    // user nice system idle iowait irq softirq steal (guest time is already in user)
-    total = fields.slice(0, 8).reduce((sum, value) => sum + value, 0);
-    busy = total - (fields[3] ?? 0) - (fields[4] ?? 0) - (fields[7] ?? 0); // not idle, iowait, or stolen by the hypervisor
-  } catch {
-    // not Linux: no machine figure
-  }
   return {
     at: now(),
-    busy,
-    total,
+    ...machineJiffies(),
     own: own.user + own.system,
+    clientPid,
     client: clientPid === undefined ? Number.NaN : processCpuMs(clientPid),
     postgres: postgresCpuMs(),
     loop: performance.eventLoopUtilization(),
@@ -161,13 +153,17 @@ function cpuMark(clientPid?: number): CpuMark {
 
 /**
  * Cores busy on the whole machine, and in this process (the server), since `from`; the CPU time
- * of the server, of the load generator (`clientPid`) and of PostgreSQL, ms.
+ * of the server, of the load generator `from` names and of PostgreSQL, ms.
  */
-function cpuSince(
-  from: CpuMark,
-  clientPid?: number,
-): { machine: number; server: number; serverMs: number; clientMs: number; postgresMs: number; loop: number } {
-  const to = cpuMark(clientPid);
+function cpuSince(from: CpuMark): {
+  machine: number;
+  server: number;
+  serverMs: number;
+  clientMs: number;
+  postgresMs: number;
+  loop: number;
+} {
+  const to = cpuMark(from.clientPid);
   const cores = os.availableParallelism();
   return {
     machine: to.total > from.total ? ((to.busy - from.busy) / (to.total - from.total)) * cores : Number.NaN,
@@ -551,7 +547,7 @@ async function throughput(
           ...(threadIds ? { threadIds } : {}),
         }),
       );
-      const cpu = cpuSince(mark, client.pid);
+      const cpu = cpuSince(mark);
       const counted = pdb.counter.take();
       const wired = driver === "postgres" ? wire.take() : undefined;
       const done = Math.max(1, result.latencies.length);
