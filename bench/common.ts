@@ -1,6 +1,6 @@
 /**
  * Argument parsing and formatting shared by the benches (bench/runs.ts, token-stream.ts,
- * standing-load.ts, scale-out.ts).
+ * standing-load.ts, scale-out.ts, pglite-thread.ts, pglite-roundtrip.ts), and their /proc CPU readers.
  */
 import { randomUUID } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
